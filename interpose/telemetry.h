@@ -1,0 +1,66 @@
+// telemetry.h: what the preload library tells gswapd, and what it hears back.
+//
+// The interposer calls these at its event points. The implementation (telemetry.cpp) owns the
+// daemon connection, the shared-memory ring and the plan area. Rules, because these run inside
+// the application:
+//   - every event function is lock-free, allocation-free and never blocks; when the channel is
+//     full or no daemon is connected the event is dropped and counted;
+//   - start/stop/after_fork_child are the only functions that may do I/O or start threads;
+//   - nothing here throws.
+#pragma once
+
+#include <cstdint>
+
+namespace gswap::interpose::telemetry {
+
+// Counters the library publishes for `gswapctl status`. Bytes unless said otherwise.
+struct Counters {
+  std::uint64_t budget = 0;
+  std::uint64_t resident = 0;
+  std::uint64_t peak_resident = 0;
+  std::uint64_t swapped_out = 0;  // total bytes copied device to host
+  std::uint64_t swapped_in = 0;   // total bytes copied host to device
+  std::uint64_t stalls = 0;       // calls that waited for a restore or for budget
+  std::uint64_t stall_ns = 0;
+  std::uint64_t pinned = 0;  // pinned host bytes held
+  std::uint64_t regions = 0;  // live swappable regions
+  std::uint64_t launches = 0;
+};
+
+// Called by telemetry's own thread when the daemon pushes a new budget. Must be cheap and safe to
+// call from a non-application thread; the interposer applies the budget without restarting.
+using BudgetCallback = void (*)(std::uint64_t budget_bytes);
+
+struct StartInfo {
+  const char* gpu_uuid = nullptr;  // 16 raw bytes (CUuuid)
+  int device_ordinal = 0;
+  std::uint64_t device_total_bytes = 0;
+  std::uint64_t budget_bytes = 0;
+  BudgetCallback on_budget = nullptr;
+};
+
+// Lifecycle. start() connects to (or, if configured, spawns) the daemon and returns at once when
+// there is none: the library then runs in passive mode and reconnects later in the background.
+void start(const StartInfo& info);
+void stop();
+void after_fork_child();  // the child is a new client; the parent's connection is not shared
+bool connected();
+
+// Events. `seq` is the library's global call sequence number.
+void region_alloc(std::uint64_t region_id, std::uint64_t base, std::uint64_t bytes, std::uint64_t seq,
+                  std::uint32_t stream);
+void region_free(std::uint64_t region_id, std::uint64_t seq);
+void launch(std::uint64_t seq, std::uint32_t stream, std::uint64_t function_id,
+            const std::uint64_t* region_ids, std::uint32_t num_regions);
+void copy(std::uint64_t seq, std::uint32_t stream, std::uint64_t src_region, std::uint64_t dst_region,
+          std::uint64_t bytes);  // region id 0: not a region (host memory, arena)
+void eviction(std::uint64_t region_id, std::uint64_t bytes);
+void restore(std::uint64_t region_id, std::uint64_t bytes, bool late);
+void stall(std::uint64_t seq, std::uint64_t ns);
+void gpu_timing(std::uint64_t seq, std::uint64_t start_ns, std::uint64_t duration_ns);
+void iteration_mark(std::uint64_t seq);
+
+// Called after slow-path changes (allocation, eviction, restore) and at least once a second.
+void publish_counters(const Counters& counters);
+
+}  // namespace gswap::interpose::telemetry
