@@ -23,7 +23,7 @@ struct DeviceInfo {
 
 // Present only for regions a framework registered as recomputable.
 struct Recompute {
-  double cost_us = 0;              // time to recompute the region from its sources
+  double cost_us = 0;             // time to recompute the region from its sources
   std::vector<RegionId> sources;  // regions the recomputation reads
 };
 

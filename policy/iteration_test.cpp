@@ -1,0 +1,100 @@
+// iteration_test.cpp: iteration detection on clean and noisy marker-less streams.
+#include "policy/iteration.h"
+
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace gswap::policy {
+namespace {
+
+// An iteration shaped like a transformer step: embedding, L identical blocks forward, L blocks
+// backward, optimizer. The identical blocks create a strong sub-period that must not win.
+std::vector<std::uint64_t> transformer_iteration(int layers) {
+  std::vector<std::uint64_t> it = {1000, 1001};
+  for (int l = 0; l < layers; ++l)
+    for (std::uint64_t k : {10, 11, 12, 13, 14}) it.push_back(k);
+  for (int l = 0; l < layers; ++l)
+    for (std::uint64_t k : {20, 21, 22, 23, 24, 25}) it.push_back(k);
+  for (std::uint64_t k : {900, 901, 902}) it.push_back(k);
+  return it;
+}
+
+std::vector<std::uint64_t> repeat_with_noise(const std::vector<std::uint64_t>& it, int times,
+                                             double noise, unsigned seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0, 1);
+  std::vector<std::uint64_t> s;
+  for (int r = 0; r < times; ++r) {
+    for (std::uint64_t x : it) {
+      double d = u(rng);
+      if (d < noise / 2) continue;                        // a dropped launch
+      s.push_back(d < noise ? rng() | (1ull << 63) : x);  // or a stray one replacing it
+    }
+  }
+  return s;
+}
+
+TEST(IterationTest, FindsCleanPeriod) {
+  auto it = transformer_iteration(4);
+  auto s = repeat_with_noise(it, 3, 0.0, 1);
+  auto r = detect_iteration_period(s);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->period, it.size());
+  EXPECT_EQ(r->phase, 2 * it.size());
+  EXPECT_DOUBLE_EQ(r->match, 1.0);
+}
+
+TEST(IterationTest, RepeatedLayersDoNotWin) {
+  auto it = transformer_iteration(24);
+  auto s = repeat_with_noise(it, 3, 0.0, 2);
+  auto r = detect_iteration_period(s);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->period, it.size());
+}
+
+TEST(IterationTest, NoisyStreamWithReplacementsOnly) {
+  // Replacement noise keeps alignment, so the exact period must still be found.
+  auto it = transformer_iteration(12);
+  std::mt19937_64 rng(7);
+  std::vector<std::uint64_t> s;
+  for (int r = 0; r < 4; ++r)
+    for (std::uint64_t x : it) s.push_back(rng() % 100 < 3 ? (rng() | (1ull << 63)) : x);
+  PeriodOptions o;
+  o.min_match = 0.8;
+  auto r = detect_iteration_period(s, o);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->period, it.size());
+  EXPECT_LT(r->match, 1.0);
+}
+
+TEST(IterationTest, LongStreamUsesCandidateSearch) {
+  // 3 x 20,000 symbols: too long for the exhaustive scan, so the recurrence candidates are used.
+  std::mt19937_64 rng(11);
+  std::vector<std::uint64_t> it(20000);
+  for (auto& x : it) x = rng() % 50;  // a small alphabet, as kernel identities are
+  std::vector<std::uint64_t> s;
+  for (int r = 0; r < 3; ++r)
+    for (std::uint64_t x : it) s.push_back(rng() % 100 == 0 ? 999 : x);
+  auto r = detect_iteration_period(s);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->period, 20000u);
+}
+
+TEST(IterationTest, RandomStreamHasNoPeriod) {
+  std::mt19937_64 rng(3);
+  std::vector<std::uint64_t> s(3000);
+  for (auto& x : s) x = rng() % 1000;
+  EXPECT_FALSE(detect_iteration_period(s).has_value());
+}
+
+TEST(IterationTest, TooShortForTwoRepeats) {
+  auto it = transformer_iteration(2);
+  std::vector<std::uint64_t> s(it.begin(), it.end());
+  s.insert(s.end(), it.begin(), it.begin() + 5);
+  EXPECT_FALSE(detect_iteration_period(s).has_value());
+}
+
+}  // namespace
+}  // namespace gswap::policy

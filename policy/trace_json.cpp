@@ -1,0 +1,233 @@
+// trace_json.cpp: the JSON edge of policy/ — parses and writes the "gswap-trace" version 1 format.
+//
+// Every rejection names the JSON path of the offending field first ("launches[3].regions[1]: ..."),
+// so a user can find the problem in a multi-megabyte trace without a debugger. Unknown fields are
+// ignored on purpose: newer writers may add fields without breaking older readers.
+#include "policy/trace_json.h"
+
+#include <cmath>
+#include <stdexcept>
+#include <unordered_set>
+
+#include <nlohmann/json.hpp>
+
+namespace gswap::policy {
+namespace {
+
+using nlohmann::json;
+
+// Thrown inside the parser only; parse_trace_json turns it into (false, message).
+struct PathError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw PathError(path + ": " + what);
+}
+
+const json& member(const json& obj, const std::string& path, const char* key) {
+  auto it = obj.find(key);
+  if (it == obj.end()) fail(path.empty() ? key : path + "." + key, "missing");
+  return *it;
+}
+
+std::string join(const std::string& path, const char* key) {
+  return path.empty() ? key : path + "." + key;
+}
+
+std::uint64_t get_uint(const json& v, const std::string& path) {
+  if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<std::int64_t>() >= 0)) {
+    fail(path, "expected a non-negative integer");
+  }
+  return v.get<std::uint64_t>();
+}
+
+double get_nonneg_double(const json& v, const std::string& path) {
+  if (!v.is_number()) fail(path, "expected a number");
+  double d = v.get<double>();
+  if (!std::isfinite(d) || d < 0) fail(path, "expected a finite non-negative number");
+  return d;
+}
+
+const json& get_array(const json& v, const std::string& path) {
+  if (!v.is_array()) fail(path, "expected an array");
+  return v;
+}
+
+const json& get_object(const json& v, const std::string& path) {
+  if (!v.is_object()) fail(path, "expected an object");
+  return v;
+}
+
+void parse_device(const json& j, DeviceInfo* d) {
+  const std::string p = "device";
+  get_object(j, p);
+  d->capacity_bytes = get_uint(member(j, p, "capacity_bytes"), join(p, "capacity_bytes"));
+  d->h2d_bytes_per_s =
+      get_nonneg_double(member(j, p, "h2d_bytes_per_s"), join(p, "h2d_bytes_per_s"));
+  d->d2h_bytes_per_s =
+      get_nonneg_double(member(j, p, "d2h_bytes_per_s"), join(p, "d2h_bytes_per_s"));
+  if (d->h2d_bytes_per_s <= 0) fail(join(p, "h2d_bytes_per_s"), "must be positive");
+  if (d->d2h_bytes_per_s <= 0) fail(join(p, "d2h_bytes_per_s"), "must be positive");
+}
+
+Trace parse(const json& root) {
+  Trace t;
+  get_object(root, "$");
+  const json& format = member(root, "", "format");
+  if (!format.is_string() || format.get<std::string>() != kTraceFormat) {
+    fail("format", std::string("expected \"") + kTraceFormat + "\"");
+  }
+  const json& version = member(root, "", "version");
+  if (!version.is_number_integer() || version.get<std::int64_t>() != kTraceVersion) {
+    fail("version",
+         "unsupported version (this reader understands " + std::to_string(kTraceVersion) + ")");
+  }
+  parse_device(member(root, "", "device"), &t.device);
+
+  std::unordered_set<RegionId> ids;
+  const json& regions = get_array(member(root, "", "regions"), "regions");
+  t.regions.reserve(regions.size());
+  for (std::size_t i = 0; i < regions.size(); ++i) {
+    const std::string p = "regions[" + std::to_string(i) + "]";
+    const json& r = get_object(regions[i], p);
+    Region reg;
+    reg.id = get_uint(member(r, p, "id"), join(p, "id"));
+    if (!ids.insert(reg.id).second)
+      fail(join(p, "id"), "duplicate region id " + std::to_string(reg.id));
+    reg.bytes = get_uint(member(r, p, "bytes"), join(p, "bytes"));
+    reg.alloc_seq = get_uint(member(r, p, "alloc_seq"), join(p, "alloc_seq"));
+    if (auto it = r.find("free_seq"); it != r.end() && !it->is_null()) {
+      reg.free_seq = get_uint(*it, join(p, "free_seq"));
+      if (*reg.free_seq < reg.alloc_seq) fail(join(p, "free_seq"), "before alloc_seq");
+    }
+    if (auto it = r.find("recompute"); it != r.end() && !it->is_null()) {
+      const std::string rp = join(p, "recompute");
+      get_object(*it, rp);
+      Recompute rc;
+      rc.cost_us = get_nonneg_double(member(*it, rp, "cost_us"), join(rp, "cost_us"));
+      const std::string sp = join(rp, "sources");
+      const json& src = get_array(member(*it, rp, "sources"), sp);
+      for (std::size_t k = 0; k < src.size(); ++k) {
+        rc.sources.push_back(get_uint(src[k], sp + "[" + std::to_string(k) + "]"));
+      }
+      reg.recompute = std::move(rc);
+    }
+    t.regions.push_back(std::move(reg));
+  }
+  // Sources may name regions declared later, so they are checked once all ids are known.
+  for (std::size_t i = 0; i < t.regions.size(); ++i) {
+    if (!t.regions[i].recompute) continue;
+    const auto& src = t.regions[i].recompute->sources;
+    for (std::size_t k = 0; k < src.size(); ++k) {
+      if (!ids.count(src[k]) || src[k] == t.regions[i].id) {
+        fail("regions[" + std::to_string(i) + "].recompute.sources[" + std::to_string(k) + "]",
+             src[k] == t.regions[i].id ? "a region cannot be its own source"
+                                       : "unknown region " + std::to_string(src[k]));
+      }
+    }
+  }
+
+  const json& launches = get_array(member(root, "", "launches"), "launches");
+  t.launches.reserve(launches.size());
+  for (std::size_t i = 0; i < launches.size(); ++i) {
+    const std::string p = "launches[" + std::to_string(i) + "]";
+    const json& l = get_object(launches[i], p);
+    Launch la;
+    la.seq = get_uint(member(l, p, "seq"), join(p, "seq"));
+    if (i > 0 && la.seq <= t.launches.back().seq) fail(join(p, "seq"), "not increasing");
+    la.start_us = get_nonneg_double(member(l, p, "start_us"), join(p, "start_us"));
+    la.dur_us = get_nonneg_double(member(l, p, "dur_us"), join(p, "dur_us"));
+    std::uint64_t stream = get_uint(member(l, p, "stream"), join(p, "stream"));
+    if (stream > 0xffffffffu) fail(join(p, "stream"), "out of range");
+    la.stream = static_cast<std::uint32_t>(stream);
+    const std::string rp = join(p, "regions");
+    const json& regs = get_array(member(l, p, "regions"), rp);
+    for (std::size_t k = 0; k < regs.size(); ++k) {
+      const std::string kp = rp + "[" + std::to_string(k) + "]";
+      RegionId id = get_uint(regs[k], kp);
+      if (!ids.count(id)) fail(kp, "unknown region " + std::to_string(id));
+      la.regions.push_back(id);
+    }
+    const json& kernel = member(l, p, "kernel");
+    if (!kernel.is_string()) fail(join(p, "kernel"), "expected a string");
+    la.kernel = kernel.get<std::string>();
+    t.launches.push_back(std::move(la));
+  }
+
+  if (auto it = root.find("iterations"); it != root.end() && !it->is_null()) {
+    const json& its = get_array(*it, "iterations");
+    for (std::size_t i = 0; i < its.size(); ++i) {
+      const std::string p = "iterations[" + std::to_string(i) + "]";
+      get_object(its[i], p);
+      IterationMark m;
+      m.first_seq = get_uint(member(its[i], p, "first_seq"), join(p, "first_seq"));
+      m.last_seq = get_uint(member(its[i], p, "last_seq"), join(p, "last_seq"));
+      if (m.last_seq < m.first_seq) fail(join(p, "last_seq"), "before first_seq");
+      t.iterations.push_back(m);
+    }
+  }
+  return t;
+}
+
+}  // namespace
+
+bool parse_trace_json(std::string_view text, Trace* out, std::string* error) {
+  json root = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) {
+    // Re-parse with exceptions only to get nlohmann's byte position for the message.
+    try {
+      json again = json::parse(text.begin(), text.end());
+      (void)again;
+    } catch (const json::parse_error& e) {
+      if (error) *error = std::string("$: not valid JSON: ") + e.what();
+      return false;
+    }
+    if (error) *error = "$: not valid JSON";
+    return false;
+  }
+  try {
+    *out = parse(root);
+    return true;
+  } catch (const PathError& e) {
+    if (error) *error = e.what();
+    return false;
+  }
+}
+
+std::string write_trace_json(const Trace& trace) {
+  json root;
+  root["format"] = kTraceFormat;
+  root["version"] = kTraceVersion;
+  root["device"] = {{"capacity_bytes", trace.device.capacity_bytes},
+                    {"h2d_bytes_per_s", trace.device.h2d_bytes_per_s},
+                    {"d2h_bytes_per_s", trace.device.d2h_bytes_per_s}};
+  json regions = json::array();
+  for (const Region& r : trace.regions) {
+    json jr = {{"id", r.id}, {"bytes", r.bytes}, {"alloc_seq", r.alloc_seq}};
+    jr["free_seq"] = r.free_seq ? json(*r.free_seq) : json(nullptr);
+    if (r.recompute) {
+      jr["recompute"] = {{"cost_us", r.recompute->cost_us}, {"sources", r.recompute->sources}};
+    }
+    regions.push_back(std::move(jr));
+  }
+  root["regions"] = std::move(regions);
+  json launches = json::array();
+  for (const Launch& l : trace.launches) {
+    launches.push_back({{"seq", l.seq},
+                        {"start_us", l.start_us},
+                        {"dur_us", l.dur_us},
+                        {"stream", l.stream},
+                        {"regions", l.regions},
+                        {"kernel", l.kernel}});
+  }
+  root["launches"] = std::move(launches);
+  json its = json::array();
+  for (const IterationMark& m : trace.iterations) {
+    its.push_back({{"first_seq", m.first_seq}, {"last_seq", m.last_seq}});
+  }
+  root["iterations"] = std::move(its);
+  return root.dump();
+}
+
+}  // namespace gswap::policy

@@ -1,0 +1,82 @@
+// trace_json_test.cpp: the JSON trace format round-trips and rejects malformed input by path.
+#include "policy/trace_json.h"
+
+#include <gtest/gtest.h>
+
+namespace gswap::policy {
+namespace {
+
+const char* kExample = R"({"format": "gswap-trace", "version": 1,
+ "device": {"capacity_bytes": 85899345920, "h2d_bytes_per_s": 5.0e10, "d2h_bytes_per_s": 5.0e10},
+ "regions": [{"id": 3, "bytes": 1024, "alloc_seq": 0, "free_seq": null},
+             {"id": 7, "bytes": 33554432, "alloc_seq": 12, "free_seq": 480,
+              "recompute": {"cost_us": 40.0, "sources": [3]}}],
+ "launches": [{"seq": 12, "start_us": 103.5, "dur_us": 21.0, "stream": 0,
+               "regions": [3, 7], "kernel": "sgemm_128x64"}],
+ "iterations": [{"first_seq": 0, "last_seq": 999}]})";
+
+TEST(TraceJsonTest, ParsesIssueExample) {
+  Trace t;
+  std::string err;
+  ASSERT_TRUE(parse_trace_json(kExample, &t, &err)) << err;
+  EXPECT_EQ(t.device.capacity_bytes, 85899345920ull);
+  ASSERT_EQ(t.regions.size(), 2u);
+  EXPECT_FALSE(t.regions[0].free_seq.has_value());
+  EXPECT_EQ(*t.regions[1].free_seq, 480u);
+  ASSERT_TRUE(t.regions[1].recompute.has_value());
+  EXPECT_EQ(t.regions[1].recompute->sources, std::vector<RegionId>{3});
+  ASSERT_EQ(t.launches.size(), 1u);
+  EXPECT_EQ(t.launches[0].kernel, "sgemm_128x64");
+  EXPECT_DOUBLE_EQ(t.launches[0].start_us, 103.5);
+  ASSERT_EQ(t.iterations.size(), 1u);
+  EXPECT_EQ(t.iterations[0].last_seq, 999u);
+}
+
+TEST(TraceJsonTest, RoundTripIsExact) {
+  Trace t;
+  std::string err;
+  ASSERT_TRUE(parse_trace_json(kExample, &t, &err)) << err;
+  t.launches[0].dur_us = 0.1 + 0.2;  // a value with no short decimal form
+  Trace back;
+  ASSERT_TRUE(parse_trace_json(write_trace_json(t), &back, &err)) << err;
+  EXPECT_EQ(write_trace_json(back), write_trace_json(t));
+  EXPECT_EQ(back.launches[0].dur_us, t.launches[0].dur_us);
+  EXPECT_EQ(back.regions[1].recompute->cost_us, 40.0);
+}
+
+std::string mutate(const std::string& from, const std::string& to) {
+  std::string s = kExample;
+  auto pos = s.find(from);
+  EXPECT_NE(pos, std::string::npos) << from;
+  return s.replace(pos, from.size(), to);
+}
+
+void expect_rejected(const std::string& text, const std::string& path_prefix) {
+  Trace t;
+  std::string err;
+  EXPECT_FALSE(parse_trace_json(text, &t, &err));
+  EXPECT_EQ(err.rfind(path_prefix, 0), 0u) << "error was: " << err;
+}
+
+TEST(TraceJsonTest, RejectsWithJsonPath) {
+  expect_rejected(mutate("\"regions\": [3, 7]", "\"regions\": [3, 99]"),
+                  "launches[0].regions[1]: unknown region 99");
+  expect_rejected(mutate("\"gswap-trace\"", "\"other\""), "format:");
+  expect_rejected(mutate("\"version\": 1", "\"version\": 2"), "version:");
+  expect_rejected(mutate("\"bytes\": 1024", "\"bytes\": -4"), "regions[0].bytes:");
+  expect_rejected(mutate("\"sources\": [3]", "\"sources\": [3, 42]"),
+                  "regions[1].recompute.sources[1]: unknown region 42");
+  expect_rejected(mutate("\"dur_us\": 21.0", "\"dur_us\": \"x\""), "launches[0].dur_us:");
+  expect_rejected(mutate("\"kernel\": \"sgemm_128x64\"", "\"kern\": 1"),
+                  "launches[0].kernel: missing");
+  expect_rejected(mutate("\"id\": 7", "\"id\": 3"), "regions[1].id: duplicate");
+  expect_rejected(mutate("\"free_seq\": 480", "\"free_seq\": 5"), "regions[1].free_seq:");
+  expect_rejected(mutate("\"h2d_bytes_per_s\": 5.0e10", "\"h2d_bytes_per_s\": 0"),
+                  "device.h2d_bytes_per_s:");
+  expect_rejected(mutate("\"last_seq\": 999", "\"last_seq\": \"a\""), "iterations[0].last_seq:");
+  expect_rejected("{\"format\": ", "$: not valid JSON");
+  expect_rejected("[1,2]", "$: expected an object");
+}
+
+}  // namespace
+}  // namespace gswap::policy
