@@ -1,0 +1,150 @@
+// decode.cpp: validation and dispatch of ring records (see decode.h).
+#include "proto/decode.h"
+
+#include <cstring>
+
+namespace gswap::proto {
+namespace {
+
+// True when words [from, 5) are all zero: unused words must be written as zero.
+bool tail_zero(const EventRecord& r, int from) {
+  for (int i = from; i < 5; ++i)
+    if (r.w[i] != 0) return false;
+  return true;
+}
+
+DecodeResult fail(std::size_t index, const char* what) {
+  DecodeResult r;
+  r.ok = false;
+  r.error = what;
+  r.error_index = index;
+  return r;
+}
+
+}  // namespace
+
+DecodeResult decode_events(const EventRecord* records, std::size_t n, bool complete,
+                           EventSink& sink) {
+  DecodeResult result;
+  std::uint64_t ids[kMaxLaunchRegions];
+  std::size_t i = 0;
+  while (i < n) {
+    const EventRecord& r = records[i];
+    if (r.type == 0 || r.type > kMaxEventType) return fail(i, "unknown event type");
+    if (r.reserved0 != 0 || r.reserved1 != 0) return fail(i, "reserved field not zero");
+    auto type = static_cast<EventType>(r.type);
+    if (r.flags != 0 && !(type == EventType::kLaunch && r.flags == kLaunchTruncated))
+      return fail(i, "bad flags");
+    if (type != EventType::kLaunch && type != EventType::kLaunchMore && r.count != 0)
+      return fail(i, "count on a record without regions");
+    switch (type) {
+      case EventType::kAlloc:
+        if (r.w[0] == 0) return fail(i, "alloc of region id 0");
+        if (r.w[2] == 0) return fail(i, "alloc of zero bytes");
+        if (r.w[1] + r.w[2] < r.w[1]) return fail(i, "alloc range wraps");
+        if (!tail_zero(r, 3)) return fail(i, "unused words not zero");
+        sink.on_alloc(r.seq, r.stream, r.w[0], r.w[1], r.w[2]);
+        break;
+      case EventType::kFree:
+        if (r.w[0] == 0) return fail(i, "free of region id 0");
+        if (!tail_zero(r, 1)) return fail(i, "unused words not zero");
+        sink.on_free(r.seq, r.w[0]);
+        break;
+      case EventType::kLaunch: {
+        std::uint32_t count = r.count;
+        if (count > kMaxLaunchRegions) return fail(i, "launch region count too large");
+        if ((r.flags & kLaunchTruncated) && count != kMaxLaunchRegions)
+          return fail(i, "truncated launch without a full region list");
+        std::uint32_t groups = launch_records(count);
+        if (i + groups > n) {
+          if (complete) return fail(i, "launch group cut short");
+          return result;  // wait for the rest
+        }
+        std::uint32_t inline_n = count < kLaunchInlineRegions ? count : kLaunchInlineRegions;
+        for (std::uint32_t k = 0; k < inline_n; ++k) ids[k] = r.w[1 + k];
+        if (!tail_zero(r, 1 + static_cast<int>(inline_n))) return fail(i, "unused words not zero");
+        std::uint32_t got = inline_n;
+        for (std::uint32_t g = 1; g < groups; ++g) {
+          const EventRecord& m = records[i + g];
+          if (m.type != static_cast<std::uint16_t>(EventType::kLaunchMore))
+            return fail(i + g, "launch continuation missing");
+          if (m.reserved0 != 0 || m.reserved1 != 0 || m.flags != 0)
+            return fail(i + g, "reserved field not zero");
+          if (m.seq != r.seq || m.stream != r.stream)
+            return fail(i + g, "continuation of another launch");
+          std::uint32_t want = count - got < kLaunchMoreRegions ? count - got : kLaunchMoreRegions;
+          if (m.count != want) return fail(i + g, "continuation count mismatch");
+          for (std::uint32_t k = 0; k < want; ++k) ids[got + k] = m.w[k];
+          if (!tail_zero(m, static_cast<int>(want))) return fail(i + g, "unused words not zero");
+          got += want;
+        }
+        for (std::uint32_t k = 0; k < count; ++k)
+          if (ids[k] == 0) return fail(i, "launch touches region id 0");
+        sink.on_launch(r.seq, r.stream, r.w[0], ids, count, (r.flags & kLaunchTruncated) != 0);
+        i += groups;
+        result.consumed = i;
+        continue;
+      }
+      case EventType::kLaunchMore:
+        return fail(i, "launch continuation without a launch");
+      case EventType::kCopy:
+        if (!tail_zero(r, 3)) return fail(i, "unused words not zero");
+        sink.on_copy(r.seq, r.stream, r.w[0], r.w[1], r.w[2]);
+        break;
+      case EventType::kEviction:
+        if (r.w[0] == 0) return fail(i, "eviction of region id 0");
+        if (!tail_zero(r, 2)) return fail(i, "unused words not zero");
+        sink.on_eviction(r.seq, r.w[0], r.w[1]);
+        break;
+      case EventType::kRestore:
+        if (r.w[0] == 0) return fail(i, "restore of region id 0");
+        if (r.w[2] > 1) return fail(i, "restore late flag not 0 or 1");
+        if (!tail_zero(r, 3)) return fail(i, "unused words not zero");
+        sink.on_restore(r.seq, r.w[0], r.w[1], r.w[2] != 0);
+        break;
+      case EventType::kStall:
+        if (!tail_zero(r, 1)) return fail(i, "unused words not zero");
+        sink.on_stall(r.seq, r.w[0]);
+        break;
+      case EventType::kGpuTiming:
+        if (!tail_zero(r, 2)) return fail(i, "unused words not zero");
+        sink.on_gpu_timing(r.seq, r.w[0], r.w[1]);
+        break;
+      case EventType::kIterationMark:
+        if (!tail_zero(r, 0)) return fail(i, "unused words not zero");
+        sink.on_iteration_mark(r.seq);
+        break;
+    }
+    ++i;
+    result.consumed = i;
+  }
+  return result;
+}
+
+DecodeResult decode_event_bytes(const void* bytes, std::size_t len, EventSink& sink) {
+  if (len % sizeof(EventRecord) != 0) return fail(len / sizeof(EventRecord), "partial record");
+  // Copy record by record: the source may be unaligned or changing under us.
+  constexpr std::size_t kChunk = 256;
+  EventRecord buf[kChunk];
+  const auto* p = static_cast<const unsigned char*>(bytes);
+  std::size_t total = len / sizeof(EventRecord);
+  std::size_t done = 0;
+  DecodeResult out;
+  while (done < total) {
+    std::size_t n = total - done < kChunk ? total - done : kChunk;
+    std::memcpy(buf, p + done * sizeof(EventRecord), n * sizeof(EventRecord));
+    bool last = done + n == total;
+    DecodeResult r = decode_events(buf, n, last, sink);
+    if (!r.ok) {
+      r.error_index += done;
+      r.consumed += done;
+      return r;
+    }
+    if (r.consumed == 0) return fail(done, "launch group larger than a decode chunk");
+    done += r.consumed;
+    out.consumed = done;
+  }
+  return out;
+}
+
+}  // namespace gswap::proto

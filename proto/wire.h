@@ -1,0 +1,261 @@
+// wire.h: the gswap wire format between libgswap.so and gswapd, in one header.
+//
+// Everything here is fixed-width and trivially copyable, with static_asserts on sizes and offsets,
+// because the same bytes are read by two processes that may have been built at different times.
+// Both sides re-validate every header field they read; neither trusts the other's sizes.
+//
+// Protocol version rule: bump kProtocolVersion whenever any struct in proto/wire.h, proto/ring.h or
+// proto/seqlock.h changes size, layout or meaning, or a new EventType changes how an old one is
+// read. Adding a new EventType that old daemons may safely reject also bumps it (old daemons
+// disconnect clients that send unknown types). Reserved fields must be written as zero and are
+// ignored on read, so giving a reserved field a meaning whose zero value means "absent" does not
+// need a bump. Both sides refuse a peer whose version differs, with a message both log.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace gswap::proto {
+
+inline constexpr std::uint32_t kProtocolVersion = 1;
+
+// Magic numbers: ASCII tags, so a hexdump says what it is.
+inline constexpr std::uint32_t kHelloMagic = 0x48575347;        // "GSWH" little-endian
+inline constexpr std::uint32_t kReplyMagic = 0x52575347;        // "GSWR"
+inline constexpr std::uint64_t kShmMagic = 0x314D485350415753;  // "SWAPSHM1"
+
+// ---------------------------------------------------------------------------------------------
+// Handshake (over the Unix SOCK_SEQPACKET socket, one message each way).
+
+enum class PeerKind : std::uint32_t {
+  kLibrary = 1,  // a training process: gets a shared-memory region
+  kControl = 2,  // gswapctl: exchanges JSON requests and responses
+};
+
+struct Hello {
+  std::uint32_t magic;    // kHelloMagic
+  std::uint32_t version;  // kProtocolVersion
+  std::uint32_t kind;     // PeerKind
+  std::int32_t pid;
+  std::uint8_t gpu_uuid[16];  // the GPU the client uses (CUuuid bytes); ignored for kControl
+  std::uint64_t device_total_bytes;
+  std::uint64_t requested_budget_bytes;  // the client's own budget (GSWAP_BUDGET), 0 = none
+  char exe[64];                          // executable name, NUL-padded (need not be terminated)
+  std::uint64_t reserved[4];
+};
+static_assert(std::is_trivially_copyable_v<Hello>);
+static_assert(sizeof(Hello) == 144);
+static_assert(offsetof(Hello, gpu_uuid) == 16);
+static_assert(offsetof(Hello, exe) == 48);
+
+enum class HelloStatus : std::int32_t {
+  kOk = 0,
+  kBadMagic = 1,
+  kBadVersion = 2,
+  kWrongGpu = 3,
+  kBadPid = 4,
+  kNotAllowed = 5,  // SO_PEERCRED uid/gid not allowed
+  kBadSize = 6,
+  kBadKind = 7,
+  kFull = 8,  // too many clients
+};
+
+struct HelloReply {
+  std::uint32_t magic;    // kReplyMagic
+  std::uint32_t version;  // the daemon's kProtocolVersion (even when refusing)
+  std::int32_t status;    // HelloStatus
+  std::uint32_t reserved0;
+  std::uint64_t shm_bytes;  // size of the memfd passed with this message (kOk, kLibrary only)
+  char message[112];        // NUL-terminated human-readable reason
+};
+static_assert(std::is_trivially_copyable_v<HelloReply>);
+static_assert(sizeof(HelloReply) == 136);
+static_assert(offsetof(HelloReply, message) == 24);
+
+// Short name of a status, for logs on both sides.
+const char* hello_status_name(HelloStatus status);
+
+// Checks a Hello received as `len` untrusted bytes against what the daemon expects. Returns kOk
+// or the reason for refusal; `*hello` is filled whenever len == sizeof(Hello).
+HelloStatus check_hello(const void* bytes, std::size_t len, const std::uint8_t expected_uuid[16],
+                        Hello* hello);
+
+// ---------------------------------------------------------------------------------------------
+// Events (ring records). Every record is 64 bytes: a 24-byte head and five 64-bit words.
+
+enum class EventType : std::uint16_t {
+  kAlloc = 1,          // w0 region id, w1 base address, w2 bytes
+  kFree = 2,           // w0 region id
+  kLaunch = 3,         // w0 function id, w1..w4 region ids; count = regions in the whole launch
+  kLaunchMore = 4,     // continuation of the previous kLaunch: w0..w4 region ids
+  kCopy = 5,           // w0 src region, w1 dst region, w2 bytes (region 0: not a region)
+  kEviction = 6,       // w0 region id, w1 bytes
+  kRestore = 7,        // w0 region id, w1 bytes, w2 late (0/1)
+  kStall = 8,          // w0 nanoseconds
+  kGpuTiming = 9,      // w0 start ns, w1 duration ns (of the launch with this seq)
+  kIterationMark = 10  // the iteration boundary is at seq
+};
+inline constexpr std::uint16_t kMaxEventType = 10;
+
+// Flags in EventRecord::flags.
+inline constexpr std::uint16_t kLaunchTruncated =
+    1;  // kLaunch: more regions than kMaxLaunchRegions
+
+inline constexpr std::uint32_t kLaunchInlineRegions = 4;
+inline constexpr std::uint32_t kLaunchMoreRegions = 5;
+// A launch is at most one kLaunch and kMaxLaunchMore continuations; more regions set the
+// truncated flag (the daemon then treats the launch's touched set as incomplete).
+inline constexpr std::uint32_t kMaxLaunchMore = 15;
+inline constexpr std::uint32_t kMaxLaunchRegions =
+    kLaunchInlineRegions + kMaxLaunchMore * kLaunchMoreRegions;  // 79
+inline constexpr std::uint32_t kMaxGroupRecords = 1 + kMaxLaunchMore;
+
+struct EventRecord {
+  std::uint16_t type;   // EventType
+  std::uint16_t flags;  // kLaunchTruncated; other bits reserved (zero)
+  std::uint16_t count;  // kLaunch: regions in the launch; kLaunchMore: ids used in this record
+  std::uint16_t reserved0;
+  std::uint32_t stream;
+  std::uint32_t reserved1;
+  std::uint64_t seq;
+  std::uint64_t w[5];
+};
+static_assert(std::is_trivially_copyable_v<EventRecord>);
+static_assert(sizeof(EventRecord) == 64);
+static_assert(offsetof(EventRecord, stream) == 8);
+static_assert(offsetof(EventRecord, seq) == 16);
+static_assert(offsetof(EventRecord, w) == 24);
+
+// Records a kLaunch with n regions occupies (1 + continuations).
+constexpr std::uint32_t launch_records(std::uint32_t num_regions) {
+  std::uint32_t n = num_regions > kMaxLaunchRegions ? kMaxLaunchRegions : num_regions;
+  return n <= kLaunchInlineRegions
+             ? 1
+             : 1 + (n - kLaunchInlineRegions + kLaunchMoreRegions - 1) / kLaunchMoreRegions;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared memory: created by the daemon as a memfd, sized and laid out by it, mapped by both.
+//
+//   [ShmHeader 256 B][RingControl 128 B][ring records][StatusBlock][PlanBlock + entries]
+//
+// Writers: the library writes RingControl::head, the records and StatusBlock; the daemon writes
+// RingControl::tail, the header (once, before passing the fd) and PlanBlock.
+
+struct ShmHeader {
+  std::uint64_t magic;  // kShmMagic
+  std::uint32_t version;
+  std::uint32_t header_bytes;  // sizeof(ShmHeader)
+  std::uint64_t total_bytes;
+  std::uint64_t ring_control_offset;
+  std::uint64_t ring_offset;
+  std::uint32_t ring_capacity;  // records, a power of two
+  std::uint32_t record_bytes;   // sizeof(EventRecord)
+  std::uint64_t status_offset;
+  std::uint32_t status_bytes;  // sizeof(StatusBlock)
+  std::uint32_t reserved0;
+  std::uint64_t plan_offset;
+  std::uint32_t plan_bytes;     // sizeof(PlanBlock) + plan_capacity * sizeof(PlanEntry)
+  std::uint32_t plan_capacity;  // entries
+  std::uint64_t reserved[22];
+};
+static_assert(std::is_trivially_copyable_v<ShmHeader>);
+static_assert(sizeof(ShmHeader) == 256);
+static_assert(offsetof(ShmHeader, ring_offset) == 32);
+static_assert(offsetof(ShmHeader, plan_offset) == 64);
+
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free,
+              "shared-memory atomics must be lock-free (no libc locks in shared memory)");
+
+struct RingControl {
+  alignas(64) std::atomic<std::uint64_t> head;  // written by the producer (library)
+  char pad0[56];
+  alignas(64) std::atomic<std::uint64_t> tail;  // written by the consumer (daemon)
+  char pad1[56];
+};
+static_assert(sizeof(RingControl) == 128);
+static_assert(offsetof(RingControl, tail) == 64);
+
+// Counters the library publishes (seqlock payload). Field order is the wire order.
+struct StatusPayload {
+  std::uint64_t budget;
+  std::uint64_t resident;
+  std::uint64_t peak_resident;
+  std::uint64_t swapped_out;
+  std::uint64_t swapped_in;
+  std::uint64_t stalls;
+  std::uint64_t stall_ns;
+  std::uint64_t pinned;
+  std::uint64_t regions;
+  std::uint64_t launches;
+  std::uint64_t dropped_events;  // events the library dropped (staging or ring full, no daemon)
+  std::uint64_t applied_budget;  // the daemon budget the library last applied
+  std::uint64_t reserved[4];
+};
+static_assert(std::is_trivially_copyable_v<StatusPayload>);
+static_assert(sizeof(StatusPayload) == 128);
+inline constexpr std::size_t kStatusWords = sizeof(StatusPayload) / 8;
+
+struct StatusBlock {
+  std::atomic<std::uint64_t> seq;  // seqlock: odd while the library writes
+  std::atomic<std::uint64_t> words[kStatusWords];
+};
+static_assert(sizeof(StatusBlock) == 8 + sizeof(StatusPayload));
+
+enum class PlanMode : std::uint32_t {
+  kPassive = 0,   // no plan: the library keeps within its budget on demand
+  kMeasured = 1,  // an iteration was detected; a plan is published
+};
+
+struct PlanHeader {
+  std::uint64_t generation;        // bumped by the daemon on every publish
+  std::uint64_t budget_bytes;      // this client's share of the GPU budget
+  std::uint32_t mode;              // PlanMode
+  std::uint32_t num_entries;       // valid PlanEntry records (<= plan_capacity)
+  std::uint64_t iteration_length;  // launches per detected iteration, 0 = none
+  std::uint64_t iteration_first_seq;
+  std::uint64_t reserved[3];
+};
+static_assert(std::is_trivially_copyable_v<PlanHeader>);
+static_assert(sizeof(PlanHeader) == 64);
+inline constexpr std::size_t kPlanHeaderWords = sizeof(PlanHeader) / 8;
+
+enum class PlanAction : std::uint32_t { kSwap = 1, kRecompute = 2 };
+
+// One planned action; positions are launch indexes within the iteration (0-based).
+struct PlanEntry {
+  std::uint64_t region_id;
+  std::uint32_t action;  // PlanAction
+  std::uint32_t reserved0;
+  std::uint64_t evict_after;  // evict after this launch index
+  std::uint64_t restore_at;   // start the restore at this launch index (the in-trigger)
+};
+static_assert(std::is_trivially_copyable_v<PlanEntry>);
+static_assert(sizeof(PlanEntry) == 32);
+
+struct PlanBlock {
+  std::atomic<std::uint64_t> seq;  // seqlock: odd while the daemon writes
+  // Followed by kPlanHeaderWords + plan_capacity * 4 atomic words.
+};
+
+// The layout the daemon uses; the library validates whatever it receives instead of assuming it.
+struct Layout {
+  std::uint64_t ring_control_offset, ring_offset, status_offset, plan_offset, total_bytes;
+  std::uint32_t ring_capacity, plan_capacity, plan_bytes;
+};
+Layout make_layout(std::uint32_t ring_capacity, std::uint32_t plan_capacity);
+
+// Validates a header read from `mapped_bytes` of shared memory: magic, version, sizes, that every
+// area lies inside the mapping, is 64-byte aligned and does not overlap another. Returns nullptr
+// when valid, else a static description of the first problem.
+const char* validate_shm_header(const ShmHeader& header, std::uint64_t mapped_bytes);
+
+// Formats a 16-byte GPU UUID as nvidia-smi does ("GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx") into
+// out (at least 41 bytes). Returns out.
+char* format_uuid(const std::uint8_t uuid[16], char* out);
+// Parses that form (with or without the "GPU-" prefix, dashes optional). False on bad input.
+bool parse_uuid(const char* text, std::uint8_t out[16]);
+
+}  // namespace gswap::proto
