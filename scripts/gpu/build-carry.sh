@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# build-carry.sh: builds on a development machine what scripts/gpu/validate.sh needs on a GPU
+# machine, and packs it into a small folder to carry there.
+#
+# The GPU machine has the CUDA toolkit but not the Debian libraries (spdlog, CLI11, GoogleTest...)
+# the full build needs, so the preload library, minitrain and the GPU programs are built here and
+# copied. The pack keeps the build layout (interpose/libgswap.so, tests/workloads/minitrain and its
+# fatbin, tests/gpu/*), so `validate.sh --build-dir <pack>` finds everything, and it holds only
+# those files (a few MiB), not the object files of the whole build.
+#
+# Usage: scripts/gpu/build-carry.sh [BUILD_DIR [PACK_DIR]]
+#   BUILD_DIR  where to configure and build (default: build)
+#   PACK_DIR   where to copy the files to carry (default: build-carry; ignored by git)
+# Then, on the GPU machine, from the repository root: scripts/gpu/validate.sh --build-dir build-carry
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${1:-build}
+pack=${2:-build-carry}
+[[ $build = /* ]] || build=$root/$build
+[[ $pack = /* ]] || pack=$root/$pack
+
+if [[ ! -x /usr/local/cuda/bin/nvcc ]] && ! command -v nvcc >/dev/null; then
+  echo "build-carry.sh: nvcc is needed to build the CUDA kernels" >&2
+  exit 2
+fi
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE="${GSWAP_BUILD_TYPE:-RelWithDebInfo}" >/dev/null
+targets=(gswap minitrain hook_paths_test vmm_remap_test stream_free_test meminfo_test gpu_micro)
+# runtime_check exists only where cuBLAS and cuDNN were found.
+if cmake --build "$build" --target help 2>/dev/null | grep -qw runtime_check; then
+  targets+=(runtime_check)
+fi
+cmake --build "$build" -j "${GSWAP_JOBS:-$(nproc)}" --target "${targets[@]}"
+
+rm -rf "$pack"
+files=(
+  interpose/libgswap.so
+  tests/workloads/minitrain
+  tests/workloads/minitrain_kernels.fatbin
+  tests/gpu/hook_paths_test
+  tests/gpu/vmm_remap_test
+  tests/gpu/stream_free_test
+  tests/gpu/meminfo_test
+  tests/gpu/gpu_micro
+  tests/gpu/runtime_check
+)
+for f in "${files[@]}"; do
+  if [[ -e $build/$f ]]; then
+    mkdir -p "$pack/$(dirname "$f")"
+    cp -p "$build/$f" "$pack/$f"
+  else
+    echo "build-carry.sh: note: $f was not built, it is not in the pack" >&2
+  fi
+done
+du -sh "$pack"
+echo "carry $pack (relative to the repository root) and run: scripts/gpu/validate.sh --build-dir ${pack#"$root"/}"

@@ -1,0 +1,461 @@
+#!/usr/bin/env bash
+# validate.sh: runs gswap's real-GPU validation (issue 6) on a machine with an NVIDIA H100/H200.
+#
+# Run from the repository root. The build is made on a development machine and carried (the GPU
+# machine lacks the Debian libraries the full build needs): scripts/gpu/build-carry.sh makes it.
+# With --build-there, the GPU test programs are rebuilt here from tests/gpu with the toolkit's
+# CMake and nvcc; libgswap.so and minitrain still come from --build-dir.
+#
+# Checks (names for --only; a group name selects its members):
+#   gpu-tests        tests/gpu programs on the bare driver and under libgswap (hook paths, VMM
+#                    remap, stream-ordered free, memory info): the gpu-labelled CTest tests
+#   micro            VMM costs, unmap while a kernel runs, pinned bandwidth, launch overhead
+#   minitrain        minitrain with CUDA kernels at 1/3 of its peak vs without gswap: same checksum
+#   runtime          cudaMalloc/<<<>>>/cuBLAS/cuDNN program at 1/2 of its footprint, verified
+#   torch            = torch-overhead,torch-half,torch-baselines,torch-maxbatch
+#     torch-overhead   step time without gswap vs with gswap at a budget above peak (target <= 1%)
+#     torch-half       gswap at 50% of peak: 20 steps' losses bitwise equal to no gswap; step time
+#     torch-baselines  the same budget without gswap: memory fraction (expect OOM), save_on_cpu,
+#                      checkpoint per block; step times
+#     torch-maxbatch   largest batch under --maxbatch-budget with and without gswap
+# Each check stays well under 10 minutes; the whole run is about 30 to 40 minutes.
+#
+# Output: ${OUT:-./gpu-results}/summary.md (the table), results.tsv, logs/*.log, micro.md.
+# Exit status: 0 when every check passed, 1 when one failed, 2 for a usage or set-up error.
+# Missed performance targets are reported (MEASURED, "target missed") and fail the run only with
+# --strict-targets.
+set -uo pipefail
+
+usage() {
+  sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+  cat <<'EOF'
+Options:
+  --build-dir DIR        build to use (default: build); programs are found under it
+  --build-there          rebuild the tests/gpu programs here (toolkit CMake + nvcc) into DIR/gpu-standalone
+  --only LIST            comma-separated checks or groups (default: all)
+  --out DIR              results folder (default: $OUT or ./gpu-results)
+  --python PY            python with torch (default: python3)
+  --models LIST          PyTorch models (default: resnet50,gpt2)
+  --maxbatch-budget SIZE fixed budget of the max-batch search (default: 8GiB)
+  --strict-targets       a missed performance target fails the run
+  -h, --help             this text
+EOF
+}
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build_dir=build
+build_there=0
+only=all
+out=${OUT:-./gpu-results}
+py=python3
+models=resnet50,gpt2
+maxbatch_budget=8GiB
+strict=0
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --build-dir) build_dir=$2; shift 2 ;;
+    --build-there) build_there=1; shift ;;
+    --only) only=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --python) py=$2; shift 2 ;;
+    --models) models=$2; shift 2 ;;
+    --maxbatch-budget) maxbatch_budget=$2; shift 2 ;;
+    --strict-targets) strict=1; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "validate.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+cd "$root" || exit 2
+[[ $build_dir = /* ]] || build_dir=$root/$build_dir
+mkdir -p "$out/logs" || exit 2
+out=$(cd "$out" && pwd)
+results=$out/results.tsv
+: >"$results"
+failures=0
+
+# ---- selection -----------------------------------------------------------------------------
+all_checks=(gpu-tests micro minitrain runtime torch-overhead torch-half torch-baselines torch-maxbatch)
+torch_group=torch-overhead,torch-half,torch-baselines,torch-maxbatch
+expanded=()
+IFS=, read -r -a requested <<<"$only"
+for c in "${requested[@]}"; do
+  case $c in
+    all) expanded+=("${all_checks[@]}") ;;
+    torch) IFS=, read -r -a group <<<"$torch_group"; expanded+=("${group[@]}") ;;
+    *) expanded+=("$c") ;;
+  esac
+done
+only=$(IFS=,; echo "${expanded[*]}")
+IFS=, read -r -a selected <<<"$only"
+for c in "${selected[@]}"; do
+  if [[ " ${all_checks[*]} " != *" $c "* ]]; then
+    echo "validate.sh: unknown check '$c'; checks: ${all_checks[*]} (and the group torch)" >&2
+    exit 2
+  fi
+done
+want() { [[ ",$only," = *",$1,"* ]]; }
+
+# ---- reporting -----------------------------------------------------------------------------
+# record CHECK STATUS DETAIL: STATUS is PASS, FAIL, MEASURED or SKIP.
+record() {
+  printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$results"
+  printf '%-34s %-8s %s\n' "$1" "$2" "$3"
+  [[ $2 = FAIL ]] && failures=$((failures + 1))
+  return 0
+}
+# target CHECK OK DETAIL: a performance figure against its target.
+target() {
+  if [[ $2 = 1 ]]; then
+    record "$1" MEASURED "$3 (target met)"
+  elif [[ $strict = 1 ]]; then
+    record "$1" FAIL "$3 (target missed)"
+  else
+    record "$1" MEASURED "$3 (target missed)"
+  fi
+}
+
+# run NAME TIMEOUT CMD...: runs a command with its output in logs/NAME.log; returns its status.
+run() {
+  local name=$1 limit=$2
+  shift 2
+  {
+    echo "# $(date -u +%FT%TZ) $*"
+    echo "# LD_PRELOAD=${LD_PRELOAD:-} GSWAP_BUDGET=${GSWAP_BUDGET:-} GSWAP_PINNED_CAP=${GSWAP_PINNED_CAP:-}"
+  } >"$out/logs/$name.log"
+  timeout --kill-after=10 "$limit" "$@" >>"$out/logs/$name.log" 2>&1
+  local rc=$?
+  echo "# exit $rc" >>"$out/logs/$name.log"
+  return $rc
+}
+# gswap_run NAME TIMEOUT BUDGET CMD...: the same under LD_PRELOAD=libgswap.so.
+gswap_run() {
+  local name=$1 limit=$2 budget=$3
+  shift 3
+  LD_PRELOAD=$lib GSWAP_BUDGET=$budget GSWAP_DAEMON=${GSWAP_DAEMON:-off} run "$name" "$limit" "$@"
+}
+
+log() { echo "$out/logs/$1.log"; }
+# field LOG KEY: the value of the first "KEY: value" line.
+field() { sed -n "s/^$2: *//p" "$1" | head -n1; }
+# summary_field LOG KEY: a figure from the library's exit summary line.
+summary_field() { grep -o "gswap summary:.*" "$1" | tail -n1 | grep -o "$2=[0-9.]*" | cut -d= -f2; }
+# json_field LOG EVENT KEY: a key of the last JSON line with that event.
+json_field() {
+  "$py" - "$1" "$2" "$3" <<'EOF'
+import json, sys
+val = ""
+for line in open(sys.argv[1], errors="replace"):
+    line = line.strip()
+    if line.startswith("{"):
+        try:
+            o = json.loads(line)
+        except ValueError:
+            continue
+        if o.get("event") == sys.argv[2] and sys.argv[3] in o:
+            val = o[sys.argv[3]]
+print("" if val is None else val)
+EOF
+}
+calc() { awk "BEGIN { print ($*) }"; }
+
+# ---- set-up --------------------------------------------------------------------------------
+gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1)
+driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n1)
+if [[ -z $gpu_name ]]; then
+  echo "validate.sh: nvidia-smi finds no GPU; this script needs one" >&2
+  exit 2
+fi
+
+lib=$build_dir/interpose/libgswap.so
+minitrain=$build_dir/tests/workloads/minitrain
+bin=$build_dir/tests/gpu
+if [[ $build_there = 1 ]]; then
+  bin=$build_dir/gpu-standalone
+  cuda=${CUDA_HOME:-/usr/local/cuda}
+  cudnn_root=$("$py" -c 'import nvidia.cudnn, os; print(os.path.dirname(nvidia.cudnn.__file__ or list(nvidia.cudnn.__path__)[0]))' 2>/dev/null || true)
+  [[ -z $cudnn_root ]] && cudnn_root=$("$py" -c 'import nvidia.cudnn; print(list(nvidia.cudnn.__path__)[0])' 2>/dev/null || true)
+  echo "building tests/gpu into $bin (CUDNN_ROOT=${cudnn_root:-none})"
+  gen=()
+  command -v ninja >/dev/null && gen=(-G Ninja)
+  if ! cmake -S "$root/tests/gpu" -B "$bin" "${gen[@]}" -DCMAKE_CUDA_COMPILER="$cuda/bin/nvcc" \
+      -DGSWAP_LIBRARY="$lib" ${cudnn_root:+-DCUDNN_ROOT="$cudnn_root"} >"$out/logs/build-there.log" 2>&1 ||
+     ! cmake --build "$bin" -j "$(nproc)" >>"$out/logs/build-there.log" 2>&1; then
+    echo "validate.sh: building tests/gpu failed; see $out/logs/build-there.log" >&2
+    exit 2
+  fi
+fi
+for f in "$lib" "$bin/hook_paths_test" "$bin/gpu_micro"; do
+  [[ -e $f ]] || { echo "validate.sh: $f is missing (run scripts/gpu/build-carry.sh on the build machine)" >&2; exit 2; }
+done
+
+# cuBLAS/cuDNN for runtime_check: the toolkit's, or those PyTorch's wheels bring.
+if [[ -x $bin/runtime_check ]] && ldd "$bin/runtime_check" 2>/dev/null | grep -q "not found"; then
+  extra=$("$py" - <<'EOF' 2>/dev/null
+import glob, os, site
+dirs = set()
+for base in site.getsitepackages() + [site.getusersitepackages()]:
+    for pat in ("libcudnn.so.9", "libcublas.so.1*", "libcublasLt.so.1*"):
+        for f in glob.glob(os.path.join(base, "nvidia", "**", pat), recursive=True):
+            dirs.add(os.path.dirname(f))
+print(":".join(sorted(dirs)))
+EOF
+)
+  export LD_LIBRARY_PATH=${extra}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
+
+{
+  echo "date: $(date -u +%FT%TZ)"
+  echo "gpu: $gpu_name"
+  echo "driver: $driver"
+  echo "commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "build: $build_dir"
+  echo "torch: $("$py" -c 'import torch; print(torch.__version__, torch.version.cuda)' 2>/dev/null || echo none)"
+} | tee "$out/environment.txt"
+echo
+
+# ---- 1. GPU tests --------------------------------------------------------------------------
+# The same programs, arguments and budgets as the gpu-labelled CTest tests (tests/gpu/CMakeLists.txt).
+gpu_test() {
+  local name=$1 budget=$2
+  shift 2
+  local rc
+  if [[ $budget = - ]]; then
+    run "$name" 300 "$@"; rc=$?
+  else
+    gswap_run "$name" 300 "$budget" "$@"; rc=$?
+  fi
+  local tally
+  tally=$(grep -E "checks, [0-9]+ failed" "$(log "$name")" | tail -n1)
+  if [[ $rc = 0 ]]; then record "$name" PASS "$tally"; else record "$name" FAIL "exit $rc; $tally; see logs/$name.log"; fi
+}
+if want gpu-tests; then
+  gpu_test gpu_hook_paths_driver - "$bin/hook_paths_test"
+  gpu_test gpu_hook_paths_gswap 4GiB "$bin/hook_paths_test"
+  gpu_test gpu_vmm_remap_driver - "$bin/vmm_remap_test"
+  gpu_test gpu_vmm_remap_gswap 1GiB "$bin/vmm_remap_test" --through-library --total 3GiB
+  gpu_test gpu_stream_free_driver - "$bin/stream_free_test"
+  gpu_test gpu_stream_free_gswap 2GiB "$bin/stream_free_test"
+  gpu_test gpu_meminfo_driver - "$bin/meminfo_test"
+  gpu_test gpu_meminfo_gswap 4GiB "$bin/meminfo_test"
+  gpu_test gpu_meminfo_gswap_percent 50% "$bin/meminfo_test"
+  gpu_test gpu_meminfo_gswap_full 100% "$bin/meminfo_test"
+fi
+
+# ---- 2. micro-measurements -----------------------------------------------------------------
+if want micro; then
+  if run micro_driver 500 "$bin/gpu_micro"; then
+    record micro_driver MEASURED "see micro.md"
+  else
+    record micro_driver FAIL "exit $?; see logs/micro_driver.log"
+  fi
+  if gswap_run micro_launch_gswap 300 100% "$bin/gpu_micro" --only launch; then
+    bare=$(sed -n 's/^RESULT launch_ns_median //p' "$(log micro_driver)")
+    with=$(sed -n 's/^RESULT launch_ns_median //p' "$(log micro_launch_gswap)")
+    if [[ -n $bare && -n $with ]]; then
+      added=$(calc "$with - $bare")
+      target micro_launch_added_ns "$(calc "($with - $bare) <= 150")" \
+        "added ${added} ns per launch (${bare} -> ${with} ns, 8 pointers, 10000 live allocations; target <= 150 ns)"
+    else
+      record micro_launch_added_ns FAIL "no launch figure in the logs"
+    fi
+  else
+    record micro_launch_gswap FAIL "see logs/micro_launch_gswap.log"
+  fi
+  {
+    echo "Measured $(date -u +%F) on $gpu_name, driver $driver (scripts/gpu/validate.sh --only micro)."
+    echo
+    sed -n '/^| Measurement/,$p' "$(log micro_driver)" | grep '^|'
+    grep '^| cuLaunchKernel' "$(log micro_launch_gswap)" 2>/dev/null
+    [[ -n ${added:-} ]] && echo "| added cost per launch through libgswap | ${added} ns |"
+  } >"$out/micro.md"
+fi
+
+# ---- 3. minitrain --------------------------------------------------------------------------
+# Width 1024 and batch 16384: every activation is 64 MiB, well above the VMM granularity, and the
+# peak (about 770 MiB) is mostly activations, which is what gswap swaps.
+minitrain_case() {
+  local tag=$1
+  shift
+  local args=(--layers 8 --width 1024 --batch 16384 --iters 10 "$@")
+  if ! run "minitrain_${tag}_driver" 300 "$minitrain" "${args[@]}"; then
+    record "minitrain_${tag}" FAIL "bare run failed; see logs/minitrain_${tag}_driver.log"
+    return
+  fi
+  local peak sum budget
+  peak=$(field "$(log "minitrain_${tag}_driver")" peak_bytes)
+  sum=$(field "$(log "minitrain_${tag}_driver")" checksum)
+  budget=$((peak / 3))
+  # The pinned-cap case holds less pinned memory than it swaps, so copies go through the ring.
+  [[ $tag = pinnedcap ]] && export GSWAP_PINNED_CAP=64MiB
+  local rc=0
+  gswap_run "minitrain_${tag}_gswap" 500 "$budget" "$minitrain" "${args[@]}" || rc=$?
+  unset GSWAP_PINNED_CAP
+  if [[ $rc != 0 ]]; then
+    record "minitrain_${tag}" FAIL "gswap run failed at budget $budget; see logs/minitrain_${tag}_gswap.log"
+    return
+  fi
+  local sum2 out_bytes
+  sum2=$(field "$(log "minitrain_${tag}_gswap")" checksum)
+  out_bytes=$(summary_field "$(log "minitrain_${tag}_gswap")" swapped_out)
+  if [[ $sum2 = "$sum" && ${out_bytes:-0} -gt 0 ]]; then
+    record "minitrain_${tag}" PASS "checksum $sum at budget $budget (peak $peak), swapped out ${out_bytes} B"
+  else
+    record "minitrain_${tag}" FAIL "checksum $sum2 vs $sum, swapped out '${out_bytes}' at budget $budget"
+  fi
+}
+if want minitrain; then
+  if [[ -x $minitrain ]]; then
+    minitrain_case one-stream --streams 1
+    minitrain_case streams --streams 3
+    minitrain_case async --streams 2 --async-alloc
+    minitrain_case pinnedcap --streams 2
+  else
+    record minitrain FAIL "$minitrain is missing"
+  fi
+fi
+
+# ---- 4. runtime path -----------------------------------------------------------------------
+if want runtime; then
+  if [[ ! -x $bin/runtime_check ]]; then
+    record runtime_check FAIL "runtime_check was not built (cuBLAS/cuDNN missing at build time)"
+  elif ! run runtime_driver 300 "$bin/runtime_check"; then
+    record runtime_check FAIL "bare run failed; see logs/runtime_driver.log"
+  else
+    fp=$(field "$(log runtime_driver)" footprint_bytes)
+    sum=$(field "$(log runtime_driver)" checksum)
+    budget=$((fp / 2))
+    if gswap_run runtime_gswap 500 "$budget" "$bin/runtime_check" --expect-swap; then
+      sum2=$(field "$(log runtime_gswap)" checksum)
+      swapped=$(summary_field "$(log runtime_gswap)" swapped_out)
+      if [[ $sum2 = "$sum" && ${swapped:-0} -gt 0 ]]; then
+        record runtime_check PASS "footprint $fp at budget $budget: results exact, checksum $sum equal, swapped out $swapped B"
+      else
+        record runtime_check FAIL "checksum $sum2 vs $sum, swapped out '${swapped}'"
+      fi
+    else
+      record runtime_check FAIL "gswap run failed at budget $budget; see logs/runtime_gswap.log"
+    fi
+  fi
+fi
+
+# ---- 5. PyTorch ----------------------------------------------------------------------------
+train=("$py" "$root/scripts/gpu/pytorch_train.py")
+model_args() {
+  case $1 in
+    resnet50) echo "--model resnet50 --batch 64" ;;
+    gpt2) echo "--model gpt2 --batch 8" ;;
+  esac
+}
+torch_selected=0
+for c in torch-overhead torch-half torch-baselines torch-maxbatch; do want $c && torch_selected=1; done
+if [[ $torch_selected = 1 ]] && ! "$py" -c 'import torch, torchvision; assert torch.cuda.is_available()' 2>/dev/null; then
+  record torch FAIL "$py cannot import torch/torchvision with CUDA"
+  torch_selected=0
+fi
+IFS=, read -r -a model_list <<<"$models"
+per_model=0
+for c in torch-overhead torch-half torch-baselines; do want $c && per_model=1; done
+if [[ $torch_selected = 1 ]]; then
+  for m in "${model_list[@]}"; do
+    [[ $per_model = 1 ]] || break
+    h_ms=""
+    read -r -a margs <<<"$(model_args "$m")"
+    # The bare run gives the step time, the peak and the reference losses for every later check.
+    if ! run "torch_${m}_bare" 500 "${train[@]}" "${margs[@]}" --steps 20; then
+      record "torch_${m}" FAIL "bare run failed; see logs/torch_${m}_bare.log"
+      continue
+    fi
+    bare_ms=$(json_field "$(log "torch_${m}_bare")" summary step_ms_median)
+    peak=$(json_field "$(log "torch_${m}_bare")" summary max_memory_allocated)
+    [[ -z $peak || $peak -le 0 ]] && peak=$(json_field "$(log "torch_${m}_bare")" summary driver_used_peak)
+    half=$((peak / 2))
+
+    if want torch-overhead; then
+      # Budget above peak: nothing is evicted, the difference is the passthrough cost.
+      if gswap_run "torch_${m}_passthrough" 500 100% "${train[@]}" "${margs[@]}" --steps 20; then
+        g_ms=$(json_field "$(log "torch_${m}_passthrough")" summary step_ms_median)
+        ov=$(calc "100 * ($g_ms - $bare_ms) / $bare_ms")
+        target "torch_${m}_overhead" "$(calc "$ov <= 1")" \
+          "step ${bare_ms} ms bare, ${g_ms} ms under gswap at 100%: ${ov}% (target <= 1%)"
+        if "${train[@]}" --compare "$(log "torch_${m}_bare")" "$(log "torch_${m}_passthrough")" >/dev/null; then
+          record "torch_${m}_passthrough_losses" PASS "20 losses bitwise equal"
+        else
+          record "torch_${m}_passthrough_losses" FAIL "losses differ from the bare run"
+        fi
+      else
+        record "torch_${m}_overhead" FAIL "gswap run failed; see logs/torch_${m}_passthrough.log"
+      fi
+    fi
+
+    if want torch-half; then
+      if gswap_run "torch_${m}_half" 580 "$half" "${train[@]}" "${margs[@]}" --steps 20; then
+        h_ms=$(json_field "$(log "torch_${m}_half")" summary step_ms_median)
+        swapped=$(summary_field "$(log "torch_${m}_half")" swapped_out)
+        if "${train[@]}" --compare "$(log "torch_${m}_bare")" "$(log "torch_${m}_half")" >"$out/logs/torch_${m}_half_compare.log"; then
+          record "torch_${m}_half_losses" PASS "20 losses bitwise equal at budget $half B (peak $peak), swapped out ${swapped:-?} B"
+        else
+          record "torch_${m}_half_losses" FAIL "$(cat "$out/logs/torch_${m}_half_compare.log")"
+        fi
+        thr=$(calc "100 * $bare_ms / $h_ms")
+        target "torch_${m}_half_throughput" "$(calc "$thr >= 90")" \
+          "step ${h_ms} ms vs ${bare_ms} ms: ${thr}% of unconstrained throughput (target >= 90% where the link allows)"
+      else
+        record "torch_${m}_half_losses" FAIL "gswap run at 50% of peak failed; see logs/torch_${m}_half.log"
+      fi
+    fi
+
+    if want torch-baselines; then
+      if run "torch_${m}_fraction" 500 "${train[@]}" "${margs[@]}" --steps 5 --budget "$half"; then
+        record "torch_${m}_fraction" MEASURED "memory fraction at $half B did not OOM (the budget check's premise fails)"
+      else
+        st=$(json_field "$(log "torch_${m}_fraction")" summary status)
+        if [[ $st = oom ]]; then record "torch_${m}_fraction" PASS "OOM at $half B without gswap, as expected"
+        else record "torch_${m}_fraction" FAIL "failed without an OOM; see logs/torch_${m}_fraction.log"; fi
+      fi
+      for b in save-on-cpu checkpoint; do
+        if run "torch_${m}_${b}" 580 "${train[@]}" "${margs[@]}" --steps 20 --budget "$half" "--$b"; then
+          b_ms=$(json_field "$(log "torch_${m}_${b}")" summary step_ms_median)
+          record "torch_${m}_${b}" MEASURED "step ${b_ms} ms at $half B (gswap: ${h_ms:-not run} ms, bare: ${bare_ms} ms)"
+        else
+          st=$(json_field "$(log "torch_${m}_${b}")" summary status)
+          record "torch_${m}_${b}" MEASURED "did not complete at $half B (${st:-error}); see logs/torch_${m}_${b}.log"
+        fi
+      done
+    fi
+  done
+
+  if want torch-maxbatch; then
+    # One model (the first) per run keeps this check under 10 minutes; pass --models to choose.
+    m=${model_list[0]}
+    mb_common=(--model "$m" --max-batch-search --start-batch 16 --trial-steps 2 --trial-timeout 200)
+    [[ $m = resnet50 ]] && mb_common+=(--max-batch 2048 --resolution 8)
+    [[ $m = gpt2 ]] && mb_common+=(--max-batch 256 --resolution 2)
+    run "torch_${m}_maxbatch_bare" 590 "${train[@]}" "${mb_common[@]}" --budget "$maxbatch_budget"
+    bare_max=$(json_field "$(log "torch_${m}_maxbatch_bare")" max_batch max_batch)
+    run "torch_${m}_maxbatch_gswap" 590 "${train[@]}" "${mb_common[@]}" --gswap-lib "$lib" \
+      --gswap-budget "$maxbatch_budget"
+    g_max=$(json_field "$(log "torch_${m}_maxbatch_gswap")" max_batch max_batch)
+    if [[ -n $bare_max && -n $g_max && $bare_max -gt 0 ]]; then
+      ratio=$(calc "$g_max / $bare_max")
+      target "torch_${m}_maxbatch" "$(calc "$ratio >= 3")" \
+        "max batch at $maxbatch_budget: $bare_max without gswap, $g_max with: ${ratio}x (target >= 3x)"
+    else
+      record "torch_${m}_maxbatch" FAIL "search incomplete (bare '${bare_max}', gswap '${g_max}'); see the logs"
+    fi
+  fi
+fi
+
+# ---- summary -------------------------------------------------------------------------------
+{
+  echo "# gswap GPU validation"
+  echo
+  sed 's/^/- /' "$out/environment.txt"
+  echo
+  echo "| Check | Result | Detail |"
+  echo "|---|---|---|"
+  awk -F'\t' '{ printf "| %s | %s | %s |\n", $1, $2, $3 }' "$results"
+} >"$out/summary.md"
+echo
+echo "summary: $out/summary.md ($failures failed)"
+[[ $failures = 0 ]]
