@@ -1,0 +1,72 @@
+// config.cpp: environment -> Config (see config.h).
+#include "interpose/config.h"
+
+#include <cstdio>
+#include <cstring>
+#include <string_view>
+
+namespace gswap::interpose {
+namespace {
+
+const char* value_of(EnvLookup env, const char* ident) {
+  const settings::Declaration* d = settings::find(ident);
+  if (!d) return nullptr;
+  const char* v = (d->env[0] != '\0') ? env(d->env) : nullptr;
+  return (v && v[0] != '\0') ? v : d->default_value;
+}
+
+const char* env_name(const char* ident) {
+  const settings::Declaration* d = settings::find(ident);
+  return d ? d->env : ident;
+}
+
+bool bad(char* err, unsigned size, const char* ident, const char* value, const char* why) {
+  std::snprintf(err, size, "%s=\"%s\" is not valid: %s", env_name(ident), value, why);
+  return false;
+}
+
+}  // namespace
+
+bool load_config(EnvLookup env, Config* out, char* err, unsigned err_size) {
+  const char* v = value_of(env, "budget");
+  if (!settings::parse_size(v, &out->budget) || (!out->budget.is_percent && out->budget.bytes == 0))
+    return bad(err, err_size, "budget", v,
+               "expected bytes with a unit (6GiB, 512MiB) or a percentage of the device (75%)");
+
+  v = value_of(env, "log_level");
+  static const char* const kLevels[] = {"off", "error", "warn", "info", "debug", "trace"};
+  bool found = false;
+  for (int i = 0; i < 6; ++i) {
+    if (std::strcmp(v, kLevels[i]) == 0) {
+      out->log_level = static_cast<LogLevel>(i);
+      found = true;
+    }
+  }
+  if (!found) return bad(err, err_size, "log_level", v, "expected off|error|warn|info|debug|trace");
+  out->log_file = value_of(env, "log_file");
+
+  v = value_of(env, "swap_threshold");
+  if (!settings::parse_size(v, &out->swap_threshold) || out->swap_threshold.is_percent)
+    return bad(err, err_size, "swap_threshold", v, "expected bytes with a unit");
+
+  settings::Size s;
+  v = value_of(env, "pinned_cap");
+  if (!settings::parse_size(v, &s) || s.is_percent)
+    return bad(err, err_size, "pinned_cap", v, "expected bytes with a unit");
+  out->pinned_cap = s.bytes;
+
+  v = value_of(env, "staging_bytes");
+  if (!settings::parse_size(v, &s) || s.is_percent || s.bytes < (64u << 10))
+    return bad(err, err_size, "staging_bytes", v, "expected bytes with a unit, at least 64KiB");
+  out->staging_bytes = s.bytes;
+
+  v = value_of(env, "summary");
+  if (!settings::parse_bool(v, &out->summary))
+    return bad(err, err_size, "summary", v, "expected 0 or 1");
+
+  const char* skip = env("GSWAP_DEBUG_SKIP_RESTORE");
+  out->debug_skip_restore = skip && std::string_view(skip) == "1";
+  return true;
+}
+
+}  // namespace gswap::interpose

@@ -1,0 +1,34 @@
+// config.h: the library's settings, read from the environment once, at cuInit.
+//
+// Names and defaults come from proto/settings.def (scope lib or both); parsing uses the shared
+// parsers in proto/settings.h. Pure: the environment is passed in as a lookup function so tests
+// drive it without touching the process environment.
+#pragma once
+
+#include <cstdint>
+
+#include "interpose/log.h"
+#include "proto/settings.h"
+
+namespace gswap::interpose {
+
+struct Config {
+  settings::Size budget;  // resolved against the device total at init
+  LogLevel log_level = LogLevel::kWarn;
+  const char* log_file = "";
+  settings::Size swap_threshold;  // 0 bytes: the VMM granularity
+  std::uint64_t pinned_cap = 0;
+  std::uint64_t staging_bytes = 0;
+  bool summary = true;
+  // Test-only fault injection (GSWAP_DEBUG_SKIP_RESTORE=1): restores map memory but skip the H2D
+  // and the residency wait is dropped, so the preload tests can prove a residency bug crashes.
+  bool debug_skip_restore = false;
+};
+
+using EnvLookup = const char* (*)(const char* name);
+
+// Fills *out from the environment (defaults from settings.def). On a bad value returns false and
+// writes a one-line reason naming the variable into err.
+bool load_config(EnvLookup env, Config* out, char* err, unsigned err_size);
+
+}  // namespace gswap::interpose

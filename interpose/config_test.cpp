@@ -1,0 +1,85 @@
+// config_test.cpp: settings from the environment, with defaults from settings.def.
+#include "interpose/config.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <string>
+
+namespace gswap::interpose {
+namespace {
+
+std::map<std::string, std::string>* g_env;
+const char* lookup(const char* name) {
+  auto it = g_env->find(name);
+  return it == g_env->end() ? nullptr : it->second.c_str();
+}
+
+bool load(std::map<std::string, std::string> env, Config* c, std::string* err) {
+  g_env = &env;
+  char buf[256] = {};
+  bool ok = load_config(lookup, c, buf, sizeof buf);
+  *err = buf;
+  return ok;
+}
+
+TEST(Config, Defaults) {
+  Config c;
+  std::string err;
+  ASSERT_TRUE(load({}, &c, &err)) << err;
+  EXPECT_TRUE(c.budget.is_percent);
+  EXPECT_EQ(c.budget.resolve(1000), 1000u);
+  EXPECT_EQ(c.pinned_cap, 16ull << 30);
+  EXPECT_EQ(c.staging_bytes, 64ull << 20);
+  EXPECT_TRUE(c.summary);
+  EXPECT_EQ(c.log_level, LogLevel::kWarn);
+  EXPECT_FALSE(c.debug_skip_restore);
+}
+
+TEST(Config, BudgetForms) {
+  Config c;
+  std::string err;
+  ASSERT_TRUE(load({{"GSWAP_BUDGET", "6GiB"}}, &c, &err)) << err;
+  EXPECT_EQ(c.budget.resolve(1ull << 40), 6ull << 30);
+  ASSERT_TRUE(load({{"GSWAP_BUDGET", "75%"}}, &c, &err)) << err;
+  EXPECT_EQ(c.budget.resolve(1000), 750u);
+  ASSERT_TRUE(load({{"GSWAP_BUDGET", "123456"}}, &c, &err)) << err;
+  EXPECT_EQ(c.budget.resolve(1), 123456u);
+}
+
+TEST(Config, BadValuesAreRefusedWithTheVariableName) {
+  Config c;
+  std::string err;
+  EXPECT_FALSE(load({{"GSWAP_BUDGET", "lots"}}, &c, &err));
+  EXPECT_NE(err.find("GSWAP_BUDGET"), std::string::npos) << err;
+  EXPECT_FALSE(load({{"GSWAP_BUDGET", "0"}}, &c, &err));
+  EXPECT_FALSE(load({{"GSWAP_BUDGET", "150%"}}, &c, &err));
+  EXPECT_FALSE(load({{"GSWAP_LOG", "loud"}}, &c, &err));
+  EXPECT_NE(err.find("GSWAP_LOG"), std::string::npos) << err;
+  EXPECT_FALSE(load({{"GSWAP_PINNED_CAP", "50%"}}, &c, &err));
+  EXPECT_FALSE(load({{"GSWAP_STAGING_BYTES", "1K"}}, &c, &err));
+  EXPECT_FALSE(load({{"GSWAP_SUMMARY", "maybe"}}, &c, &err));
+}
+
+TEST(Config, OtherSettings) {
+  Config c;
+  std::string err;
+  ASSERT_TRUE(load({{"GSWAP_PINNED_CAP", "1MiB"},
+                    {"GSWAP_STAGING_BYTES", "256KiB"},
+                    {"GSWAP_SUMMARY", "0"},
+                    {"GSWAP_LOG", "debug"},
+                    {"GSWAP_SWAP_THRESHOLD", "4MiB"},
+                    {"GSWAP_DEBUG_SKIP_RESTORE", "1"}},
+                   &c, &err))
+      << err;
+  EXPECT_EQ(c.pinned_cap, 1ull << 20);
+  EXPECT_EQ(c.staging_bytes, 256ull << 10);
+  EXPECT_FALSE(c.summary);
+  EXPECT_EQ(c.log_level, LogLevel::kDebug);
+  EXPECT_EQ(c.swap_threshold.bytes, 4ull << 20);
+  EXPECT_TRUE(c.debug_skip_restore);
+}
+
+}  // namespace
+}  // namespace gswap::interpose

@@ -1,0 +1,248 @@
+// hooks_copy.cpp: every cuMemcpy*/cuMemset* form. The device ranges a copy or memset reads and
+// writes are its accesses; host pointers and arena memory fall outside the region map and cost
+// one compare. Synchronous forms wait for a restore on the host, asynchronous ones on their
+// stream.
+#include "interpose/access.h"
+#include "interpose/driver.h"
+#include "interpose/hooks.h"
+
+namespace gswap::interpose {
+namespace {
+
+template <class Enqueue>
+CUresult access(CUdeviceptr a, std::size_t an, CUdeviceptr b, std::size_t bn, CUstream s, bool pt,
+                bool sync, Enqueue&& enqueue) {
+  FastState& fs = fast();
+  if (!fs.active.load(std::memory_order_acquire)) return enqueue();
+  TouchSet t;
+  t.add_range(fs.map, a, an);
+  t.add_range(fs.map, b, bn);
+  if (t.n && fs.capturing.load(std::memory_order_relaxed) > 0) {
+    CUresult e = keep_resident(t, s, pt);
+    if (e != CUDA_SUCCESS) return e;
+  }
+  return with_access(t, s, pt, sync, enqueue);
+}
+
+// The device bytes a 2D/3D copy side covers: from its first to its last byte.
+std::size_t span_2d(std::size_t pitch, std::size_t width, std::size_t height) {
+  return height ? (height - 1) * pitch + width : 0;
+}
+
+CUdeviceptr side_ptr(CUmemorytype type, CUdeviceptr dev) {
+  return (type == CU_MEMORYTYPE_DEVICE || type == CU_MEMORYTYPE_UNIFIED) ? dev : 0;
+}
+
+template <class Enqueue>
+CUresult copy2d(const CUDA_MEMCPY2D* c, CUstream s, bool pt, bool sync, Enqueue&& enqueue) {
+  if (!c) return enqueue();
+  CUdeviceptr src = side_ptr(c->srcMemoryType, c->srcDevice);
+  CUdeviceptr dst = side_ptr(c->dstMemoryType, c->dstDevice);
+  if (src) src += c->srcY * c->srcPitch + c->srcXInBytes;
+  if (dst) dst += c->dstY * c->dstPitch + c->dstXInBytes;
+  return access(src, src ? span_2d(c->srcPitch, c->WidthInBytes, c->Height) : 0, dst,
+                dst ? span_2d(c->dstPitch, c->WidthInBytes, c->Height) : 0, s, pt, sync, enqueue);
+}
+
+template <class C, class Enqueue>
+CUresult copy3d(const C* c, CUstream s, bool pt, bool sync, Enqueue&& enqueue) {
+  if (!c) return enqueue();
+  CUdeviceptr src = side_ptr(c->srcMemoryType, c->srcDevice);
+  CUdeviceptr dst = side_ptr(c->dstMemoryType, c->dstDevice);
+  std::size_t rows_src = c->Depth ? (c->Depth - 1) * c->srcHeight + c->Height : 0;
+  std::size_t rows_dst = c->Depth ? (c->Depth - 1) * c->dstHeight + c->Height : 0;
+  if (src) src += (c->srcZ * c->srcHeight + c->srcY) * c->srcPitch + c->srcXInBytes;
+  if (dst) dst += (c->dstZ * c->dstHeight + c->dstY) * c->dstPitch + c->dstXInBytes;
+  return access(src, src ? span_2d(c->srcPitch, c->WidthInBytes, rows_src) : 0, dst,
+                dst ? span_2d(c->dstPitch, c->WidthInBytes, rows_dst) : 0, s, pt, sync, enqueue);
+}
+
+}  // namespace
+
+#define GSWAP_R real()
+
+// Linear copies.
+CUresult hook_cuMemcpy(CUdeviceptr d, CUdeviceptr s, size_t n) {
+  return access(d, n, s, n, nullptr, false, true, [&] { return GSWAP_R.cuMemcpy(d, s, n); });
+}
+CUresult hook_cuMemcpy_ptds(CUdeviceptr d, CUdeviceptr s, size_t n) {
+  return access(d, n, s, n, nullptr, true, true, [&] { return GSWAP_R.cuMemcpy_ptds(d, s, n); });
+}
+CUresult hook_cuMemcpyAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) {
+  return access(d, n, s, n, st, false, false, [&] { return GSWAP_R.cuMemcpyAsync(d, s, n, st); });
+}
+CUresult hook_cuMemcpyAsync_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) {
+  return access(d, n, s, n, st, true, false,
+                [&] { return GSWAP_R.cuMemcpyAsync_ptsz(d, s, n, st); });
+}
+CUresult hook_cuMemcpyPeer(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n) {
+  return access(d, n, s, n, nullptr, false, true,
+                [&] { return GSWAP_R.cuMemcpyPeer(d, dc, s, sc, n); });
+}
+CUresult hook_cuMemcpyPeer_ptds(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc,
+                                size_t n) {
+  return access(d, n, s, n, nullptr, true, true,
+                [&] { return GSWAP_R.cuMemcpyPeer_ptds(d, dc, s, sc, n); });
+}
+CUresult hook_cuMemcpyPeerAsync(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n,
+                                CUstream st) {
+  return access(d, n, s, n, st, false, false,
+                [&] { return GSWAP_R.cuMemcpyPeerAsync(d, dc, s, sc, n, st); });
+}
+CUresult hook_cuMemcpyPeerAsync_ptsz(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc,
+                                     size_t n, CUstream st) {
+  return access(d, n, s, n, st, true, false,
+                [&] { return GSWAP_R.cuMemcpyPeerAsync_ptsz(d, dc, s, sc, n, st); });
+}
+CUresult hook_cuMemcpyHtoD_v2(CUdeviceptr d, const void* h, size_t n) {
+  return access(d, n, 0, 0, nullptr, false, true, [&] { return GSWAP_R.cuMemcpyHtoD_v2(d, h, n); });
+}
+CUresult hook_cuMemcpyHtoD_v2_ptds(CUdeviceptr d, const void* h, size_t n) {
+  return access(d, n, 0, 0, nullptr, true, true,
+                [&] { return GSWAP_R.cuMemcpyHtoD_v2_ptds(d, h, n); });
+}
+CUresult hook_cuMemcpyDtoH_v2(void* h, CUdeviceptr s, size_t n) {
+  return access(s, n, 0, 0, nullptr, false, true, [&] { return GSWAP_R.cuMemcpyDtoH_v2(h, s, n); });
+}
+CUresult hook_cuMemcpyDtoH_v2_ptds(void* h, CUdeviceptr s, size_t n) {
+  return access(s, n, 0, 0, nullptr, true, true,
+                [&] { return GSWAP_R.cuMemcpyDtoH_v2_ptds(h, s, n); });
+}
+CUresult hook_cuMemcpyDtoD_v2(CUdeviceptr d, CUdeviceptr s, size_t n) {
+  return access(d, n, s, n, nullptr, false, true, [&] { return GSWAP_R.cuMemcpyDtoD_v2(d, s, n); });
+}
+CUresult hook_cuMemcpyDtoD_v2_ptds(CUdeviceptr d, CUdeviceptr s, size_t n) {
+  return access(d, n, s, n, nullptr, true, true,
+                [&] { return GSWAP_R.cuMemcpyDtoD_v2_ptds(d, s, n); });
+}
+CUresult hook_cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void* h, size_t n, CUstream st) {
+  return access(d, n, 0, 0, st, false, false,
+                [&] { return GSWAP_R.cuMemcpyHtoDAsync_v2(d, h, n, st); });
+}
+CUresult hook_cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr d, const void* h, size_t n, CUstream st) {
+  return access(d, n, 0, 0, st, true, false,
+                [&] { return GSWAP_R.cuMemcpyHtoDAsync_v2_ptsz(d, h, n, st); });
+}
+CUresult hook_cuMemcpyDtoHAsync_v2(void* h, CUdeviceptr s, size_t n, CUstream st) {
+  return access(s, n, 0, 0, st, false, false,
+                [&] { return GSWAP_R.cuMemcpyDtoHAsync_v2(h, s, n, st); });
+}
+CUresult hook_cuMemcpyDtoHAsync_v2_ptsz(void* h, CUdeviceptr s, size_t n, CUstream st) {
+  return access(s, n, 0, 0, st, true, false,
+                [&] { return GSWAP_R.cuMemcpyDtoHAsync_v2_ptsz(h, s, n, st); });
+}
+CUresult hook_cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) {
+  return access(d, n, s, n, st, false, false,
+                [&] { return GSWAP_R.cuMemcpyDtoDAsync_v2(d, s, n, st); });
+}
+CUresult hook_cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) {
+  return access(d, n, s, n, st, true, false,
+                [&] { return GSWAP_R.cuMemcpyDtoDAsync_v2_ptsz(d, s, n, st); });
+}
+CUresult hook_cuMemcpyDtoA_v2(CUarray a, size_t off, CUdeviceptr s, size_t n) {
+  return access(s, n, 0, 0, nullptr, false, true,
+                [&] { return GSWAP_R.cuMemcpyDtoA_v2(a, off, s, n); });
+}
+CUresult hook_cuMemcpyDtoA_v2_ptds(CUarray a, size_t off, CUdeviceptr s, size_t n) {
+  return access(s, n, 0, 0, nullptr, true, true,
+                [&] { return GSWAP_R.cuMemcpyDtoA_v2_ptds(a, off, s, n); });
+}
+CUresult hook_cuMemcpyAtoD_v2(CUdeviceptr d, CUarray a, size_t off, size_t n) {
+  return access(d, n, 0, 0, nullptr, false, true,
+                [&] { return GSWAP_R.cuMemcpyAtoD_v2(d, a, off, n); });
+}
+CUresult hook_cuMemcpyAtoD_v2_ptds(CUdeviceptr d, CUarray a, size_t off, size_t n) {
+  return access(d, n, 0, 0, nullptr, true, true,
+                [&] { return GSWAP_R.cuMemcpyAtoD_v2_ptds(d, a, off, n); });
+}
+
+// 2D and 3D copies.
+CUresult hook_cuMemcpy2D_v2(const CUDA_MEMCPY2D* c) {
+  return copy2d(c, nullptr, false, true, [&] { return GSWAP_R.cuMemcpy2D_v2(c); });
+}
+CUresult hook_cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D* c) {
+  return copy2d(c, nullptr, true, true, [&] { return GSWAP_R.cuMemcpy2D_v2_ptds(c); });
+}
+CUresult hook_cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D* c) {
+  return copy2d(c, nullptr, false, true, [&] { return GSWAP_R.cuMemcpy2DUnaligned_v2(c); });
+}
+CUresult hook_cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D* c) {
+  return copy2d(c, nullptr, true, true, [&] { return GSWAP_R.cuMemcpy2DUnaligned_v2_ptds(c); });
+}
+CUresult hook_cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D* c, CUstream st) {
+  return copy2d(c, st, false, false, [&] { return GSWAP_R.cuMemcpy2DAsync_v2(c, st); });
+}
+CUresult hook_cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D* c, CUstream st) {
+  return copy2d(c, st, true, false, [&] { return GSWAP_R.cuMemcpy2DAsync_v2_ptsz(c, st); });
+}
+CUresult hook_cuMemcpy3D_v2(const CUDA_MEMCPY3D* c) {
+  return copy3d(c, nullptr, false, true, [&] { return GSWAP_R.cuMemcpy3D_v2(c); });
+}
+CUresult hook_cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D* c) {
+  return copy3d(c, nullptr, true, true, [&] { return GSWAP_R.cuMemcpy3D_v2_ptds(c); });
+}
+CUresult hook_cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D* c, CUstream st) {
+  return copy3d(c, st, false, false, [&] { return GSWAP_R.cuMemcpy3DAsync_v2(c, st); });
+}
+CUresult hook_cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D* c, CUstream st) {
+  return copy3d(c, st, true, false, [&] { return GSWAP_R.cuMemcpy3DAsync_v2_ptsz(c, st); });
+}
+CUresult hook_cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER* c) {
+  return copy3d(c, nullptr, false, true, [&] { return GSWAP_R.cuMemcpy3DPeer(c); });
+}
+CUresult hook_cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER* c) {
+  return copy3d(c, nullptr, true, true, [&] { return GSWAP_R.cuMemcpy3DPeer_ptds(c); });
+}
+CUresult hook_cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER* c, CUstream st) {
+  return copy3d(c, st, false, false, [&] { return GSWAP_R.cuMemcpy3DPeerAsync(c, st); });
+}
+CUresult hook_cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER* c, CUstream st) {
+  return copy3d(c, st, true, false, [&] { return GSWAP_R.cuMemcpy3DPeerAsync_ptsz(c, st); });
+}
+
+// Memsets: N elements of 1, 2 or 4 bytes; 2D forms cover Height rows of Width elements.
+#define GSWAP_MEMSET(sym, T, elem, pt)                                                         \
+  CUresult hook_##sym(CUdeviceptr d, T v, size_t n) {                                          \
+    return access(d, n * elem, 0, 0, nullptr, pt, true, [&] { return GSWAP_R.sym(d, v, n); }); \
+  }
+#define GSWAP_MEMSET_ASYNC(sym, T, elem, pt)                                                   \
+  CUresult hook_##sym(CUdeviceptr d, T v, size_t n, CUstream st) {                             \
+    return access(d, n * elem, 0, 0, st, pt, false, [&] { return GSWAP_R.sym(d, v, n, st); }); \
+  }
+#define GSWAP_MEMSET2D(sym, T, elem, pt)                                      \
+  CUresult hook_##sym(CUdeviceptr d, size_t pitch, T v, size_t w, size_t h) { \
+    return access(d, span_2d(pitch, w * elem, h), 0, 0, nullptr, pt, true,    \
+                  [&] { return GSWAP_R.sym(d, pitch, v, w, h); });            \
+  }
+#define GSWAP_MEMSET2D_ASYNC(sym, T, elem, pt)                                             \
+  CUresult hook_##sym(CUdeviceptr d, size_t pitch, T v, size_t w, size_t h, CUstream st) { \
+    return access(d, span_2d(pitch, w * elem, h), 0, 0, st, pt, false,                     \
+                  [&] { return GSWAP_R.sym(d, pitch, v, w, h, st); });                     \
+  }
+
+GSWAP_MEMSET(cuMemsetD8_v2, unsigned char, 1, false)
+GSWAP_MEMSET(cuMemsetD8_v2_ptds, unsigned char, 1, true)
+GSWAP_MEMSET(cuMemsetD16_v2, unsigned short, 2, false)
+GSWAP_MEMSET(cuMemsetD16_v2_ptds, unsigned short, 2, true)
+GSWAP_MEMSET(cuMemsetD32_v2, unsigned int, 4, false)
+GSWAP_MEMSET(cuMemsetD32_v2_ptds, unsigned int, 4, true)
+GSWAP_MEMSET_ASYNC(cuMemsetD8Async, unsigned char, 1, false)
+GSWAP_MEMSET_ASYNC(cuMemsetD8Async_ptsz, unsigned char, 1, true)
+GSWAP_MEMSET_ASYNC(cuMemsetD16Async, unsigned short, 2, false)
+GSWAP_MEMSET_ASYNC(cuMemsetD16Async_ptsz, unsigned short, 2, true)
+GSWAP_MEMSET_ASYNC(cuMemsetD32Async, unsigned int, 4, false)
+GSWAP_MEMSET_ASYNC(cuMemsetD32Async_ptsz, unsigned int, 4, true)
+GSWAP_MEMSET2D(cuMemsetD2D8_v2, unsigned char, 1, false)
+GSWAP_MEMSET2D(cuMemsetD2D8_v2_ptds, unsigned char, 1, true)
+GSWAP_MEMSET2D(cuMemsetD2D16_v2, unsigned short, 2, false)
+GSWAP_MEMSET2D(cuMemsetD2D16_v2_ptds, unsigned short, 2, true)
+GSWAP_MEMSET2D(cuMemsetD2D32_v2, unsigned int, 4, false)
+GSWAP_MEMSET2D(cuMemsetD2D32_v2_ptds, unsigned int, 4, true)
+GSWAP_MEMSET2D_ASYNC(cuMemsetD2D8Async, unsigned char, 1, false)
+GSWAP_MEMSET2D_ASYNC(cuMemsetD2D8Async_ptsz, unsigned char, 1, true)
+GSWAP_MEMSET2D_ASYNC(cuMemsetD2D16Async, unsigned short, 2, false)
+GSWAP_MEMSET2D_ASYNC(cuMemsetD2D16Async_ptsz, unsigned short, 2, true)
+GSWAP_MEMSET2D_ASYNC(cuMemsetD2D32Async, unsigned int, 4, false)
+GSWAP_MEMSET2D_ASYNC(cuMemsetD2D32Async_ptsz, unsigned int, 4, true)
+
+}  // namespace gswap::interpose

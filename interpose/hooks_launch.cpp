@@ -1,0 +1,93 @@
+// hooks_launch.cpp: kernel launches. Each launch's parameter bytes are scanned for region
+// addresses (param_scan.h) with the layout cached per function; then access.h makes the regions
+// resident before the launch is enqueued (fact 4: a GPU touching an unmapped page kills the
+// context, so there is no fault to catch afterwards).
+#include "interpose/access.h"
+#include "interpose/driver.h"
+#include "interpose/hooks.h"
+#include "interpose/layout_cache.h"
+
+namespace gswap::interpose {
+namespace {
+
+template <class Enqueue>
+CUresult launch(CUfunction f, CUstream stream, bool per_thread, void** params, void** extra,
+                Enqueue&& enqueue) {
+  FastState& fs = fast();
+  fs.launches.fetch_add(1, std::memory_order_relaxed);
+  if (!fs.active.load(std::memory_order_acquire)) return enqueue();
+  TouchSet t;
+  bool tracked = true;
+  if (params) {
+    const CachedLayout* c = layout_of(f);
+    if (c->known)
+      scan_kernel_params(fs.map, c->layout, params, &t);
+    else
+      tracked = false;
+  } else if (extra) {
+    tracked = scan_extra(fs.map, extra, &t);
+  }
+  if (!tracked || t.overflow) {
+    CUresult e =
+        keep_all_resident(tracked ? "a launch touching more regions than gswap tracks per call"
+                                  : "a launch whose parameter layout the driver cannot describe");
+    if (e != CUDA_SUCCESS) return e;
+    return enqueue();
+  }
+  if (fs.capturing.load(std::memory_order_relaxed) > 0) {
+    // Captured launches replay later without passing through gswap: keep what they touch.
+    CUresult e = keep_resident(t, stream, per_thread);
+    if (e != CUDA_SUCCESS) return e;
+  }
+  return with_access(t, stream, per_thread, false, enqueue, reinterpret_cast<std::uint64_t>(f) | 1);
+}
+
+}  // namespace
+
+CUresult hook_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                             unsigned by, unsigned bz, unsigned shmem, CUstream s, void** params,
+                             void** extra) {
+  return launch(f, s, false, params, extra, [&] {
+    return real().cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+  });
+}
+
+CUresult hook_cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                  unsigned by, unsigned bz, unsigned shmem, CUstream s,
+                                  void** params, void** extra) {
+  return launch(f, s, true, params, extra, [&] {
+    return real().cuLaunchKernel_ptsz(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+  });
+}
+
+CUresult hook_cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params,
+                               void** extra) {
+  CUstream s = config ? config->hStream : nullptr;
+  return launch(f, s, false, params, extra,
+                [&] { return real().cuLaunchKernelEx(config, f, params, extra); });
+}
+
+CUresult hook_cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params,
+                                    void** extra) {
+  CUstream s = config ? config->hStream : nullptr;
+  return launch(f, s, true, params, extra,
+                [&] { return real().cuLaunchKernelEx_ptsz(config, f, params, extra); });
+}
+
+CUresult hook_cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                        unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+                                        CUstream s, void** params) {
+  return launch(f, s, false, params, nullptr, [&] {
+    return real().cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params);
+  });
+}
+
+CUresult hook_cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                             unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+                                             CUstream s, void** params) {
+  return launch(f, s, true, params, nullptr, [&] {
+    return real().cuLaunchCooperativeKernel_ptsz(f, gx, gy, gz, bx, by, bz, shmem, s, params);
+  });
+}
+
+}  // namespace gswap::interpose

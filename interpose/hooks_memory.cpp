@@ -1,0 +1,88 @@
+// hooks_memory.cpp: allocation, free and memory queries. Large allocations become regions
+// (residency.cpp); small ones go to the driver and count against the budget. cuMemAllocAsync is
+// emulated as a region rather than forwarded, because stream-ordered pool memory cannot be
+// unmapped and remapped at the same address.
+#include "interpose/driver.h"
+#include "interpose/hooks.h"
+#include "interpose/log.h"
+#include "interpose/residency.h"
+
+#include <atomic>
+
+namespace gswap::interpose {
+namespace {
+
+CUresult alloc(CUdeviceptr* out, size_t bytes, CUstream s, bool async, bool pt, CUmemoryPool pool) {
+  if (!out) return CUDA_ERROR_INVALID_VALUE;
+  bool handled = false;
+  CUresult e = region_alloc(out, bytes, s, pt, &handled);
+  if (handled) return e;
+  return arena_alloc(out, bytes, s, async, pt, pool);
+}
+
+}  // namespace
+
+CUresult hook_cuMemAlloc_v2(CUdeviceptr* p, size_t n) {
+  return alloc(p, n, nullptr, false, false, nullptr);
+}
+
+CUresult hook_cuMemAllocPitch_v2(CUdeviceptr* p, size_t* pitch, size_t w, size_t h, unsigned elem) {
+  // Pitched allocations are left to the driver (its pitch rules are device-specific); they stay
+  // resident and, because gswap cannot size them in advance, are not counted in the budget.
+  return real().cuMemAllocPitch_v2(p, pitch, w, h, elem);
+}
+
+CUresult hook_cuMemFree_v2(CUdeviceptr p) {
+  return free_any(p, nullptr, false, false);
+}
+
+CUresult hook_cuMemAllocAsync(CUdeviceptr* p, size_t n, CUstream s) {
+  return alloc(p, n, s, true, false, nullptr);
+}
+CUresult hook_cuMemAllocAsync_ptsz(CUdeviceptr* p, size_t n, CUstream s) {
+  return alloc(p, n, s, true, true, nullptr);
+}
+CUresult hook_cuMemAllocFromPoolAsync(CUdeviceptr* p, size_t n, CUmemoryPool pool, CUstream s) {
+  return alloc(p, n, s, true, false, pool);
+}
+CUresult hook_cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* p, size_t n, CUmemoryPool pool,
+                                           CUstream s) {
+  return alloc(p, n, s, true, true, pool);
+}
+CUresult hook_cuMemFreeAsync(CUdeviceptr p, CUstream s) {
+  return free_any(p, s, true, false);
+}
+CUresult hook_cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s) {
+  return free_any(p, s, true, true);
+}
+
+CUresult hook_cuMemGetInfo_v2(size_t* free, size_t* total) {
+  if (memory_info(free, total)) return CUDA_SUCCESS;
+  return real().cuMemGetInfo_v2(free, total);
+}
+
+CUresult hook_cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
+  CUresult e = real().cuDeviceTotalMem_v2(bytes, dev);
+  if (e == CUDA_SUCCESS && bytes) *bytes = budget_total(*bytes);
+  return e;
+}
+
+CUresult hook_cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdeviceptr p) {
+  // A region is a slice of gswap's one reservation: the driver would describe the reservation.
+  if (region_range(p, base, size)) return CUDA_SUCCESS;
+  return real().cuMemGetAddressRange_v2(base, size, p);
+}
+
+CUresult hook_cuIpcGetMemHandle(CUipcMemHandle* h, CUdeviceptr p) {
+  // Another process may map it: it must never move (fact 11).
+  CUresult e = keep_resident_at(p, "cuIpcGetMemHandle");
+  if (e != CUDA_SUCCESS) return e;
+  return real().cuIpcGetMemHandle(h, p);
+}
+
+CUresult hook_cuStreamDestroy_v2(CUstream s) {
+  stream_destroyed(s);
+  return real().cuStreamDestroy_v2(s);
+}
+
+}  // namespace gswap::interpose

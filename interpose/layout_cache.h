@@ -1,0 +1,25 @@
+// layout_cache.h: kernel parameter layouts, cached per function handle.
+//
+// Lock-free for readers: an open-addressing table of (handle, layout) published with release
+// stores. The first launch of a function fills its entry under a mutex (off the common path);
+// layouts are immutable and never freed.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "interpose/cuda_api.h"
+#include "interpose/param_scan.h"
+
+namespace gswap::interpose {
+
+struct CachedLayout {
+  ParamLayout layout;
+  bool known = false;  // false: the driver could not describe the parameters (untrackable)
+};
+
+// The layout of f, filling the cache on first use. Never null.
+const CachedLayout* layout_of(CUfunction f);
+void layout_cache_reset();  // after fork
+
+}  // namespace gswap::interpose

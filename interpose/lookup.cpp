@@ -1,0 +1,113 @@
+// lookup.cpp: the three ways a program finds driver entry points, all answered with libgswap's
+// wrappers (fact 1): exported symbols (wrappers.cpp), dlsym, and cuGetProcAddress.
+#include "interpose/lookup.h"
+
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "interpose/hooks.h"
+#include "interpose/log.h"
+#include "interpose/residency.h"
+
+namespace gswap::interpose {
+
+const HookEntry* hook_by_symbol(const char* symbol) {
+  // Linear over about a hundred names; dlsym is never on a hot path.
+  for (std::size_t i = 0; i < kNumHooks; ++i)
+    if (std::strcmp(kHooks[i].symbol, symbol) == 0) return &kHooks[i];
+  return nullptr;
+}
+
+namespace {
+
+// Maps what the real cuGetProcAddress returned to our wrapper of the same ABI. The real driver
+// has already chosen the ABI for the requested version and stream flavour; matching on the
+// pointer keeps that choice exactly.
+void* wrap_proc(const char* symbol, void* p, int version, cuuint64_t flags) {
+  for (std::size_t i = 0; i < kNumHooks; ++i)
+    if (real_pointer(kHooks[i]) == p) return kHooks[i].wrapper;
+  // Not one of the real pointers we loaded (a driver that hands out other addresses): fall back
+  // on name, flavour and version from hooks.def.
+  bool want_pt = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+  const HookEntry* best = nullptr;
+  for (std::size_t i = 0; i < kNumHooks; ++i) {
+    const HookEntry& e = kHooks[i];
+    if (std::strcmp(e.api, symbol) != 0 || e.version > version) continue;
+    if (e.per_thread != want_pt) continue;
+    if (!best || e.version > best->version) best = &e;
+  }
+  if (best && real_pointer(*best) != nullptr) {
+    GSWAP_LOG(kDebug, "cuGetProcAddress(%s, %d): matched by name to %s", symbol, version,
+              best->symbol);
+    return best->wrapper;
+  }
+  if (best || std::strncmp(symbol, "cuMemcpy", 8) == 0 ||
+      std::strncmp(symbol, "cuMemset", 8) == 0 || std::strncmp(symbol, "cuLaunch", 8) == 0) {
+    GSWAP_LOG(kWarn,
+              "cuGetProcAddress(%s, %d) returned an ABI gswap does not hook; its accesses are not "
+              "tracked",
+              symbol, version);
+  }
+  return p;
+}
+
+bool is_driver_handle(void* handle) {
+  if (handle == RTLD_DEFAULT || handle == RTLD_NEXT) return true;
+  void* h = driver_handle();
+  return h != nullptr && handle == h;
+}
+
+}  // namespace
+
+CUresult hook_cuInit(unsigned int flags) {
+  if (!load_driver() || !real().cuInit) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult e = real().cuInit(flags);
+  if (e != CUDA_SUCCESS) return e;
+  return init_process();
+}
+
+CUresult hook_cuGetProcAddress(const char* symbol, void** pfn, int version, cuuint64_t flags) {
+  if (!load_driver() || !real().cuGetProcAddress) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult e = real().cuGetProcAddress(symbol, pfn, version, flags);
+  if (e == CUDA_SUCCESS && symbol && pfn && *pfn) *pfn = wrap_proc(symbol, *pfn, version, flags);
+  return e;
+}
+
+CUresult hook_cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                                  CUdriverProcAddressQueryResult* status) {
+  if (!load_driver() || !real().cuGetProcAddress_v2) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult e = real().cuGetProcAddress_v2(symbol, pfn, version, flags, status);
+  if (e == CUDA_SUCCESS && symbol && pfn && *pfn) *pfn = wrap_proc(symbol, *pfn, version, flags);
+  return e;
+}
+
+// dlsym: for hooked names asked of libcuda (or of the global scope), our wrapper; everything
+// else passes through untouched. No heavy work: one dlopen the first time, then compares.
+void* dlsym_impl(void* handle, const char* name) {
+  if (name && name[0] == 'c' && name[1] == 'u' && !loading_driver_on_this_thread()) {
+    if (const HookEntry* e = hook_by_symbol(name)) {
+      if (load_driver() && is_driver_handle(handle) && real_pointer(*e) != nullptr)
+        return e->wrapper;
+    }
+  }
+  return real_dlsym(handle, name);
+}
+
+}  // namespace gswap::interpose
+
+// Both glibc versions of dlsym: binaries built against glibc >= 2.34 bind dlsym@GLIBC_2.34,
+// older ones dlsym@GLIBC_2.2.5 (x86-64) or dlsym@GLIBC_2.17 (aarch64).
+extern "C" __attribute__((visibility("default"))) void* gswap_dlsym_new(void* h, const char* n) {
+  return gswap::interpose::dlsym_impl(h, n);
+}
+extern "C" __attribute__((visibility("default"))) void* gswap_dlsym_old(void* h, const char* n) {
+  return gswap::interpose::dlsym_impl(h, n);
+}
+__asm__(".symver gswap_dlsym_new, dlsym@@GLIBC_2.34");
+#if defined(__x86_64__)
+__asm__(".symver gswap_dlsym_old, dlsym@GLIBC_2.2.5");
+#elif defined(__aarch64__)
+__asm__(".symver gswap_dlsym_old, dlsym@GLIBC_2.17");
+#endif

@@ -1,0 +1,86 @@
+// param_scan.h: which regions a launch touches, from its parameter bytes.
+//
+// Every 8-byte-aligned word of every parameter is looked up, so interior pointers and pointers
+// inside by-value structs (TensorIterator arrays, multi_tensor_apply metadata) count. Pure and
+// lock-free: unit-tested without a driver.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "interpose/region_map.h"
+
+namespace gswap::interpose {
+
+// A kernel's parameter layout, as cuFuncGetParamInfo reports it. Immutable once published.
+struct ParamLayout {
+  std::uint32_t count = 0;
+  const std::uint32_t* offsets = nullptr;
+  const std::uint32_t* sizes = nullptr;
+};
+
+// The distinct regions one call touches. Fixed capacity: no allocation on the launch path.
+struct TouchSet {
+  static constexpr std::size_t kCapacity = 128;
+  Region* regions[kCapacity];
+  std::size_t n = 0;
+  bool overflow = false;  // more distinct regions than kCapacity
+
+  void add(Region* r) {
+    for (std::size_t i = 0; i < n; ++i)
+      if (regions[i] == r) return;
+    if (n == kCapacity) {
+      overflow = true;
+      return;
+    }
+    regions[n++] = r;
+  }
+  // The regions [addr, addr + bytes) touches: only its two ends are looked up, because a copy or
+  // memset may not span allocations.
+  void add_range(const RegionMap& map, std::uint64_t addr, std::uint64_t bytes) {
+    if (bytes == 0) return;
+    if (Region* r = map.find(addr)) add(r);
+    if (bytes > 1)
+      if (Region* r = map.find(addr + bytes - 1)) add(r);
+  }
+};
+
+// Scans `bytes` bytes at p word by word (the words are 8-byte aligned relative to p).
+inline void scan_bytes(const RegionMap& map, const void* p, std::size_t bytes, TouchSet* out) {
+  const unsigned char* c = static_cast<const unsigned char*>(p);
+  for (std::size_t off = 0; off + 8 <= bytes; off += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, c + off, 8);
+    if (Region* r = map.find(w)) out->add(r);
+  }
+}
+
+// kernelParams form: params[i] points at parameter i, whose size the layout gives.
+inline void scan_kernel_params(const RegionMap& map, const ParamLayout& layout, void* const* params,
+                               TouchSet* out) {
+  for (std::uint32_t i = 0; i < layout.count; ++i)
+    if (layout.sizes[i] >= 8) scan_bytes(map, params[i], layout.sizes[i], out);
+}
+
+// extra form: CU_LAUNCH_PARAM_BUFFER_POINTER / _SIZE pairs, ended by CU_LAUNCH_PARAM_END.
+// Returns false when the buffer or its size is missing (the call cannot be tracked).
+inline bool scan_extra(const RegionMap& map, void* const* extra, TouchSet* out) {
+  const void* buf = nullptr;
+  std::size_t size = 0;
+  bool have_size = false;
+  for (std::size_t i = 0; extra[i] != nullptr; i += 2) {
+    auto key = reinterpret_cast<std::uintptr_t>(extra[i]);
+    if (key == 0x01)
+      buf = extra[i + 1];    // CU_LAUNCH_PARAM_BUFFER_POINTER
+    else if (key == 0x02) {  // CU_LAUNCH_PARAM_BUFFER_SIZE
+      size = *static_cast<const std::size_t*>(extra[i + 1]);
+      have_size = true;
+    }
+  }
+  if (!have_size || (size > 0 && buf == nullptr)) return false;
+  scan_bytes(map, buf, size, out);
+  return true;
+}
+
+}  // namespace gswap::interpose

@@ -1,0 +1,97 @@
+// param_scan_test.cpp: which regions a launch's parameter bytes name.
+#include "interpose/param_scan.h"
+
+#include <gtest/gtest.h>
+
+#include <cstddef>
+
+namespace gswap::interpose {
+namespace {
+
+constexpr std::uint64_t kBase = 0x7e0000000000ull;
+constexpr unsigned kShift = 16;
+constexpr std::uint64_t kGran = 1ull << kShift;
+
+class ParamScan : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(map.init(kBase, 1024 * kGran, kShift));
+    map.set(kBase, kGran, &a);
+    map.set(kBase + 4 * kGran, 2 * kGran, &b);
+    map.set(kBase + 10 * kGran, kGran, &c);
+  }
+  RegionMap map;
+  Region a, b, c;
+};
+
+TEST_F(ParamScan, KernelParamsIncludingStructsAndInteriorPointers) {
+  // (float* x, int n, struct { int k; double* y; double* z; } s, float alpha)
+  struct S {
+    int k;
+    std::uint64_t y;
+    std::uint64_t z;
+  };
+  std::uint64_t x = kBase + 100;  // interior of a
+  int n = 7;
+  S s{3, kBase + 5 * kGran + 8, kBase + 4 * kGran};  // both in b
+  float alpha = 1.0f;
+  void* params[] = {&x, &n, &s, &alpha};
+  std::uint32_t offsets[] = {0, 8, 16, 40};
+  std::uint32_t sizes[] = {8, 4, sizeof(S), 4};
+  ParamLayout layout{4, offsets, sizes};
+  TouchSet t;
+  scan_kernel_params(map, layout, params, &t);
+  ASSERT_EQ(t.n, 2u);
+  EXPECT_EQ(t.regions[0], &a);
+  EXPECT_EQ(t.regions[1], &b);
+  EXPECT_FALSE(t.overflow);
+}
+
+TEST_F(ParamScan, NonPointersAreIgnored) {
+  std::uint64_t v = 42, w = kBase + 2 * kGran;  // a gap between regions
+  void* params[] = {&v, &w};
+  std::uint32_t offsets[] = {0, 8};
+  std::uint32_t sizes[] = {8, 8};
+  TouchSet t;
+  scan_kernel_params(map, ParamLayout{2, offsets, sizes}, params, &t);
+  EXPECT_EQ(t.n, 0u);
+}
+
+TEST_F(ParamScan, ExtraBufferIsScanned) {
+  std::uint64_t buf[3] = {5, kBase + 10 * kGran + 64, kBase};
+  std::size_t size = sizeof buf;
+  void* extra[] = {reinterpret_cast<void*>(0x01), buf, reinterpret_cast<void*>(0x02), &size,
+                   nullptr};
+  TouchSet t;
+  ASSERT_TRUE(scan_extra(map, extra, &t));
+  ASSERT_EQ(t.n, 2u);
+  EXPECT_EQ(t.regions[0], &c);
+  EXPECT_EQ(t.regions[1], &a);
+}
+
+TEST_F(ParamScan, ExtraWithoutSizeIsUntrackable) {
+  std::uint64_t buf[1] = {kBase};
+  void* extra[] = {reinterpret_cast<void*>(0x01), buf, nullptr};
+  TouchSet t;
+  EXPECT_FALSE(scan_extra(map, extra, &t));
+}
+
+TEST_F(ParamScan, RangesLookUpBothEndsAndDeduplicate) {
+  TouchSet t;
+  t.add_range(map, kBase + 4 * kGran + 10, kGran);  // inside b only
+  t.add_range(map, kBase + 4 * kGran, 2 * kGran);
+  t.add_range(map, kBase + 7 * kGran, 0);  // empty range touches nothing
+  ASSERT_EQ(t.n, 1u);
+  EXPECT_EQ(t.regions[0], &b);
+}
+
+TEST(TouchSet, OverflowIsReported) {
+  TouchSet t;
+  static Region many[TouchSet::kCapacity + 1];
+  for (auto& r : many) t.add(&r);
+  EXPECT_EQ(t.n, TouchSet::kCapacity);
+  EXPECT_TRUE(t.overflow);
+}
+
+}  // namespace
+}  // namespace gswap::interpose

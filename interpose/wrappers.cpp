@@ -1,0 +1,28 @@
+// wrappers.cpp: the exported driver symbols, generated from hooks.def.
+//
+// Each exported symbol is an alias of a hidden gswap_w_<symbol> function that calls
+// gswap::interpose::hook_<symbol>. The lookup table points at the hidden names, so handing out
+// a wrapper never resolves libgswap's own exported symbols through the global scope (which could
+// bind to another library, or recurse).
+#include "interpose/hooks.h"
+#include "interpose/lookup.h"
+
+#define GSWAP_HOOK(sym, api, ver, pt, ret, params, args)                      \
+  extern "C" __attribute__((visibility("hidden"))) ret gswap_w_##sym params { \
+    return ::gswap::interpose::hook_##sym args;                               \
+  }                                                                           \
+  extern "C" __attribute__((visibility("default"), alias("gswap_w_" #sym))) ret sym params;
+#include "interpose/hooks.def"
+#undef GSWAP_HOOK
+
+namespace gswap::interpose {
+
+const HookEntry kHooks[] = {
+#define GSWAP_HOOK(sym, api, ver, pt, ret, params, args) \
+  {#sym, api, ver, pt != 0, reinterpret_cast<void*>(&gswap_w_##sym), offsetof(Real, sym)},
+#include "interpose/hooks.def"
+#undef GSWAP_HOOK
+};
+const std::size_t kNumHooks = sizeof(kHooks) / sizeof(kHooks[0]);
+
+}  // namespace gswap::interpose
