@@ -1,0 +1,168 @@
+// client.h: what gswapd knows about one library client: its shared memory, the events decoded
+// from its ring, its regions, a bounded window of recent launches, its counters and its detected
+// iteration.
+//
+// Threading: gswapd is single-threaded; the server's poll loop owns every Client. The shared
+// memory is also written by the client process, so everything read from it is copied out and
+// validated first (the ring through proto/decode.h, the status block through a bounded seqlock
+// read).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "policy/trace.h"
+#include "proto/decode.h"
+#include "proto/ring.h"
+#include "proto/wire.h"
+
+namespace gswap::daemon {
+
+struct ClientLimits {
+  std::size_t trace_launches = 65536;  // launches kept for detection and trace dump
+  std::size_t max_regions = 1 << 20;   // live regions before the client is considered hostile
+  std::uint32_t ring_capacity = 4096;
+  std::uint32_t plan_capacity = 1024;
+};
+
+// Shared memory created by the daemon for one client.
+class ClientShm {
+ public:
+  ClientShm() = default;
+  ~ClientShm();
+  ClientShm(const ClientShm&) = delete;
+  ClientShm& operator=(const ClientShm&) = delete;
+
+  // Creates, sizes, seals (no shrinking: the client cannot make our mapping fault) and maps it.
+  bool create(std::uint32_t ring_capacity, std::uint32_t plan_capacity, std::string* error);
+  int fd() const { return fd_; }
+  std::uint64_t bytes() const { return bytes_; }
+  unsigned char* base() const { return base_; }
+  const proto::ShmHeader& header() const { return *reinterpret_cast<proto::ShmHeader*>(base_); }
+
+ private:
+  int fd_ = -1;
+  unsigned char* base_ = nullptr;
+  std::uint64_t bytes_ = 0;
+};
+
+struct RegionInfo {
+  std::uint64_t base = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t alloc_seq = 0;
+  std::optional<std::uint64_t> free_seq;
+};
+
+struct LaunchInfo {
+  std::uint64_t seq = 0;
+  std::uint32_t stream = 0;
+  std::uint64_t function_id = 0;
+  std::vector<std::uint64_t> regions;
+  bool truncated = false;
+  std::uint64_t start_ns = 0, duration_ns = 0;  // GPU timing, 0 until reported
+};
+
+struct ClientCounters {
+  proto::StatusPayload status{};  // the library's own counters (last consistent read)
+  std::uint64_t events = 0;
+  std::uint64_t launches_seen = 0;
+  std::uint64_t evictions = 0, restores = 0, late_restores = 0;
+  std::uint64_t stall_events = 0, stall_ns_events = 0;
+  std::uint64_t iteration_marks = 0;
+};
+
+struct IterationInfo {
+  std::uint64_t length = 0;     // launches per iteration, 0 = not detected
+  std::uint64_t first_seq = 0;  // seq of the first launch of the last complete iteration
+  std::uint64_t last_seq = 0;
+  double match = 0;
+  std::string source;  // "marks" (library iteration marks) or "detected" (period detection)
+};
+
+class Client : public proto::EventSink {
+ public:
+  Client(int fd, pid_t pid, uid_t uid, std::string exe, const ClientLimits& limits);
+  ~Client() override;
+
+  // Sets up the shared memory; on failure the client is refused.
+  bool init_shm(std::string* error);
+  const ClientShm& shm() const { return shm_; }
+
+  // Drains the ring and refreshes counters. Returns false, with *error set, when the client broke
+  // the protocol: the caller disconnects it.
+  bool poll(std::string* error);
+
+  // Publishes budget, iteration and plan entries in the plan area (seqlock).
+  void publish_plan(std::uint64_t budget, const std::vector<proto::PlanEntry>& entries);
+
+  // Runs period detection over the launch window if enough new launches arrived.
+  void maybe_detect_iteration();
+
+  // The last complete iteration as a policy trace; empty (no launches) when none was detected.
+  policy::Trace last_iteration_trace(std::uint64_t device_bytes) const;
+
+  int fd() const { return fd_; }
+  int release_fd() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  pid_t pid() const { return pid_; }
+  uid_t uid() const { return uid_; }
+  const std::string& exe() const { return exe_; }
+  std::uint64_t budget() const { return budget_; }
+  const ClientCounters& counters() const { return counters_; }
+  const IterationInfo& iteration() const { return iteration_; }
+  std::size_t live_regions() const { return live_; }
+  const std::vector<proto::PlanEntry>& plan() const { return plan_; }
+  std::uint64_t plan_generation() const { return generation_; }
+  std::int64_t connected_at() const { return connected_at_; }
+
+  // EventSink
+  void on_alloc(std::uint64_t seq, std::uint32_t stream, std::uint64_t region, std::uint64_t base,
+                std::uint64_t bytes) override;
+  void on_free(std::uint64_t seq, std::uint64_t region) override;
+  void on_launch(std::uint64_t seq, std::uint32_t stream, std::uint64_t function_id,
+                 const std::uint64_t* regions, std::uint32_t num_regions, bool truncated) override;
+  void on_copy(std::uint64_t seq, std::uint32_t stream, std::uint64_t src, std::uint64_t dst,
+               std::uint64_t bytes) override;
+  void on_eviction(std::uint64_t seq, std::uint64_t region, std::uint64_t bytes) override;
+  void on_restore(std::uint64_t seq, std::uint64_t region, std::uint64_t bytes, bool late) override;
+  void on_stall(std::uint64_t seq, std::uint64_t ns) override;
+  void on_gpu_timing(std::uint64_t seq, std::uint64_t start_ns, std::uint64_t duration_ns) override;
+  void on_iteration_mark(std::uint64_t seq) override;
+
+ private:
+  void prune_freed();
+
+  int fd_;
+  pid_t pid_;
+  uid_t uid_;
+  std::string exe_;
+  ClientLimits limits_;
+  ClientShm shm_;
+  proto::RingConsumer ring_;
+  proto::StatusBlock* status_ = nullptr;
+  proto::PlanBlock* plan_block_ = nullptr;
+  std::vector<proto::EventRecord> scratch_;
+  std::unordered_map<std::uint64_t, RegionInfo> regions_;  // live and recently freed
+  std::size_t live_ = 0;
+  std::deque<LaunchInfo> launches_;
+  std::deque<std::uint64_t> marks_;  // seqs of recent iteration marks
+  std::size_t launches_since_detect_ = 0;
+  std::string protocol_error_;
+  ClientCounters counters_;
+  IterationInfo iteration_;
+  std::uint64_t budget_ = 0;
+  std::uint64_t generation_ = 0;
+  std::vector<proto::PlanEntry> plan_;
+  std::int64_t connected_at_ = 0;
+};
+
+}  // namespace gswap::daemon

@@ -1,0 +1,277 @@
+// config.cpp: layering and validation of settings for the daemon side (see config.h).
+#include "daemon/config.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace gswap::daemon {
+namespace {
+
+const settings::Declaration& must_find(std::string_view ident) {
+  const settings::Declaration* d = settings::find(ident);
+  if (!d) {
+    fmt::print(stderr, "gswap: internal error: no setting '{}' ({}:{})\n", ident, __FILE__,
+               __LINE__);
+    std::abort();
+  }
+  return *d;
+}
+
+bool parse_weights(std::string_view text, std::map<std::string, double>* out, std::string* why) {
+  std::map<std::string, double> w;
+  while (!text.empty()) {
+    std::size_t comma = text.find(',');
+    std::string_view item = text.substr(0, comma);
+    std::size_t eq = item.find('=');
+    if (eq == std::string_view::npos || eq == 0) {
+      *why = fmt::format("'{}' is not name=weight", item);
+      return false;
+    }
+    std::string num(item.substr(eq + 1));
+    char* end = nullptr;
+    double v = std::strtod(num.c_str(), &end);
+    if (num.empty() || *end != '\0' || !(v > 0) || v > 1e6) {
+      *why = fmt::format("weight of '{}' must be a number in (0, 1e6]", item.substr(0, eq));
+      return false;
+    }
+    w[std::string(item.substr(0, eq))] = v;
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  *out = std::move(w);
+  return true;
+}
+
+bool parse_uint_list(std::string_view text, std::vector<std::uint32_t>* out, std::string* why) {
+  std::vector<std::uint32_t> v;
+  while (!text.empty()) {
+    std::size_t comma = text.find(',');
+    std::uint64_t n;
+    if (!settings::parse_uint(text.substr(0, comma), &n) || n > 0xffffffffu) {
+      *why =
+          fmt::format("'{}' is not an id (a non-negative 32-bit integer)", text.substr(0, comma));
+      return false;
+    }
+    v.push_back(static_cast<std::uint32_t>(n));
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  *out = std::move(v);
+  return true;
+}
+
+// Converts a JSON value to the environment's text form, or explains why its type is wrong.
+bool json_to_text(const settings::Declaration& d, const nlohmann::json& v, std::string* text,
+                  std::string* why) {
+  std::string_view type = d.type;
+  if (type == "Weights") {
+    if (!v.is_object()) return *why = "expected an object of name: weight", false;
+    std::string out;
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if (!it.value().is_number())
+        return *why = fmt::format("weight of '{}' must be a number", it.key()), false;
+      if (it.key().empty() || it.key().find_first_of(",=") != std::string::npos)
+        return *why = fmt::format("bad executable name '{}'", it.key()), false;
+      out += fmt::format("{}{}={}", out.empty() ? "" : ",", it.key(), it.value().get<double>());
+    }
+    *text = out;
+    return true;
+  }
+  if (type == "UintList") {
+    if (!v.is_array()) return *why = "expected an array of ids", false;
+    std::string out;
+    for (const auto& e : v) {
+      if (!e.is_number_unsigned()) return *why = "ids must be non-negative integers", false;
+      out += fmt::format("{}{}", out.empty() ? "" : ",", e.get<std::uint64_t>());
+    }
+    *text = out;
+    return true;
+  }
+  if (type == "Bool") {
+    if (!v.is_boolean()) return *why = "expected true or false", false;
+    *text = v.get<bool>() ? "1" : "0";
+    return true;
+  }
+  if (type == "Uint") {
+    if (v.is_number_unsigned()) return *text = std::to_string(v.get<std::uint64_t>()), true;
+    return *why = "expected a non-negative integer", false;
+  }
+  if (type == "Double") {
+    if (!v.is_number()) return *why = "expected a number", false;
+    *text = fmt::format("{}", v.get<double>());
+    return true;
+  }
+  if (type == "Size") {
+    if (v.is_number_unsigned()) return *text = std::to_string(v.get<std::uint64_t>()), true;
+    if (v.is_string()) return *text = v.get<std::string>(), true;
+    return *why = "expected a size: bytes as an integer, or a string like \"6GiB\" or \"75%\"",
+           false;
+  }
+  // String and Enum
+  if (!v.is_string()) return *why = "expected a string", false;
+  *text = v.get<std::string>();
+  return true;
+}
+
+}  // namespace
+
+Config::Config() {
+  for (const settings::Declaration& d : settings::kDeclarations) {
+    std::string why = set_text(d, d.default_value, "default");
+    if (!why.empty()) {
+      fmt::print(stderr, "gswap: internal error: default of {} invalid: {} ({}:{})\n", d.ident, why,
+                 __FILE__, __LINE__);
+      std::abort();
+    }
+  }
+}
+
+std::string Config::set_text(const settings::Declaration& d, std::string_view value,
+                             const std::string& origin) {
+  std::string_view type = d.type;
+  std::string why;
+  if (type == "Size") {
+    settings::Size s;
+    if (!settings::parse_size(value, &s))
+      return fmt::format("'{}' is not a size (bytes with a unit such as 6GiB, or 1-100%)", value);
+  } else if (type == "Bool") {
+    bool b;
+    if (!settings::parse_bool(value, &b)) return fmt::format("'{}' is not a boolean", value);
+  } else if (type == "Uint") {
+    std::uint64_t u;
+    if (!settings::parse_uint(value, &u))
+      return fmt::format("'{}' is not a non-negative integer", value);
+  } else if (type == "Double") {
+    std::string s(value);
+    char* end = nullptr;
+    std::strtod(s.c_str(), &end);
+    if (s.empty() || *end != '\0') return fmt::format("'{}' is not a number", value);
+  } else if (type.starts_with("Enum:")) {
+    if (!settings::enum_allows(type, value))
+      return fmt::format("'{}' is not one of {}", value, type.substr(5));
+  } else if (type == "Weights") {
+    std::map<std::string, double> w;
+    if (!parse_weights(value, &w, &why)) return why;
+    weights_ = std::move(w);
+  } else if (type == "UintList") {
+    std::vector<std::uint32_t> v;
+    if (!parse_uint_list(value, &v, &why)) return why;
+    (std::string_view(d.ident) == "allow_uids" ? allow_uids_ : allow_gids_) = std::move(v);
+  } else if (type != "String") {
+    return fmt::format("unknown declared type '{}'", type);
+  }
+  values_[d.ident] = std::string(value);
+  origins_[d.ident] = origin;
+  return "";
+}
+
+std::vector<std::string> Config::merge_json(std::string_view text) {
+  std::vector<std::string> errors;
+  nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) {
+    // Re-parse with exceptions to get the position of the syntax error.
+    try {
+      nlohmann::json again = nlohmann::json::parse(text);
+      (void)again;
+    } catch (const nlohmann::json::parse_error& e) {
+      errors.push_back(fmt::format("not valid JSON: {}", e.what()));
+      return errors;
+    }
+    errors.push_back("not valid JSON");
+    return errors;
+  }
+  if (!doc.is_object()) {
+    errors.push_back("the config must be a JSON object of settings");
+    return errors;
+  }
+  for (auto it = doc.begin(); it != doc.end(); ++it) {
+    const settings::Declaration* decl = nullptr;
+    for (const settings::Declaration& d : settings::kDeclarations)
+      if (*d.json_key && it.key() == d.json_key) decl = &d;
+    if (!decl) {
+      errors.push_back(fmt::format("{}: unknown key", it.key()));
+      continue;
+    }
+    std::string value, why;
+    if (!json_to_text(*decl, it.value(), &value, &why)) {
+      errors.push_back(fmt::format("{}: wrong type: {}", it.key(), why));
+      continue;
+    }
+    why = set_text(*decl, value, "file");
+    if (!why.empty()) errors.push_back(fmt::format("{}: out of range: {}", it.key(), why));
+  }
+  return errors;
+}
+
+std::vector<std::string> Config::merge_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return {fmt::format("{}: cannot read the file", path)};
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::vector<std::string> errors = merge_json(ss.str());
+  for (auto& [ident, origin] : origins_)
+    if (origin == "file") origin = path;
+  return errors;
+}
+
+std::vector<std::string> Config::merge_env(const std::function<const char*(const char*)>& lookup) {
+  std::vector<std::string> errors;
+  for (const settings::Declaration& d : settings::kDeclarations) {
+    if (!*d.env) continue;
+    const char* v = lookup(d.env);
+    if (!v) continue;
+    std::string why = set_text(d, v, d.env);
+    if (!why.empty()) errors.push_back(fmt::format("{}: {}", d.env, why));
+  }
+  return errors;
+}
+
+const std::string& Config::text(std::string_view ident) const {
+  auto it = values_.find(ident);
+  if (it == values_.end()) must_find(ident);  // aborts on an undeclared identifier
+  return it->second;
+}
+
+const std::string& Config::origin(std::string_view ident) const {
+  auto it = origins_.find(ident);
+  if (it == origins_.end()) must_find(ident);
+  return it->second;
+}
+
+settings::Size Config::size(std::string_view ident) const {
+  settings::Size s;
+  settings::parse_size(text(ident), &s);  // validated on the way in
+  return s;
+}
+
+std::uint64_t Config::uint(std::string_view ident) const {
+  std::uint64_t u = 0;
+  settings::parse_uint(text(ident), &u);
+  return u;
+}
+
+bool Config::boolean(std::string_view ident) const {
+  bool b = false;
+  settings::parse_bool(text(ident), &b);
+  return b;
+}
+
+double Config::weight_for(const std::string& exe) const {
+  if (text("share") != "weighted") return 1.0;
+  auto it = weights_.find(exe);
+  return it == weights_.end() ? 1.0 : it->second;
+}
+
+std::string runtime_dir(const Config& config) {
+  const std::string& dir = config.text("runtime_dir");
+  if (!dir.empty()) return dir;
+  if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg && *xdg)
+    return std::string(xdg) + "/gswap";
+  return "/run/gswap";
+}
+
+}  // namespace gswap::daemon

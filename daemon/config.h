@@ -1,0 +1,58 @@
+// config.h: gswapd's and gswapctl's view of the settings: defaults from proto/settings.def, then
+// the JSON config file, then environment variables (which win). Every key is validated against its
+// declaration; every problem is reported naming the key (or the environment variable).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "proto/settings.h"
+
+namespace gswap::daemon {
+
+class Config {
+ public:
+  // All declarations at their defaults.
+  Config();
+
+  // Merges a JSON document. Returns one message per problem ("key: what is wrong"); keys with
+  // problems keep their previous value.
+  std::vector<std::string> merge_json(std::string_view text);
+  // Reads and merges a file; a missing or unreadable file is one error naming the path.
+  std::vector<std::string> merge_file(const std::string& path);
+  // Merges environment variables; lookup returns nullptr when a variable is unset.
+  std::vector<std::string> merge_env(const std::function<const char*(const char*)>& lookup);
+
+  // Typed access by declaration identifier (a unknown identifier is a programming error: aborts).
+  const std::string& text(std::string_view ident) const;
+  settings::Size size(std::string_view ident) const;
+  std::uint64_t uint(std::string_view ident) const;
+  bool boolean(std::string_view ident) const;
+  const std::map<std::string, double>& weights() const { return weights_; }
+  const std::vector<std::uint32_t>& allow_uids() const { return allow_uids_; }
+  const std::vector<std::uint32_t>& allow_gids() const { return allow_gids_; }
+  // Where each value came from: "default", the file path, or the environment variable.
+  const std::string& origin(std::string_view ident) const;
+
+  // The weight of an executable under the configured share mode (1 when not listed or "equal").
+  double weight_for(const std::string& exe) const;
+
+ private:
+  // Validates a value given as text (environment form). Returns "" when valid, else the reason.
+  std::string set_text(const settings::Declaration& d, std::string_view value,
+                       const std::string& origin);
+  std::map<std::string, std::string, std::less<>> values_;
+  std::map<std::string, std::string, std::less<>> origins_;
+  std::map<std::string, double> weights_;
+  std::vector<std::uint32_t> allow_uids_, allow_gids_;
+};
+
+// The runtime directory: GSWAP_RUNTIME_DIR (from config/environment), else $XDG_RUNTIME_DIR/gswap,
+// else /run/gswap.
+std::string runtime_dir(const Config& config);
+
+}  // namespace gswap::daemon

@@ -1,0 +1,114 @@
+// config_test.cpp: every error path of config validation names the key, environment variables
+// override the file, and good files pass.
+#include "daemon/config.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+
+namespace gswap::daemon {
+namespace {
+
+// The first key of a one-key document such as {"budget": 1}.
+std::string key_of(const std::string& doc) {
+  return doc.substr(2, doc.find('"', 2) - 2);
+}
+
+std::vector<std::string> check(const std::string& json) {
+  Config c;
+  return c.merge_json(json);
+}
+
+TEST(Config, DefaultsAndGoodFile) {
+  Config c;
+  EXPECT_EQ(c.text("log_level"), "warn");
+  EXPECT_EQ(c.origin("budget"), "default");
+  auto errors = c.merge_json(R"({"budget": "6GiB", "log_level": "info", "summary": false,
+    "gpu_budget": "50%", "share": "weighted", "weights": {"train": 3, "eval": 1},
+    "allow_uids": [1000, 1001], "trace_launches": 4096})");
+  EXPECT_TRUE(errors.empty()) << errors.front();
+  EXPECT_EQ(c.size("budget").bytes, 6ull << 30);
+  EXPECT_FALSE(c.boolean("summary"));
+  EXPECT_EQ(c.uint("trace_launches"), 4096u);
+  EXPECT_DOUBLE_EQ(c.weight_for("train"), 3.0);
+  EXPECT_DOUBLE_EQ(c.weight_for("other"), 1.0);
+  EXPECT_EQ(c.allow_uids(), (std::vector<std::uint32_t>{1000, 1001}));
+}
+
+TEST(Config, SyntaxErrorAndNonObject) {
+  auto e = check("{\"budget\": ");
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_NE(e[0].find("not valid JSON"), std::string::npos);
+  e = check("[1, 2]");
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_NE(e[0].find("JSON object"), std::string::npos);
+}
+
+TEST(Config, UnknownKeyIsNamed) {
+  auto e = check(R"({"budgett": "1GiB", "config": "x"})");
+  ASSERT_EQ(e.size(), 2u);  // "config" is environment-only
+  EXPECT_EQ(e[0], "budgett: unknown key");
+  EXPECT_EQ(e[1], "config: unknown key");
+}
+
+TEST(Config, WrongTypesAreNamed) {
+  for (const char* doc :
+       {R"({"summary": "yes"})", R"({"log_level": 3})", R"({"budget": true})",
+        R"({"trace_launches": -5})", R"({"trace_launches": 1.5})", R"({"weights": [1]})",
+        R"({"weights": {"a": "x"}})", R"({"allow_uids": [-1]})", R"({"allow_gids": 7})"}) {
+    auto e = check(doc);
+    ASSERT_EQ(e.size(), 1u) << doc;
+    EXPECT_NE(e[0].find("wrong type"), std::string::npos) << e[0];
+    std::string key = key_of(doc);
+    EXPECT_EQ(e[0].rfind(key + ":", 0), 0u) << e[0];
+  }
+}
+
+TEST(Config, OutOfRangeValuesAreNamed) {
+  for (const char* doc : {R"({"budget": "150%"})", R"({"budget": "6 parsecs"})",
+                          R"({"log_level": "loud"})", R"({"daemon": "sometimes"})",
+                          R"({"weights": {"a": 0}})", R"({"allow_uids": [4294967296]})"}) {
+    auto e = check(doc);
+    ASSERT_EQ(e.size(), 1u) << doc;
+    std::string key = key_of(doc);
+    EXPECT_EQ(e[0].rfind(key + ":", 0), 0u) << e[0];
+  }
+}
+
+TEST(Config, EnvironmentOverridesFileAndIsValidated) {
+  Config c;
+  ASSERT_TRUE(c.merge_json(R"({"budget": "6GiB", "log_level": "info"})").empty());
+  std::map<std::string, std::string> env = {{"GSWAP_BUDGET", "2GiB"},
+                                            {"GSWAP_WEIGHTS", "a=2,b=0.5"}};
+  auto lookup = [&](const char* n) -> const char* {
+    auto it = env.find(n);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  EXPECT_TRUE(c.merge_env(lookup).empty());
+  EXPECT_EQ(c.size("budget").bytes, 2ull << 30);
+  EXPECT_EQ(c.origin("budget"), "GSWAP_BUDGET");
+  EXPECT_EQ(c.text("log_level"), "info");
+  env = {{"GSWAP_LOG", "chatty"}, {"GSWAP_ALLOW_UIDS", "12,x"}};
+  auto e = c.merge_env(lookup);
+  ASSERT_EQ(e.size(), 2u);
+  EXPECT_EQ(e[0].rfind("GSWAP_LOG:", 0), 0u) << e[0];
+  EXPECT_EQ(e[1].rfind("GSWAP_ALLOW_UIDS:", 0), 0u) << e[1];
+}
+
+TEST(Config, MissingFileIsOneError) {
+  Config c;
+  auto e = c.merge_file("/nonexistent/gswap.json");
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_NE(e[0].find("/nonexistent/gswap.json"), std::string::npos);
+}
+
+TEST(Config, ExampleConfigIsValid) {
+  Config c;
+  auto e = c.merge_file(GSWAP_SOURCE_DIR "/daemon/gswap.example.json");
+  EXPECT_TRUE(e.empty()) << e.front();
+}
+
+}  // namespace
+}  // namespace gswap::daemon

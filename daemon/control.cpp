@@ -1,0 +1,102 @@
+// control.cpp: framing and the client side of the control exchange (see control.h).
+#include "daemon/control.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "proto/wire.h"
+
+namespace gswap::daemon {
+
+std::string socket_path(const std::string& dir, const std::string& uuid) {
+  return dir + "/" + uuid + ".sock";
+}
+std::string lock_path(const std::string& dir, const std::string& uuid) {
+  return dir + "/" + uuid + ".lock";
+}
+
+bool send_frame(int fd, std::string_view body) {
+  std::uint64_t len = body.size();
+  if (send(fd, &len, sizeof len, MSG_NOSIGNAL) != sizeof len) return false;
+  for (std::size_t off = 0; off < body.size(); off += kChunk) {
+    std::size_t n = std::min(kChunk, body.size() - off);
+    if (send(fd, body.data() + off, n, MSG_NOSIGNAL) != static_cast<ssize_t>(n)) return false;
+  }
+  return true;
+}
+
+bool recv_frame(int fd, std::string* body, std::size_t max, std::string* error) {
+  std::uint64_t len = 0;
+  char buf[kChunk];
+  ssize_t got = recv(fd, buf, sizeof buf, 0);
+  if (got <= 0) return *error = got == 0 ? "connection closed" : strerror(errno), false;
+  if (got != sizeof len) return *error = "bad frame header", false;
+  std::memcpy(&len, buf, sizeof len);
+  if (len > max) return *error = fmt::format("frame of {} bytes exceeds {}", len, max), false;
+  body->clear();
+  body->reserve(len);
+  while (body->size() < len) {
+    got = recv(fd, buf, sizeof buf, 0);
+    if (got <= 0) return *error = got == 0 ? "connection closed mid-frame" : strerror(errno), false;
+    if (body->size() + static_cast<std::size_t>(got) > len) return *error = "frame overrun", false;
+    body->append(buf, static_cast<std::size_t>(got));
+  }
+  return true;
+}
+
+bool control_request(const std::string& path, const std::string& request, std::string* response,
+                     std::string* error) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof addr.sun_path) return *error = "socket path too long", false;
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) return *error = strerror(errno), false;
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  timeval tv{10, 0};  // a wedged daemon must not hang gswapctl
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  bool ok = false;
+  do {
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      *error = fmt::format("cannot connect to {}: {}", path, strerror(errno));
+      break;
+    }
+    proto::Hello h{};
+    h.magic = proto::kHelloMagic;
+    h.version = proto::kProtocolVersion;
+    h.kind = static_cast<std::uint32_t>(proto::PeerKind::kControl);
+    h.pid = static_cast<std::int32_t>(getpid());
+    std::strncpy(h.exe, "gswapctl", sizeof h.exe);
+    if (send(fd, &h, sizeof h, MSG_NOSIGNAL) != sizeof h) {
+      *error = fmt::format("sending hello: {}", strerror(errno));
+      break;
+    }
+    proto::HelloReply reply{};
+    ssize_t n = recv(fd, &reply, sizeof reply, 0);
+    if (n != sizeof reply || reply.magic != proto::kReplyMagic) {
+      *error = "the daemon sent no valid reply";
+      break;
+    }
+    if (reply.status != 0) {
+      reply.message[sizeof reply.message - 1] = '\0';
+      *error = fmt::format("refused by the daemon: {} ({})", reply.message,
+                           proto::hello_status_name(static_cast<proto::HelloStatus>(reply.status)));
+      break;
+    }
+    if (!send_frame(fd, request)) {
+      *error = "sending the request failed";
+      break;
+    }
+    ok = recv_frame(fd, response, kMaxResponseBytes, error);
+  } while (false);
+  close(fd);
+  return ok;
+}
+
+}  // namespace gswap::daemon

@@ -1,0 +1,340 @@
+// gswapctl_main.cpp: the gswap command line: status, policy and trace dumps from the daemons,
+// config checks, running a command under gswap, and the policy simulator.
+// Errors are caught at the command boundary and printed as one line; the exit code says whether
+// the command worked (1 on failure, the command's own code for `run`).
+#include <dirent.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <optional>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "daemon/config.h"
+#include "daemon/control.h"
+#include "daemon/table.h"
+
+#ifdef GSWAP_HAVE_SIMULATE
+#include "policy/cli/simulate_command.h"
+#endif
+
+namespace gswap::daemon {
+namespace {
+
+struct Failure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+Config load_config(const std::string& file) {
+  Config config;
+  std::vector<std::string> errors;
+  std::string path = file;
+  if (path.empty())
+    if (const char* c = std::getenv("GSWAP_CONFIG")) path = c;
+  if (!path.empty()) errors = config.merge_file(path);
+  auto e = config.merge_env([](const char* name) { return std::getenv(name); });
+  errors.insert(errors.end(), e.begin(), e.end());
+  if (!errors.empty()) throw Failure("config: " + errors.front());
+  return config;
+}
+
+// Sockets of every daemon in the runtime directory.
+std::vector<std::string> daemon_sockets(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = opendir(dir.c_str());
+  if (!d) return out;
+  while (dirent* e = readdir(d)) {
+    std::string name = e->d_name;
+    if (name.size() > 5 && name.ends_with(".sock")) out.push_back(dir + "/" + name);
+  }
+  closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Sends the request to every reachable daemon; throws when none answers.
+std::vector<nlohmann::json> ask_all(const nlohmann::json& request) {
+  Config config = load_config("");
+  std::string dir = runtime_dir(config);
+  std::vector<nlohmann::json> answers;
+  std::string last_error;
+  for (const std::string& path : daemon_sockets(dir)) {
+    std::string body, error;
+    if (!control_request(path, request.dump(), &body, &error)) {
+      last_error = error;
+      continue;
+    }
+    nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+    if (j.is_discarded()) {
+      last_error = "the daemon sent a response that is not JSON";
+      continue;
+    }
+    answers.push_back(std::move(j));
+  }
+  if (answers.empty())
+    throw Failure(last_error.empty() ? fmt::format("no gswapd is running (runtime dir {})", dir)
+                                     : fmt::format("no gswapd answered ({})", last_error));
+  return answers;
+}
+
+std::string bytes_text(std::uint64_t b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1024 && u < 4) v /= 1024, ++u;
+  return u == 0 ? fmt::format("{} B", b) : fmt::format("{:.1f} {}", v, units[u]);
+}
+
+int cmd_status(bool json) {
+  std::vector<nlohmann::json> answers = ask_all({{"cmd", "status"}});
+  if (json) {
+    nlohmann::json out = {{"gpus", answers}};
+    for (auto& g : out["gpus"]) g.erase("ok");
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  for (const auto& a : answers) {
+    std::cout << fmt::format(
+        "GPU {} {}  total {}  budget {} ({})  gswapd pid {}\n", a["gpu"]["ordinal"].get<int>(),
+        a["gpu"]["uuid"].get<std::string>(), bytes_text(a["gpu"]["total_bytes"]),
+        bytes_text(a["daemon"]["budget_bytes"]), a["daemon"]["share"].get<std::string>(),
+        a["daemon"]["pid"].get<int>());
+    Table t({"PID", "EXE", "BUDGET", "RESIDENT", "PEAK", "SWAPPED OUT", "STALLS", "DROPPED",
+             "ITERATION", "MODE"});
+    for (const auto& c : a["clients"])
+      t.add({std::to_string(c["pid"].get<int>()), c["exe"].get<std::string>(),
+             bytes_text(c["budget_bytes"]), bytes_text(c["resident_bytes"]),
+             bytes_text(c["peak_bytes"]), bytes_text(c["swapped_out_bytes"]),
+             std::to_string(c["stalls"].get<std::uint64_t>()),
+             std::to_string(c["dropped_events"].get<std::uint64_t>()),
+             std::to_string(c["iteration_length"].get<std::uint64_t>()),
+             c["mode"].get<std::string>()});
+    if (a["clients"].empty())
+      std::cout << "  no clients\n";
+    else
+      std::cout << t.render("  ");
+  }
+  return 0;
+}
+
+int cmd_policy(std::optional<long> pid, bool json) {
+  nlohmann::json req = {{"cmd", "policy"}};
+  if (pid) req["pid"] = *pid;
+  std::vector<nlohmann::json> answers = ask_all(req);
+  nlohmann::json clients = nlohmann::json::array();
+  std::string error;
+  for (const auto& a : answers) {
+    if (!a.value("ok", false)) {
+      error = a.value("error", "error");
+      continue;
+    }
+    for (const auto& c : a["clients"]) {
+      nlohmann::json x = c;
+      x["gpu"] = a["gpu"];
+      clients.push_back(x);
+    }
+  }
+  if (pid && clients.empty()) throw Failure(error.empty() ? "no such client" : error);
+  if (json) {
+    std::cout << nlohmann::json{{"clients", clients}}.dump(2) << "\n";
+    return 0;
+  }
+  for (const auto& c : clients) {
+    std::cout << fmt::format(
+        "pid {} ({}) on {}: mode {}, budget {}, iteration {} launches, plan generation {}, planner "
+        "{}\n",
+        c["pid"].get<int>(), c["exe"].get<std::string>(), c["gpu"].get<std::string>(),
+        c["mode"].get<std::string>(), bytes_text(c["budget_bytes"]),
+        c["iteration_length"].get<std::uint64_t>(), c["generation"].get<std::uint64_t>(),
+        c["planner"].get<std::string>());
+    if (c["entries"].empty()) {
+      std::cout << "  no planned swaps or recomputations\n";
+      continue;
+    }
+    Table t({"REGION", "ACTION", "EVICT AFTER", "RESTORE AT"});
+    for (const auto& e : c["entries"])
+      t.add({std::to_string(e["region"].get<std::uint64_t>()), e["action"].get<std::string>(),
+             std::to_string(e["evict_after"].get<std::uint64_t>()),
+             std::to_string(e["restore_at"].get<std::uint64_t>())});
+    std::cout << t.render("  ");
+  }
+  if (clients.empty()) std::cout << "no clients\n";
+  return 0;
+}
+
+int cmd_trace(long pid, const std::string& out) {
+  std::vector<nlohmann::json> answers = ask_all({{"cmd", "trace"}, {"pid", pid}});
+  std::string error;
+  for (const auto& a : answers) {
+    if (!a.value("ok", false)) {
+      error = a.value("error", "error");
+      continue;
+    }
+    std::ofstream f(out);
+    f << a["trace_json"].get<std::string>();
+    if (!f) throw Failure(fmt::format("cannot write {}", out));
+    std::cout << fmt::format("wrote the last iteration of pid {} to {}\n", pid, out);
+    return 0;
+  }
+  throw Failure(error);
+}
+
+int cmd_config_check(const std::string& file) {
+  Config config;
+  std::vector<std::string> errors = config.merge_file(file);
+  if (errors.empty()) {
+    std::cout << file << ": ok\n";
+    return 0;
+  }
+  for (const auto& e : errors) std::cout << file << ": " << e << "\n";
+  return 1;
+}
+
+std::string self_dir() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) throw Failure("cannot find gswapctl's own path");
+  std::string p(buf, static_cast<std::size_t>(n));
+  return p.substr(0, p.rfind('/'));
+}
+
+std::string find_first(const std::vector<std::string>& candidates) {
+  for (const auto& c : candidates)
+    if (access(c.c_str(), R_OK) == 0) return c;
+  return "";
+}
+
+int cmd_run(const std::string& budget, const std::string& config_file,
+            std::vector<std::string> command) {
+  if (command.empty()) throw Failure("run: no command given (gswapctl run [--budget B] -- CMD...)");
+  Config config = load_config(config_file);
+  std::string dir = self_dir();
+  std::string lib = find_first(
+      {dir + "/../interpose/libgswap.so", dir + "/../lib/libgswap.so", dir + "/libgswap.so"});
+  if (lib.empty()) throw Failure(fmt::format("libgswap.so not found next to {}", dir));
+  char real[4096];
+  if (realpath(lib.c_str(), real)) lib = real;
+
+  // Start the GPU's daemon unless one is running (gswapd then exits 3) or the library will not
+  // talk to one. A daemon that fails to start only costs the shared view: training goes on.
+  if (config.text("daemon") != "off") {
+    std::string gswapd = find_first({dir + "/gswapd"});
+    if (gswapd.empty()) {
+      std::cerr << "gswapctl: gswapd not found next to gswapctl; running without a daemon\n";
+    } else {
+      pid_t pid = fork();
+      if (pid == 0) {
+        unsetenv("LD_PRELOAD");
+        std::vector<std::string> args = {gswapd, "--gpu", config.text("gpu")};
+        if (!config_file.empty()) args.insert(args.end(), {"--config", config_file});
+        std::vector<char*> argv;
+        for (auto& a : args) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        execv(gswapd.c_str(), argv.data());
+        _exit(127);
+      }
+      int status = 0;
+      waitpid(pid, &status, 0);
+      int code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+      if (code != 0 && code != 3)
+        std::cerr << "gswapctl: gswapd did not start; running without a daemon\n";
+    }
+  }
+
+  // Settings reach the library as environment variables; variables already set win over the file.
+  if (!config_file.empty()) setenv("GSWAP_CONFIG", config_file.c_str(), 1);
+  for (const settings::Declaration& d : settings::kDeclarations) {
+    if (!*d.env || std::string_view(d.scope) == "daemon") continue;
+    if (config.origin(d.ident) == "default" || std::getenv(d.env)) continue;
+    setenv(d.env, config.text(d.ident).c_str(), 1);
+  }
+  if (!budget.empty()) {
+    settings::Size s;
+    if (!settings::parse_size(budget, &s))
+      throw Failure(fmt::format("--budget: '{}' is not a size", budget));
+    setenv("GSWAP_BUDGET", budget.c_str(), 1);
+  }
+  std::string preload = lib;
+  if (const char* old = std::getenv("LD_PRELOAD"); old && *old) preload += std::string(":") + old;
+  setenv("LD_PRELOAD", preload.c_str(), 1);
+  std::vector<char*> argv;
+  for (auto& a : command) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  execvp(argv[0], argv.data());
+  throw Failure(fmt::format("cannot run {}: {}", command[0], strerror(errno)));
+}
+
+}  // namespace
+}  // namespace gswap::daemon
+
+int main(int argc, char** argv) {
+  using namespace gswap::daemon;
+  CLI::App app{"gswapctl: inspect and drive gswap"};
+  app.require_subcommand(1);
+
+  bool json = false;
+  auto* status = app.add_subcommand("status", "daemons, clients, budgets and counters");
+  status->add_flag("--json", json, "machine-readable output (see daemon/README.md)");
+
+  auto* policy = app.add_subcommand("policy", "plans published by the daemons");
+  policy->require_subcommand(1);
+  auto* policy_dump = policy->add_subcommand("dump", "show the current plan of each client");
+  long policy_pid = 0;
+  policy_dump->add_option("--pid", policy_pid, "only this client");
+  policy_dump->add_flag("--json", json, "machine-readable output");
+
+  auto* trace = app.add_subcommand("trace", "access traces kept by the daemons");
+  trace->require_subcommand(1);
+  auto* trace_dump = trace->add_subcommand("dump", "write a client's last complete iteration");
+  long trace_pid = 0;
+  std::string trace_out;
+  trace_dump->add_option("--pid", trace_pid, "the client")->required();
+  trace_dump->add_option("--out", trace_out, "output file (gswap-trace JSON)")->required();
+
+  auto* config = app.add_subcommand("config", "configuration files");
+  config->require_subcommand(1);
+  auto* check = config->add_subcommand("check", "validate a config file");
+  std::string check_file;
+  check->add_option("file", check_file, "the JSON config file")->required();
+
+  auto* run = app.add_subcommand("run", "run a command under gswap");
+  std::string run_budget, run_config;
+  std::vector<std::string> run_cmd;
+  run->add_option("--budget", run_budget, "memory budget (6GiB, 75%)");
+  run->add_option("--config", run_config, "JSON config file");
+  run->prefix_command();  // everything after the options (or after --) is the command
+
+#ifdef GSWAP_HAVE_SIMULATE
+  gswap::policy::cli::add_simulate_command(app);
+#endif
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    if (*status) return cmd_status(json);
+    if (*policy_dump)
+      return cmd_policy(
+          policy_dump->count("--pid") ? std::optional<long>(policy_pid) : std::nullopt, json);
+    if (*trace_dump) return cmd_trace(trace_pid, trace_out);
+    if (*check) return cmd_config_check(check_file);
+    if (*run) {
+      // With prefix_command, everything after the options (and after --) is the command.
+      std::vector<std::string> rest = run->remaining();
+      if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
+      run_cmd.insert(run_cmd.end(), rest.begin(), rest.end());
+      return cmd_run(run_budget, run_config, run_cmd);
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "gswapctl: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,165 @@
+// gswapd_main.cpp: the gswapd command: one daemon per GPU.
+//   gswapd --gpu <ordinal|UUID> [--config F] [--foreground] [--log-file F] [--log-level L]
+// Exit codes: 0 clean stop, 1 error, 3 another gswapd already serves this GPU.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "daemon/config.h"
+#include "daemon/gpu_probe.h"
+#include "daemon/server.h"
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+void on_signal(int) {
+  g_stop.store(true);
+}
+
+spdlog::level::level_enum to_level(const std::string& s) {
+  if (s == "off") return spdlog::level::off;
+  if (s == "error") return spdlog::level::err;
+  if (s == "warn") return spdlog::level::warn;
+  if (s == "info") return spdlog::level::info;
+  if (s == "debug") return spdlog::level::debug;
+  return spdlog::level::trace;
+}
+
+// Detaches from the terminal: fork, setsid, fork. The original process waits on a pipe until the
+// grandchild says it listens (or why it cannot), so `gswapd` returns only once it is usable.
+// Returns the write end of that pipe in the grandchild; never returns in the original process.
+int daemonize() {
+  int pipefd[2];
+  if (pipe2(pipefd, O_CLOEXEC) != 0) {
+    std::perror("gswapd: pipe");
+    std::exit(1);
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    std::perror("gswapd: fork");
+    std::exit(1);
+  }
+  if (pid > 0) {
+    close(pipefd[1]);
+    char code = 1;
+    if (read(pipefd[0], &code, 1) != 1) code = 1;
+    char buf[512];
+    ssize_t n = read(pipefd[0], buf, sizeof buf);
+    if (n > 0) (void)!write(2, buf, static_cast<std::size_t>(n));
+    std::_Exit(code);
+  }
+  close(pipefd[0]);
+  setsid();
+  if (fork() != 0) std::_Exit(0);
+  // Let go of the caller's terminal and pipes entirely, or `$(gswapctl run ...)` would wait for
+  // the daemon to exit; logs then go to a file (see main).
+  int null = open("/dev/null", O_RDWR);
+  if (null >= 0) {
+    dup2(null, 0);
+    dup2(null, 1);
+    dup2(null, 2);
+    if (null > 2) close(null);
+  }
+  return pipefd[1];
+}
+
+void report_ready(int fd, char code, const std::string& message) {
+  if (fd < 0) return;
+  (void)!write(fd, &code, 1);
+  if (!message.empty()) (void)!write(fd, message.data(), message.size());
+  close(fd);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"gswapd: the gswap daemon for one GPU"};
+  std::string gpu, config_file, log_file, log_level;
+  bool foreground = false;
+  app.add_option("--gpu", gpu, "GPU ordinal or UUID (GPU-...)")->required();
+  app.add_option("--config", config_file, "JSON config file (default: $GSWAP_CONFIG)");
+  app.add_flag("--foreground", foreground, "stay attached to the terminal");
+  app.add_option("--log-file", log_file, "log to this file instead of standard error");
+  app.add_option("--log-level", log_level, "off|error|warn|info|debug|trace");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    gswap::daemon::Config config;
+    std::vector<std::string> errors;
+    if (config_file.empty())
+      if (const char* c = std::getenv("GSWAP_CONFIG")) config_file = c;
+    if (!config_file.empty()) errors = config.merge_file(config_file);
+    auto env_errors = config.merge_env([](const char* name) { return std::getenv(name); });
+    errors.insert(errors.end(), env_errors.begin(), env_errors.end());
+    if (!log_file.empty()) config.merge_json(nlohmann::json{{"log_file", log_file}}.dump());
+    if (!log_level.empty()) {
+      auto e = config.merge_json(nlohmann::json{{"log_level", log_level}}.dump());
+      errors.insert(errors.end(), e.begin(), e.end());
+    }
+    if (!errors.empty()) {
+      for (const auto& e : errors) std::cerr << "gswapd: config: " << e << "\n";
+      return 1;
+    }
+
+    int ready_fd = foreground ? -1 : daemonize();
+    std::shared_ptr<spdlog::logger> log;
+    std::string file = config.text("log_file");
+    if (file.empty() && !foreground) {
+      // Detached with no log file: standard error is gone, so log next to the socket.
+      std::string dir = gswap::daemon::runtime_dir(config);
+      mkdir(dir.c_str(), 0700);
+      file = dir + "/gswapd-" + gpu + ".log";
+    }
+    if (!file.empty())
+      log = spdlog::basic_logger_mt("gswapd", file);
+    else
+      log = spdlog::stderr_color_mt("gswapd");
+    log->set_level(to_level(config.text("log_level")));
+    log->flush_on(spdlog::level::info);
+    log->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [gswapd %P] [%l] %v");
+
+    gswap::daemon::GpuIdentity identity;
+    std::string error;
+    if (!gswap::daemon::probe_gpu(gpu, &identity, &error)) {
+      std::string line = "gswapd: " + error + "\n";
+      if (ready_fd >= 0)
+        report_ready(ready_fd, 1, line);
+      else
+        std::cerr << line;
+      log->error("{}", error);
+      return 1;
+    }
+    gswap::daemon::Server server(config, identity, log);
+    bool already = false;
+    if (!server.open(&error, &already)) {
+      std::string line = "gswapd: " + error + "\n";
+      if (ready_fd >= 0)
+        report_ready(ready_fd, already ? 3 : 1, line);
+      else
+        std::cerr << line;
+      return already ? 3 : 1;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigaction(SIGTERM, &sa, nullptr);
+    sigaction(SIGINT, &sa, nullptr);
+    report_ready(ready_fd, 0, "");
+    server.run(g_stop);
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "gswapd: " << e.what() << "\n";
+    return 1;
+  }
+}

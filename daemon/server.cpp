@@ -1,0 +1,461 @@
+// server.cpp: gswapd's poll loop, handshake, security checks, budget sharing and control requests
+// (see server.h for the threading rules).
+#include "daemon/server.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "daemon/control.h"
+#include "policy/trace_json.h"
+
+namespace gswap::daemon {
+namespace {
+
+std::int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+constexpr std::int64_t kHandshakeTimeoutMs = 5000;
+constexpr int kTickMs = 10;
+
+bool mkdir_p(const std::string& path, mode_t mode) {
+  std::string cur;
+  for (std::size_t i = 0; i <= path.size(); ++i) {
+    if (i == path.size() || (path[i] == '/' && i > 0)) {
+      cur = path.substr(0, i);
+      if (mkdir(cur.c_str(), i == path.size() ? mode : 0755) != 0 && errno != EEXIST) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+Server::Server(const Config& config, const GpuIdentity& gpu, std::shared_ptr<spdlog::logger> log)
+    : config_(config), gpu_(gpu), log_(std::move(log)) {
+  limits_.trace_launches = std::max<std::uint64_t>(16, config_.uint("trace_launches"));
+  started_at_ = std::chrono::duration_cast<std::chrono::seconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+}
+
+Server::~Server() {
+  clients_.clear();
+  for (Pending& p : pending_) close(p.fd);
+  if (listen_fd_ >= 0) {
+    close(listen_fd_);
+    unlink(socket_path_.c_str());
+  }
+  if (lock_fd_ >= 0) close(lock_fd_);  // releases the flock
+}
+
+bool Server::allowed(uid_t uid, gid_t gid) const {
+  if (uid == geteuid()) return true;
+  for (std::uint32_t u : config_.allow_uids())
+    if (u == uid) return true;
+  for (std::uint32_t g : config_.allow_gids())
+    if (g == gid) return true;
+  return false;
+}
+
+bool Server::open(std::string* error, bool* already_running) {
+  *already_running = false;
+  dir_ = runtime_dir(config_);
+  bool shared = !config_.allow_uids().empty() || !config_.allow_gids().empty();
+  // 0700 unless other users are allow-listed; then they need to reach the socket, and SO_PEERCRED
+  // is what keeps everyone else out.
+  mode_t dir_mode = shared ? 0711 : 0700;
+  if (!mkdir_p(dir_, dir_mode))
+    return *error = fmt::format("cannot create {}: {}", dir_, strerror(errno)), false;
+  struct stat st {};
+  if (stat(dir_.c_str(), &st) != 0 || st.st_uid != geteuid())
+    return *error = fmt::format("{} is not owned by uid {}", dir_, geteuid()), false;
+  chmod(dir_.c_str(), dir_mode);
+  socket_path_ = socket_path(dir_, gpu_.uuid_text);
+  lock_path_ = lock_path(dir_, gpu_.uuid_text);
+  lock_fd_ = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd_ < 0)
+    return *error = fmt::format("cannot open {}: {}", lock_path_, strerror(errno)), false;
+  if (flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    char buf[32] = {};
+    ssize_t n = pread(lock_fd_, buf, sizeof buf - 1, 0);
+    *already_running = true;
+    *error = fmt::format("another gswapd (pid {}) already serves GPU {} ({})",
+                         n > 0 ? std::string(buf, strcspn(buf, "\n")) : "?", gpu_.ordinal,
+                         gpu_.uuid_text);
+    return false;
+  }
+  if (ftruncate(lock_fd_, 0) == 0) {
+    std::string pid = fmt::format("{}\n", getpid());
+    (void)!pwrite(lock_fd_, pid.data(), pid.size(), 0);
+  }
+  unlink(socket_path_.c_str());  // stale socket of a daemon that died; we hold the lock
+  listen_fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (listen_fd_ < 0) return *error = fmt::format("socket: {}", strerror(errno)), false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (socket_path_.size() >= sizeof addr.sun_path)
+    return *error = fmt::format("socket path {} too long", socket_path_), false;
+  std::memcpy(addr.sun_path, socket_path_.c_str(), socket_path_.size() + 1);
+  mode_t old = umask(shared ? 0111 : 0177);
+  int rc = bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  umask(old);
+  if (rc != 0) return *error = fmt::format("bind {}: {}", socket_path_, strerror(errno)), false;
+  chmod(socket_path_.c_str(), shared ? 0666 : 0600);
+  if (listen(listen_fd_, 64) != 0)
+    return *error = fmt::format("listen: {}", strerror(errno)), false;
+  log_->info("gswapd serving GPU {} ({}, {} bytes) at {}", gpu_.ordinal, gpu_.uuid_text,
+             gpu_.total_bytes, socket_path_);
+  return true;
+}
+
+void Server::run(const std::atomic<bool>& stop) {
+  while (!stop.load()) tick(kTickMs);
+  log_->info("gswapd stopping ({} client{})", clients_.size(), clients_.size() == 1 ? "" : "s");
+}
+
+void Server::tick(int timeout_ms) {
+  std::vector<pollfd> fds;
+  fds.push_back({listen_fd_, POLLIN, 0});
+  for (const Pending& p : pending_) fds.push_back({p.fd, POLLIN, 0});
+  for (const auto& c : clients_) fds.push_back({c->fd(), POLLIN, 0});
+  ::poll(fds.data(), fds.size(), timeout_ms);
+  std::size_t np = pending_.size();
+  // Clients first (indexes stay valid while we only mark), then pending, then new connections.
+  for (std::size_t i = clients_.size(); i-- > 0;) {
+    const pollfd& f = fds[1 + np + i];
+    if (f.revents & (POLLIN | POLLHUP | POLLERR)) {
+      char b;
+      ssize_t n = recv(f.fd, &b, 1, MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+        // Drain what it left before reaping so its last events still count.
+        std::string ignored;
+        clients_[i]->poll(&ignored);
+        drop(i, "exited");
+        continue;
+      }
+      if (n > 0) {
+        drop(i, "sent data on the socket after the handshake (protocol error)");
+        continue;
+      }
+    }
+  }
+  std::int64_t now = now_ms();
+  std::vector<Pending> still;
+  for (std::size_t i = 0; i < np; ++i) {
+    if (fds[1 + i].revents) {
+      handshake(pending_[i]);
+    } else if (now > pending_[i].deadline_ms) {
+      log_->warn("pid {}: no hello within {} ms, closing", pending_[i].pid, kHandshakeTimeoutMs);
+      close(pending_[i].fd);
+    } else {
+      still.push_back(pending_[i]);
+    }
+  }
+  // handshake() may have appended nothing to pending_; keep the ones still waiting.
+  pending_ = std::move(still);
+  if (fds[0].revents & POLLIN) accept_one();
+  for (std::size_t i = clients_.size(); i-- > 0;) {
+    std::string error;
+    if (!clients_[i]->poll(&error)) {
+      drop(i, error);
+      continue;
+    }
+    if (clients_[i]->iteration().length != published_iteration_[i]) {
+      published_iteration_[i] = clients_[i]->iteration().length;
+      log_->info("pid {}: iteration of {} launches ({})", clients_[i]->pid(),
+                 clients_[i]->iteration().length, clients_[i]->iteration().source);
+      clients_[i]->publish_plan(clients_[i]->budget(), {});
+    }
+  }
+}
+
+void Server::accept_one() {
+  for (int k = 0; k < 16; ++k) {
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) return;
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+      close(fd);
+      continue;
+    }
+    if (!allowed(cred.uid, cred.gid)) {
+      std::string msg =
+          fmt::format("uid {} gid {} may not use this gswapd (uid {}); see allow_uids", cred.uid,
+                      cred.gid, geteuid());
+      log_->warn("refused pid {}: {}", cred.pid, msg);
+      refuse(fd, proto::HelloStatus::kNotAllowed, msg);
+      continue;
+    }
+    pending_.push_back({fd, cred.pid, cred.uid, cred.gid, now_ms() + kHandshakeTimeoutMs});
+  }
+}
+
+void Server::refuse(int fd, proto::HelloStatus status, const std::string& message) {
+  proto::HelloReply r{};
+  r.magic = proto::kReplyMagic;
+  r.version = proto::kProtocolVersion;
+  r.status = static_cast<std::int32_t>(status);
+  std::strncpy(r.message, message.c_str(), sizeof r.message - 1);
+  send(fd, &r, sizeof r, MSG_NOSIGNAL | MSG_DONTWAIT);
+  close(fd);
+}
+
+void Server::handshake(Pending& p) {
+  alignas(8) unsigned char buf[512];
+  ssize_t n = recv(p.fd, buf, sizeof buf, MSG_DONTWAIT);
+  if (n <= 0) {
+    close(p.fd);
+    return;
+  }
+  proto::Hello h{};
+  proto::HelloStatus st = proto::check_hello(buf, static_cast<std::size_t>(n), gpu_.uuid, &h);
+  if (st == proto::HelloStatus::kOk &&
+      h.kind == static_cast<std::uint32_t>(proto::PeerKind::kLibrary) && h.pid != p.pid) {
+    st = proto::HelloStatus::kBadPid;  // the pid claimed must be the peer's, per SO_PEERCRED
+  }
+  if (st != proto::HelloStatus::kOk) {
+    std::string msg;
+    if (st == proto::HelloStatus::kBadVersion) {
+      std::uint32_t v = 0;
+      std::memcpy(&v, buf + 4, 4);
+      msg = fmt::format("protocol version {} refused: gswapd speaks version {}", v,
+                        proto::kProtocolVersion);
+    } else if (st == proto::HelloStatus::kWrongGpu) {
+      char text[48];
+      msg = fmt::format("this gswapd serves {}, not {}", gpu_.uuid_text,
+                        proto::format_uuid(h.gpu_uuid, text));
+    } else {
+      msg = fmt::format("handshake refused: {}", proto::hello_status_name(st));
+    }
+    log_->warn("refused pid {}: {}", p.pid, msg);
+    refuse(p.fd, st, msg);
+    return;
+  }
+  if (h.kind == static_cast<std::uint32_t>(proto::PeerKind::kControl)) {
+    serve_control(p.fd);
+    return;
+  }
+  if (clients_.size() >= config_.uint("max_clients")) {
+    std::string msg =
+        fmt::format("gswapd already serves {} clients (max_clients)", clients_.size());
+    log_->warn("refused pid {}: {}", p.pid, msg);
+    refuse(p.fd, proto::HelloStatus::kFull, msg);
+    return;
+  }
+  std::string exe(h.exe, strnlen(h.exe, sizeof h.exe));
+  auto client = std::make_unique<Client>(p.fd, p.pid, p.uid, exe, limits_);
+  std::string error;
+  if (!client->init_shm(&error)) {
+    log_->error("pid {}: cannot set up shared memory: {}", p.pid, error);
+    int fd = client->release_fd();  // refuse() closes it
+    client.reset();
+    refuse(fd, proto::HelloStatus::kFull, "daemon could not create shared memory");
+    return;
+  }
+  proto::HelloReply r{};
+  r.magic = proto::kReplyMagic;
+  r.version = proto::kProtocolVersion;
+  r.status = 0;
+  r.shm_bytes = client->shm().bytes();
+  std::strncpy(r.message, "welcome", sizeof r.message - 1);
+  iovec iov{&r, sizeof r};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(int));
+  int shm_fd = client->shm().fd();
+  std::memcpy(CMSG_DATA(cm), &shm_fd, sizeof shm_fd);
+  if (sendmsg(p.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) != sizeof r) {
+    log_->warn("pid {}: could not send the shared memory: {}", p.pid, strerror(errno));
+    return;  // the Client destructor closes the socket
+  }
+  log_->info("client pid {} ({}, uid {}) connected", p.pid, exe.empty() ? "?" : exe, p.uid);
+  clients_.push_back(std::move(client));
+  published_iteration_.push_back(0);
+  rebalance();
+}
+
+void Server::drop(std::size_t index, const std::string& why) {
+  const Client& c = *clients_[index];
+  if (why == "exited")
+    log_->info("client pid {} ({}) disconnected", c.pid(), c.exe());
+  else
+    log_->warn("client pid {} ({}) dropped: {}", c.pid(), c.exe(), why);
+  clients_.erase(clients_.begin() + static_cast<std::ptrdiff_t>(index));
+  published_iteration_.erase(published_iteration_.begin() + static_cast<std::ptrdiff_t>(index));
+  rebalance();
+}
+
+void Server::rebalance() {
+  std::uint64_t total = config_.size("gpu_budget").resolve(gpu_.total_bytes);
+  double sum = 0;
+  for (const auto& c : clients_) sum += config_.weight_for(c->exe());
+  for (const auto& c : clients_) {
+    double share = sum > 0 ? config_.weight_for(c->exe()) / sum : 0;
+    auto budget = static_cast<std::uint64_t>(static_cast<long double>(total) * share);
+    c->publish_plan(budget, c->plan());
+  }
+  if (!clients_.empty())
+    log_->info("budget {} bytes shared among {} client{}", total, clients_.size(),
+               clients_.size() == 1 ? "" : "s");
+}
+
+void Server::serve_control(int fd) {
+  // The exchange is short; a slow or silent gswapctl must not stall the loop for long.
+  timeval tv{2, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  int flags = fcntl(fd, F_GETFL);
+  fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  proto::HelloReply r{};
+  r.magic = proto::kReplyMagic;
+  r.version = proto::kProtocolVersion;
+  std::strncpy(r.message, "control", sizeof r.message - 1);
+  if (send(fd, &r, sizeof r, MSG_NOSIGNAL) != sizeof r) {
+    close(fd);
+    return;
+  }
+  std::string body, error;
+  nlohmann::json response;
+  if (!recv_frame(fd, &body, kMaxRequestBytes, &error)) {
+    log_->warn("control request dropped: {}", error);
+    close(fd);
+    return;
+  }
+  nlohmann::json request = nlohmann::json::parse(body, nullptr, false);
+  if (request.is_discarded() || !request.is_object()) {
+    response = {{"ok", false}, {"error", "request is not a JSON object"}};
+  } else {
+    try {
+      response = handle_request(request);
+    } catch (const std::exception& e) {
+      response = {{"ok", false}, {"error", e.what()}};
+    }
+  }
+  send_frame(fd, response.dump());
+  close(fd);
+}
+
+nlohmann::json Server::client_json(const Client& c) const {
+  const ClientCounters& k = c.counters();
+  return {
+      {"pid", c.pid()},
+      {"exe", c.exe()},
+      {"uid", c.uid()},
+      {"connected_at", c.connected_at()},
+      {"weight", config_.weight_for(c.exe())},
+      {"budget_bytes", c.budget()},
+      {"applied_budget_bytes", k.status.applied_budget},
+      {"resident_bytes", k.status.resident},
+      {"peak_bytes", k.status.peak_resident},
+      {"swapped_out_bytes", k.status.swapped_out},
+      {"swapped_in_bytes", k.status.swapped_in},
+      {"pinned_bytes", k.status.pinned},
+      {"stalls", k.status.stalls},
+      {"stall_ns", k.status.stall_ns},
+      {"regions", k.status.regions},
+      {"launches", k.status.launches},
+      {"dropped_events", k.status.dropped_events},
+      {"events", k.events},
+      {"evictions", k.evictions},
+      {"restores", k.restores},
+      {"late_restores", k.late_restores},
+      {"iteration_length", c.iteration().length},
+      {"iteration_source", c.iteration().source},
+      {"mode", c.iteration().length ? "measured" : "passive"},
+  };
+}
+
+nlohmann::json Server::status_json() const {
+  nlohmann::json clients = nlohmann::json::array();
+  for (const auto& c : clients_) clients.push_back(client_json(*c));
+  return {
+      {"ok", true},
+      {"gpu",
+       {{"ordinal", gpu_.ordinal}, {"uuid", gpu_.uuid_text}, {"total_bytes", gpu_.total_bytes}}},
+      {"daemon",
+       {{"pid", getpid()},
+        {"protocol_version", proto::kProtocolVersion},
+        {"started_at", started_at_},
+        {"socket", socket_path_},
+        {"budget_bytes", config_.size("gpu_budget").resolve(gpu_.total_bytes)},
+        {"share", config_.text("share")}}},
+      {"clients", clients},
+  };
+}
+
+nlohmann::json Server::policy_json(const Client& c) const {
+  nlohmann::json entries = nlohmann::json::array();
+  for (const proto::PlanEntry& e : c.plan())
+    entries.push_back(
+        {{"region", e.region_id},
+         {"action",
+          e.action == static_cast<std::uint32_t>(proto::PlanAction::kSwap) ? "swap" : "recompute"},
+         {"evict_after", e.evict_after},
+         {"restore_at", e.restore_at}});
+  return {{"pid", c.pid()},
+          {"exe", c.exe()},
+          {"generation", c.plan_generation()},
+          {"budget_bytes", c.budget()},
+          {"mode", c.iteration().length ? "measured" : "passive"},
+          {"iteration_length", c.iteration().length},
+          {"iteration_first_seq", c.iteration().first_seq},
+          {"planner", "none"},
+          {"entries", entries}};
+}
+
+nlohmann::json Server::handle_request(const nlohmann::json& request) {
+  auto cmd_it = request.find("cmd");
+  if (cmd_it == request.end() || !cmd_it->is_string())
+    return {{"ok", false}, {"error", "request without a string 'cmd'"}};
+  std::string cmd = cmd_it->get<std::string>();
+  std::int64_t pid = 0;
+  if (auto it = request.find("pid"); it != request.end()) {
+    if (!it->is_number_integer()) return {{"ok", false}, {"error", "'pid' must be an integer"}};
+    pid = it->get<std::int64_t>();
+  }
+  if (cmd == "status") return status_json();
+  if (cmd == "policy") {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& c : clients_)
+      if (!pid || c->pid() == pid) out.push_back(policy_json(*c));
+    if (pid && out.empty())
+      return {{"ok", false}, {"error", fmt::format("no client with pid {}", pid)}};
+    return {{"ok", true}, {"gpu", gpu_.uuid_text}, {"clients", out}};
+  }
+  if (cmd == "trace") {
+    for (const auto& c : clients_) {
+      if (c->pid() != pid) continue;
+      if (!c->iteration().length)
+        return {{"ok", false}, {"error", fmt::format("pid {} has no complete iteration yet", pid)}};
+      return {{"ok", true},
+              {"trace_json", policy::write_trace_json(c->last_iteration_trace(gpu_.total_bytes))}};
+    }
+    return {{"ok", false}, {"error", fmt::format("no client with pid {}", pid)}};
+  }
+  return {{"ok", false}, {"error", fmt::format("unknown command '{}'", cmd)}};
+}
+
+}  // namespace gswap::daemon

@@ -1,0 +1,74 @@
+// server.h: gswapd's socket, its clients and its control requests.
+//
+// Threading: single-threaded. run() is a poll loop that owns the listening socket, every pending
+// connection and every Client; nothing here is touched from another thread except `stop`, an
+// atomic flag set by the signal handler.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/logger.h>
+
+#include "daemon/client.h"
+#include "daemon/config.h"
+#include "daemon/gpu_probe.h"
+
+namespace gswap::daemon {
+
+class Server {
+ public:
+  Server(const Config& config, const GpuIdentity& gpu, std::shared_ptr<spdlog::logger> log);
+  ~Server();
+
+  // Creates the runtime directory, takes the per-GPU lock and listens. On failure returns false
+  // with *error set; *already_running tells a second daemon apart from other failures.
+  bool open(std::string* error, bool* already_running);
+  // Serves until `stop` becomes true.
+  void run(const std::atomic<bool>& stop);
+  // One iteration of the loop, waiting at most timeout_ms (exposed for tests).
+  void tick(int timeout_ms);
+
+  const std::string& socket_file() const { return socket_path_; }
+  std::size_t num_clients() const { return clients_.size(); }
+
+  // Control requests (exposed for tests): a JSON request in, a JSON response out.
+  nlohmann::json handle_request(const nlohmann::json& request);
+  nlohmann::json status_json() const;
+
+ private:
+  struct Pending {
+    int fd;
+    pid_t pid;
+    uid_t uid;
+    gid_t gid;
+    std::int64_t deadline_ms;
+  };
+  void accept_one();
+  void handshake(Pending& p);
+  void refuse(int fd, proto::HelloStatus status, const std::string& message);
+  void serve_control(int fd);
+  void drop(std::size_t index, const std::string& why);
+  void rebalance();
+  bool allowed(uid_t uid, gid_t gid) const;
+  nlohmann::json client_json(const Client& c) const;
+  nlohmann::json policy_json(const Client& c) const;
+
+  const Config& config_;
+  GpuIdentity gpu_;
+  std::shared_ptr<spdlog::logger> log_;
+  std::string dir_, socket_path_, lock_path_;
+  int listen_fd_ = -1;
+  int lock_fd_ = -1;
+  std::vector<Pending> pending_;
+  std::vector<std::unique_ptr<Client>> clients_;
+  std::vector<std::uint64_t> published_iteration_;  // per client: iteration length last published
+  ClientLimits limits_;
+  std::int64_t started_at_ = 0;
+};
+
+}  // namespace gswap::daemon

@@ -1,0 +1,222 @@
+// server_test.cpp: gswapd's server driven in-process over real sockets: handshake refusals (bad
+// magic, version, UUID, pid), a library client receiving its shared memory, budget sharing
+// between two clients, and a client writing garbage into its ring being dropped while the other
+// carries on.
+#include "daemon/server.h"
+
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+#include <spdlog/sinks/null_sink.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "daemon/control.h"
+#include "proto/ring.h"
+#include "proto/seqlock.h"
+
+namespace gswap::daemon {
+namespace {
+
+const std::uint8_t kUuid[16] = {0xaa, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/gswap-server-test-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    config_.merge_json(nlohmann::json{{"runtime_dir", dir_}, {"gpu_budget", "1GiB"}}.dump());
+    gpu_.ordinal = 0;
+    std::memcpy(gpu_.uuid, kUuid, 16);
+    gpu_.total_bytes = 4ull << 30;
+    char text[48];
+    gpu_.uuid_text = proto::format_uuid(kUuid, text);
+    log_ =
+        std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::null_sink_mt>());
+    server_ = std::make_unique<Server>(config_, gpu_, log_);
+    std::string error;
+    bool already = false;
+    ASSERT_TRUE(server_->open(&error, &already)) << error;
+  }
+  void TearDown() override {
+    server_.reset();
+    std::string cmd = "rm -rf " + dir_;
+    (void)!std::system(cmd.c_str());
+  }
+
+  int connect_raw() {
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strcpy(addr.sun_path, server_->socket_file().c_str());
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    server_->tick(0);  // accept
+    return fd;
+  }
+
+  proto::Hello hello() {
+    proto::Hello h{};
+    h.magic = proto::kHelloMagic;
+    h.version = proto::kProtocolVersion;
+    h.kind = static_cast<std::uint32_t>(proto::PeerKind::kLibrary);
+    h.pid = getpid();
+    std::memcpy(h.gpu_uuid, kUuid, 16);
+    std::strcpy(h.exe, "trainer");
+    return h;
+  }
+
+  // Sends a hello and returns the reply; *shm_fd gets the passed memfd (or -1).
+  proto::HelloReply exchange(int fd, const void* msg, std::size_t len, int* shm_fd) {
+    EXPECT_EQ(send(fd, msg, len, 0), static_cast<ssize_t>(len));
+    server_->tick(0);
+    proto::HelloReply r{};
+    iovec iov{&r, sizeof r};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = control;
+    m.msg_controllen = sizeof control;
+    EXPECT_EQ(recvmsg(fd, &m, 0), static_cast<ssize_t>(sizeof r));
+    *shm_fd = -1;
+    if (cmsghdr* c = CMSG_FIRSTHDR(&m); c && c->cmsg_type == SCM_RIGHTS)
+      std::memcpy(shm_fd, CMSG_DATA(c), sizeof(int));
+    return r;
+  }
+
+  std::string dir_;
+  Config config_;
+  GpuIdentity gpu_;
+  std::shared_ptr<spdlog::logger> log_;
+  std::unique_ptr<Server> server_;
+};
+
+TEST_F(ServerTest, RefusesBadMagicVersionUuidAndPid) {
+  struct Case {
+    void (*mutate)(proto::Hello&);
+    proto::HelloStatus want;
+    const char* text;
+  } cases[] = {
+      {[](proto::Hello& h) { h.magic = 0x1234; }, proto::HelloStatus::kBadMagic, "bad magic"},
+      {[](proto::Hello& h) { h.version = 99; }, proto::HelloStatus::kBadVersion, "version 99"},
+      {[](proto::Hello& h) { h.gpu_uuid[3] ^= 1; }, proto::HelloStatus::kWrongGpu, "not GPU-"},
+      {[](proto::Hello& h) { h.pid = h.pid + 1; }, proto::HelloStatus::kBadPid, "bad pid"},
+  };
+  for (const Case& c : cases) {
+    int fd = connect_raw();
+    proto::Hello h = hello();
+    c.mutate(h);
+    int shm = -1;
+    proto::HelloReply r = exchange(fd, &h, sizeof h, &shm);
+    EXPECT_EQ(r.status, static_cast<std::int32_t>(c.want));
+    EXPECT_NE(std::strstr(r.message, c.text), nullptr) << r.message;
+    EXPECT_EQ(shm, -1);
+    close(fd);
+  }
+  EXPECT_EQ(server_->num_clients(), 0u);
+}
+
+TEST_F(ServerTest, ClientsShareTheBudgetAndGarbageDropsOnlyTheOffender) {
+  int fd1 = connect_raw();
+  proto::Hello h = hello();
+  int shm1 = -1, shm2 = -1;
+  proto::HelloReply r = exchange(fd1, &h, sizeof h, &shm1);
+  ASSERT_EQ(r.status, 0) << r.message;
+  ASSERT_GE(shm1, 0);
+  int fd2 = connect_raw();
+  r = exchange(fd2, &h, sizeof h, &shm2);
+  ASSERT_EQ(r.status, 0) << r.message;
+  EXPECT_EQ(server_->num_clients(), 2u);
+
+  auto* base = static_cast<unsigned char*>(
+      mmap(nullptr, r.shm_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, shm1, 0));
+  ASSERT_NE(base, MAP_FAILED);
+  const auto& hdr = *reinterpret_cast<proto::ShmHeader*>(base);
+  ASSERT_EQ(proto::validate_shm_header(hdr, r.shm_bytes), nullptr);
+  // Each client's plan area carries half of the 1 GiB GPU budget.
+  auto* plan = reinterpret_cast<proto::PlanBlock*>(base + hdr.plan_offset);
+  std::uint64_t words[proto::kPlanHeaderWords];
+  ASSERT_TRUE(proto::seqlock_read(&plan->seq,
+                                  reinterpret_cast<std::atomic<std::uint64_t>*>(plan + 1), words,
+                                  proto::kPlanHeaderWords));
+  proto::PlanHeader ph;
+  std::memcpy(&ph, words, sizeof ph);
+  EXPECT_EQ(ph.budget_bytes, 512ull << 20);
+  nlohmann::json st = server_->status_json();
+  ASSERT_EQ(st["clients"].size(), 2u);
+  EXPECT_EQ(st["clients"][1]["budget_bytes"], 512ull << 20);
+
+  // A valid allocation event is decoded and counted.
+  auto* rc = reinterpret_cast<proto::RingControl*>(base + hdr.ring_control_offset);
+  proto::RingProducer ring(&rc->head, &rc->tail,
+                           reinterpret_cast<proto::EventRecord*>(base + hdr.ring_offset),
+                           hdr.ring_capacity);
+  proto::EventRecord e{};
+  e.type = static_cast<std::uint16_t>(proto::EventType::kAlloc);
+  e.w[0] = 7;
+  e.w[1] = 0x1000;
+  e.w[2] = 4096;
+  ASSERT_TRUE(ring.push(&e, 1));
+  server_->tick(0);
+  EXPECT_EQ(server_->status_json()["clients"][0]["events"], 1u);
+
+  // Garbage: an unknown event type. The offender is dropped, the other client stays and now
+  // holds the whole budget.
+  e.type = 999;
+  ASSERT_TRUE(ring.push(&e, 1));
+  server_->tick(0);
+  ASSERT_EQ(server_->num_clients(), 1u);
+  EXPECT_EQ(server_->status_json()["clients"][0]["budget_bytes"], 1ull << 30);
+  char b;
+  EXPECT_EQ(recv(fd1, &b, 1, 0), 0);  // the daemon closed the offender's socket
+
+  // A head far beyond the tail is also garbage.
+  auto* base2 = static_cast<unsigned char*>(
+      mmap(nullptr, r.shm_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, shm2, 0));
+  auto* rc2 = reinterpret_cast<proto::RingControl*>(base2 + hdr.ring_control_offset);
+  rc2->head.store(1ull << 40);
+  server_->tick(0);
+  EXPECT_EQ(server_->num_clients(), 0u);
+  munmap(base, r.shm_bytes);
+  munmap(base2, r.shm_bytes);
+  close(shm1);
+  close(shm2);
+  close(fd1);
+  close(fd2);
+}
+
+TEST_F(ServerTest, ClientExitIsReaped) {
+  int fd = connect_raw();
+  proto::Hello h = hello();
+  int shm = -1;
+  ASSERT_EQ(exchange(fd, &h, sizeof h, &shm).status, 0);
+  EXPECT_EQ(server_->num_clients(), 1u);
+  close(fd);
+  close(shm);
+  server_->tick(0);
+  EXPECT_EQ(server_->num_clients(), 0u);
+}
+
+TEST_F(ServerTest, ControlRequestsAreValidated) {
+  EXPECT_FALSE(server_->handle_request({{"cmd", "launch-missiles"}})["ok"].get<bool>());
+  EXPECT_FALSE(server_->handle_request({{"nocmd", 1}})["ok"].get<bool>());
+  EXPECT_FALSE(server_->handle_request({{"cmd", "trace"}, {"pid", "x"}})["ok"].get<bool>());
+  EXPECT_FALSE(server_->handle_request({{"cmd", "trace"}, {"pid", 1}})["ok"].get<bool>());
+  EXPECT_TRUE(server_->handle_request({{"cmd", "status"}})["ok"].get<bool>());
+}
+
+TEST_F(ServerTest, SecondServerOnTheSameGpuRefuses) {
+  Server second(config_, gpu_, log_);
+  std::string error;
+  bool already = false;
+  EXPECT_FALSE(second.open(&error, &already));
+  EXPECT_TRUE(already);
+  EXPECT_NE(error.find("already serves GPU"), std::string::npos) << error;
+}
+
+}  // namespace
+}  // namespace gswap::daemon
