@@ -41,27 +41,24 @@ OOM_EXIT = 3
 
 
 def parse_size(text):
-    """Bytes from '8GiB', '512MiB', '1.5G', '1024' (binary units, like GSWAP_BUDGET)."""
+    """Bytes from a size read as the library reads GSWAP_BUDGET: K/M/G/T alone or with "iB" are
+    binary units (8GiB = 8 << 30), with "B" decimal ones (1.5GB = 1.5e9); no unit means bytes."""
     s = str(text).strip()
-    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-    num = s
-    mul = 1
-    low = s.lower()
-    for suffix in ("ib", "b"):
-        if low.endswith(suffix) and len(low) > len(suffix) and low[-len(suffix) - 1] in units:
-            low = low[: -len(suffix)]
-            break
-    if low and low[-1] in units:
-        mul = units[low[-1]]
-        num = low[:-1]
-    else:
-        num = low
+    i = 0
+    while i < len(s) and (s[i].isdigit() or s[i] == "."):
+        i += 1
+    num, unit = s[:i], s[i:].strip()
     try:
         value = float(num)
     except ValueError:
         raise ValueError("bad size %r" % text) from None
-    if value < 0 or math.isnan(value):
-        raise ValueError("bad size %r" % text)
+    mul = 1
+    if unit:
+        power = "KMGT".find(unit[0].upper()) + 1
+        rest = unit[1:]
+        if power == 0 or rest not in ("", "iB", "B"):
+            raise ValueError("bad size %r" % text)
+        mul = (1000 if rest == "B" else 1024) ** power
     return int(value * mul)
 
 
@@ -236,6 +233,14 @@ def build_resnet(torch, nn, args):
     import torchvision
 
     model = torchvision.models.resnet50(weights=None)
+
+    class GlobalAvgPool(nn.Module):
+        # AdaptiveAvgPool2d's CUDA backward has no deterministic implementation (it raises under
+        # use_deterministic_algorithms); for a 1x1 output it is a mean, whose backward is.
+        def forward(self, x):
+            return x.mean(dim=(2, 3), keepdim=True)
+
+    model.avgpool = GlobalAvgPool()
     if args.checkpoint:
         ckpt = torch.utils.checkpoint.checkpoint
 
@@ -475,8 +480,10 @@ def self_test():
             self.assertEqual(parse_size("512MiB"), 512 << 20)
             self.assertEqual(parse_size("1.5G"), 3 << 29)
             self.assertEqual(parse_size("1024"), 1024)
-            self.assertEqual(parse_size("4kb"), 4096)
-            for bad in ("", "x", "5Q", "-1G"):
+            self.assertEqual(parse_size("1.5GB"), 1500000000)
+            self.assertEqual(parse_size("4K"), 4096)
+            self.assertEqual(parse_size(" 512 MiB "), 512 << 20)
+            for bad in ("", "x", "5Q", "-1G", "12GiBs", "GiB"):
                 with self.assertRaises(ValueError):
                     parse_size(bad)
 

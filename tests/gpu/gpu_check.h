@@ -11,6 +11,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -93,32 +95,26 @@ class Args {
     std::string v = str(name, "");
     return v.empty() ? def : parse_size(v);
   }
-  // Sizes accept the suffixes K, M, G with an optional "iB" (binary units, as GSWAP_BUDGET).
+  // Sizes are read as the library reads GSWAP_BUDGET: K/M/G/T alone or with "iB" are binary
+  // units, with "B" decimal ones (6GiB = 6 << 30, 1.5GB = 1.5e9).
   static std::uint64_t parse_size(const std::string& s) {
     char* end = nullptr;
     double v = std::strtod(s.c_str(), &end);
     std::string unit(end);
-    std::uint64_t mul = 1;
+    unit.erase(0, unit.find_first_not_of(' '));
+    double mul = 1;
     if (!unit.empty()) {
-      switch (unit[0]) {
-        case 'K':
-        case 'k':
-          mul = 1ull << 10;
-          break;
-        case 'M':
-        case 'm':
-          mul = 1ull << 20;
-          break;
-        case 'G':
-        case 'g':
-          mul = 1ull << 30;
-          break;
-        default:
-          std::fprintf(stderr, "bad size '%s'\n", s.c_str());
-          std::exit(2);
+      const char* letters = "KMGT";
+      const char* pos = std::strchr(letters, std::toupper(static_cast<unsigned char>(unit[0])));
+      std::string rest = unit.substr(1);
+      if (!pos || !(rest.empty() || rest == "iB" || rest == "B")) {
+        std::fprintf(stderr, "bad size '%s'\n", s.c_str());
+        std::exit(2);
       }
+      int power = static_cast<int>(pos - letters) + 1;
+      mul = std::pow(rest == "B" ? 1000.0 : 1024.0, power);
     }
-    return static_cast<std::uint64_t>(v * static_cast<double>(mul));
+    return static_cast<std::uint64_t>(v * mul);
   }
 
  private:
