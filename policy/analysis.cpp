@@ -1,0 +1,101 @@
+// analysis.cpp: derives lifetimes, the live-bytes curve and the ideal timeline from a trace.
+#include "policy/analysis.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace gswap::policy {
+
+Analysis analyze(const Trace& trace) {
+  Analysis a;
+  a.trace = &trace;
+  a.n = trace.launches.size();
+  const std::size_t nr = trace.regions.size();
+  a.index.reserve(nr);
+  for (std::size_t r = 0; r < nr; ++r) a.index.emplace(trace.regions[r].id, r);
+  a.accesses.assign(nr, {});
+  a.touched.assign(a.n, {});
+  std::vector<std::size_t> stamp(nr, static_cast<std::size_t>(-1));
+  for (std::size_t i = 0; i < a.n; ++i) {
+    for (RegionId id : trace.launches[i].regions) {
+      auto it = a.index.find(id);
+      if (it == a.index.end() || stamp[it->second] == i) continue;
+      stamp[it->second] = i;
+      a.touched[i].push_back(it->second);
+      a.accesses[it->second].push_back(i);
+    }
+  }
+  auto pos_of_seq = [&](Seq s) {  // first launch with seq >= s
+    auto it = std::lower_bound(trace.launches.begin(), trace.launches.end(), s,
+                               [](const Launch& l, Seq v) { return l.seq < v; });
+    return static_cast<std::size_t>(it - trace.launches.begin());
+  };
+  a.first_live.assign(nr, 0);
+  a.last_live.assign(nr, 0);
+  a.live_at_start.assign(nr, false);
+  a.live_at_end.assign(nr, false);
+  std::vector<std::int64_t> diff(a.n + 1, 0);
+  for (std::size_t r = 0; r < nr; ++r) {
+    const Region& reg = trace.regions[r];
+    std::size_t first = pos_of_seq(reg.alloc_seq);
+    std::size_t last = reg.free_seq ? pos_of_seq(*reg.free_seq) : a.n;
+    if (last > 0) --last;          // freed before the launch at free_seq
+    if (!a.accesses[r].empty()) {  // a region is allocated at least while it is used
+      first = std::min(first, a.accesses[r].front());
+      last = std::max(last, a.accesses[r].back());
+    }
+    if (a.n == 0 || first >= a.n || last < first) {
+      a.first_live[r] = 1;
+      a.last_live[r] = 0;  // never live: an empty range
+      continue;
+    }
+    a.first_live[r] = first;
+    a.last_live[r] = last;
+    a.live_at_start[r] = first == 0;
+    a.live_at_end[r] = !reg.free_seq.has_value();
+    diff[first] += static_cast<std::int64_t>(reg.bytes);
+    diff[last + 1] -= static_cast<std::int64_t>(reg.bytes);
+  }
+  a.live_bytes.assign(a.n, 0);
+  a.working_set.assign(a.n, 0);
+  std::int64_t cur = 0;
+  for (std::size_t i = 0; i < a.n; ++i) {
+    cur += diff[i];
+    a.live_bytes[i] = static_cast<std::uint64_t>(cur);
+    if (a.live_bytes[i] > a.peak_bytes) a.peak_bytes = a.live_bytes[i], a.peak_launch = i;
+    for (std::size_t r : a.touched[i]) a.working_set[i] += trace.regions[r].bytes;
+    if (a.working_set[i] > a.max_working_set) {
+      a.max_working_set = a.working_set[i];
+      a.max_working_set_launch = i;
+    }
+  }
+  a.start_us.assign(a.n, 0);
+  a.end_us.assign(a.n, 0);
+  std::unordered_map<std::uint32_t, double> stream_end;
+  double prev_start = 0;
+  for (std::size_t i = 0; i < a.n; ++i) {
+    const Launch& l = trace.launches[i];
+    double s = std::max(prev_start, stream_end[l.stream]);
+    a.start_us[i] = s;
+    a.end_us[i] = s + l.dur_us;
+    stream_end[l.stream] = a.end_us[i];
+    prev_start = s;
+    a.ideal_step_us = std::max(a.ideal_step_us, a.end_us[i]);
+  }
+  return a;
+}
+
+std::size_t Analysis::first_start_at_or_after(double t) const {
+  return static_cast<std::size_t>(std::lower_bound(start_us.begin(), start_us.end(), t) -
+                                  start_us.begin());
+}
+
+std::string impossible_budget_reason(const Analysis& a, std::uint64_t budget) {
+  if (a.max_working_set <= budget) return {};
+  const Launch& l = a.trace->launches[a.max_working_set_launch];
+  return "launch " + std::to_string(a.max_working_set_launch) + " (seq " + std::to_string(l.seq) +
+         ", kernel " + l.kernel + ") touches " + std::to_string(a.max_working_set) +
+         " bytes, more than the budget of " + std::to_string(budget) + " bytes";
+}
+
+}  // namespace gswap::policy

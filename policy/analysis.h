@@ -1,0 +1,54 @@
+// analysis.h: facts about a trace that every planner, the simulator and the lower bound share —
+// per-region accesses and lifetimes, the live-bytes curve, and the ideal (infinite-memory)
+// timeline.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "policy/trace.h"
+
+namespace gswap::policy {
+
+// Regions below this size are packed by the preload library into a non-evictable arena (VMM
+// mappings are 2 MiB granules), so no planner may evict them.
+inline constexpr std::uint64_t kMinEvictableBytes = 2ull << 20;
+
+struct Analysis {
+  const Trace* trace = nullptr;
+  std::size_t n = 0;                                // launches
+  std::unordered_map<RegionId, std::size_t> index;  // region id -> index into trace->regions
+  std::vector<std::vector<std::size_t>> accesses;   // per region: launch positions, ascending
+  std::vector<std::vector<std::size_t>> touched;    // per launch: region indices, deduplicated
+  std::vector<std::size_t> first_live;     // per region: first launch position it is allocated for
+  std::vector<std::size_t> last_live;      // per region: last launch position it is allocated for
+  std::vector<bool> live_at_start;         // allocated before the first launch
+  std::vector<bool> live_at_end;           // never freed within the trace
+  std::vector<std::uint64_t> live_bytes;   // per launch: bytes allocated while it runs
+  std::vector<std::uint64_t> working_set;  // per launch: bytes it touches
+  std::uint64_t peak_bytes = 0;
+  std::size_t peak_launch = 0;
+  std::uint64_t max_working_set = 0;
+  std::size_t max_working_set_launch = 0;
+  // Ideal timeline: each launch starts when its stream is free and not before the previous launch
+  // started (the host issues in order). Simulator and lower bound use the same rule.
+  std::vector<double> start_us, end_us;
+  double ideal_step_us = 0;
+
+  bool evictable(std::size_t r) const {
+    return trace->regions[r].bytes >= kMinEvictableBytes && accesses[r].size() > 0;
+  }
+  // First launch position whose ideal start is at or after t (n when none).
+  std::size_t first_start_at_or_after(double t) const;
+};
+
+Analysis analyze(const Trace& trace);
+
+// Empty when every launch fits; otherwise a message naming the launch whose working set exceeds
+// the budget.
+std::string impossible_budget_reason(const Analysis& a, std::uint64_t budget);
+
+}  // namespace gswap::policy

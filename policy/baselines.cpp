@@ -1,0 +1,149 @@
+// baselines.cpp: passive LRU, vDNN-style swapping, recompute-only, and the DELTA online policy.
+#include "policy/baselines.h"
+
+#include <algorithm>
+
+#include "policy/capuchin.h"
+
+namespace gswap::policy {
+
+Plan plan_lru(const Analysis& a, std::uint64_t budget) {
+  Plan p;
+  p.policy = "lru";
+  if (std::string why = impossible_budget_reason(a, budget); !why.empty()) {
+    p.feasible = false;
+    p.reason = why;
+  }
+  return p;
+}
+
+Plan plan_vdnn(const Analysis& a, std::uint64_t budget) {
+  Plan p = plan_lru(a, budget);
+  p.policy = "vdnn";
+  if (!p.feasible || a.peak_bytes <= budget) return p;
+  const std::size_t turn = a.peak_launch;
+  const Trace& t = *a.trace;
+  for (std::size_t r = 0; r < t.regions.size(); ++r) {
+    if (!a.evictable(r) || a.live_at_start[r]) continue;  // activations, not weights
+    const auto& acc = a.accesses[r];
+    auto after = std::upper_bound(acc.begin(), acc.end(), turn);
+    if (after == acc.begin() || after == acc.end()) continue;
+    PlanEntry e;
+    e.region = t.regions[r].id;
+    e.evict_after = *std::prev(after);
+    e.back_access = *after;
+    e.trigger = std::max(e.evict_after + 1, e.back_access - 1);
+    e.swap_in_us = static_cast<double>(t.regions[r].bytes) / (t.device.h2d_bytes_per_s / 1e6);
+    if (e.back_access > e.evict_after + 1) p.entries.push_back(e);
+  }
+  return p;
+}
+
+Plan plan_recompute_only(const Analysis& a, std::uint64_t budget) {
+  CapuchinOptions o;
+  o.allow_swap = false;
+  return plan_capuchin(a, budget, o);
+}
+
+Plan plan_delta(const Analysis& a, std::uint64_t budget) {
+  Plan p = plan_lru(a, budget);
+  p.policy = "delta";
+  if (!p.feasible || a.peak_bytes <= budget) return p;
+  const Trace& t = *a.trace;
+  const std::size_t nr = t.regions.size(), n = a.n;
+  const double bw_out = t.device.d2h_bytes_per_s / 1e6;
+  const std::uint64_t release_at = budget / 4 * 3;
+
+  enum class S : std::uint8_t { kAbsent, kResident, kOff };
+  std::vector<S> st(nr, S::kAbsent);
+  std::vector<std::size_t> last_access(nr, kNoLaunch), entry_of(nr, kNoLaunch);
+  std::vector<std::size_t> next_idx(nr, 0);  // index into accesses of the next access
+  std::uint64_t used = 0;
+  for (std::size_t r = 0; r < nr; ++r)
+    if (a.live_at_start[r] && a.first_live[r] <= a.last_live[r])
+      st[r] = S::kResident, used += t.regions[r].bytes;
+  auto next_use = [&](std::size_t r) {
+    return next_idx[r] < a.accesses[r].size() ? a.accesses[r][next_idx[r]] : kNoLaunch;
+  };
+  auto release = [&](std::size_t i, std::uint64_t target, std::size_t protect_launch) {
+    // Victims: highest bytes x staleness first (lowest 1/(bytes x staleness)).
+    std::vector<std::pair<double, std::size_t>> v;
+    const double now = i < n ? a.start_us[i] : a.ideal_step_us;
+    for (std::size_t r = 0; r < nr; ++r) {
+      if (st[r] != S::kResident || !a.evictable(r) || last_access[r] == kNoLaunch) continue;
+      if (protect_launch < n &&
+          std::find(a.touched[protect_launch].begin(), a.touched[protect_launch].end(), r) !=
+              a.touched[protect_launch].end())
+        continue;
+      const double stale = std::max(1e-3, now - a.end_us[last_access[r]]);
+      v.emplace_back(static_cast<double>(t.regions[r].bytes) * stale, r);
+    }
+    std::sort(v.begin(), v.end(), std::greater<>());
+    for (auto [score, r] : v) {
+      if (used <= target) break;
+      const Region& reg = t.regions[r];
+      PlanEntry e;
+      e.region = reg.id;
+      e.evict_after = last_access[r];
+      e.evict_at = i;
+      e.back_access = next_use(r);
+      e.swap_in_us = static_cast<double>(reg.bytes) / (t.device.h2d_bytes_per_s / 1e6);
+      const bool recompute = reg.recompute &&
+                             reg.recompute->cost_us <= static_cast<double>(reg.bytes) / bw_out &&
+                             e.back_access != kNoLaunch;
+      e.kind = recompute ? EvictKind::kRecompute : EvictKind::kSwap;
+      e.trigger = recompute ? e.back_access : kNoLaunch;
+      entry_of[r] = p.entries.size();
+      p.entries.push_back(e);
+      st[r] = S::kOff;
+      used -= reg.bytes;
+    }
+  };
+  std::vector<std::vector<std::size_t>> allocs(n), frees(n);
+  for (std::size_t r = 0; r < nr; ++r) {
+    if (a.first_live[r] > a.last_live[r]) continue;
+    if (!a.live_at_start[r]) allocs[a.first_live[r]].push_back(r);
+    if (!a.live_at_end[r]) frees[a.last_live[r]].push_back(r);
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    // Arrivals: allocations, then on-demand restores of what this launch needs.
+    for (std::size_t r : allocs[i])
+      if (st[r] == S::kAbsent) st[r] = S::kResident, used += t.regions[r].bytes;
+    for (std::size_t r : a.touched[i]) {
+      if (st[r] == S::kResident) continue;
+      if (st[r] == S::kOff && entry_of[r] != kNoLaunch &&
+          p.entries[entry_of[r]].kind == EvictKind::kSwap)
+        p.entries[entry_of[r]].trigger = kNoLaunch;  // restored on demand
+      st[r] = S::kResident;
+      used += t.regions[r].bytes;
+    }
+    if (used > budget) release(i, budget, i);
+    for (std::size_t r : a.touched[i]) {
+      last_access[r] = i;
+      ++next_idx[r];
+    }
+    for (std::size_t r : frees[i]) {
+      if (st[r] == S::kResident) used -= t.regions[r].bytes;
+      st[r] = S::kAbsent;
+    }
+    if (used > release_at) release(i + 1, release_at, i + 1);
+    // Prefetch: offloaded regions in next-use order while under the release threshold.
+    if (i + 1 < n) {
+      std::vector<std::pair<std::size_t, std::size_t>> off;
+      for (std::size_t r = 0; r < nr; ++r)
+        if (st[r] == S::kOff && next_use(r) != kNoLaunch && entry_of[r] != kNoLaunch &&
+            p.entries[entry_of[r]].kind == EvictKind::kSwap)
+          off.emplace_back(next_use(r), r);
+      std::sort(off.begin(), off.end());
+      for (auto [nu, r] : off) {
+        if (used + t.regions[r].bytes > release_at) break;
+        p.entries[entry_of[r]].trigger = i + 1;
+        st[r] = S::kResident;
+        used += t.regions[r].bytes;
+      }
+    }
+  }
+  return p;
+}
+
+}  // namespace gswap::policy

@@ -1,0 +1,389 @@
+// capuchin.cpp: the Capuchin hybrid planner.
+//
+// Memory is tracked as the planned live-bytes curve over launch positions (a segment tree). An
+// eviction lowers the curve where the region is off the device: from the first launch that
+// starts after its swap-out has finished (or after the evicting access, for a drop) up to the
+// launch before its restore begins. Copy engines are modelled as lists of busy intervals, so two
+// swaps in one direction never overlap, which is what makes "fully hidden" an honest claim.
+// Timing uses the ideal timeline; the simulator then measures the real effect.
+#include "policy/capuchin.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <queue>
+
+#include "policy/segment_tree.h"
+
+namespace gswap::policy {
+namespace {
+
+constexpr double kEps = 1e-9;
+
+// One copy engine's schedule: disjoint busy intervals sorted by start.
+class Engine {
+ public:
+  double earliest(double t, double len) const {
+    auto it = std::lower_bound(busy_.begin(), busy_.end(), std::make_pair(t, t));
+    if (it != busy_.begin() && std::prev(it)->second > t) --it;
+    for (; it != busy_.end(); ++it) {
+      if (it->first >= t + len - kEps) break;
+      t = std::max(t, it->second);
+    }
+    return t;
+  }
+  void insert(double s, double len) {
+    auto p = std::make_pair(s, s + len);
+    busy_.insert(std::lower_bound(busy_.begin(), busy_.end(), p), p);
+  }
+
+ private:
+  std::vector<std::pair<double, double>> busy_;
+};
+
+struct Chosen {
+  std::size_t e, b;
+  EvictKind kind;
+  bool wrap;
+};
+
+struct ChosenRecompute {
+  std::size_t r, e, b;
+  double cost;                       // including substituted sources
+  std::vector<std::size_t> sources;  // effective sources after substitution
+};
+
+struct Cand {
+  std::size_t r, e, b;
+  bool wrap;
+};
+
+struct SwapEval {
+  std::size_t f, t;  // off the device over [f, t-1] (wrapping past the end when wrap)
+  double out_start, in_start, exposure;
+};
+
+struct RecomputeEval {
+  double cost;  // own + substituted sources + repeated recomputation for dependents
+  std::vector<std::size_t> sources;
+};
+
+class Planner {
+ public:
+  Planner(const Analysis& a, std::uint64_t budget, const CapuchinOptions& o)
+      : a_(a),
+        t_(*a.trace),
+        budget_(static_cast<std::int64_t>(budget)),
+        o_(o),
+        cur_(std::vector<std::int64_t>(a.live_bytes.begin(), a.live_bytes.end())),
+        chosen_(t_.regions.size()) {
+    bw_out_ = t_.device.d2h_bytes_per_s / 1e6;
+    bw_in_ = t_.device.h2d_bytes_per_s / 1e6;
+  }
+
+  Plan run() {
+    Plan plan;
+    plan.policy = o_.allow_swap ? (o_.allow_recompute ? "capuchin" : "swap-only") : "recompute";
+    if (std::string why = impossible_budget_reason(a_, static_cast<std::uint64_t>(budget_));
+        !why.empty()) {
+      plan.feasible = false;
+      plan.reason = why;
+      return plan;
+    }
+    if (cur_.max_all() <= budget_) return plan;
+    collect_candidates();
+
+    // Phase 1: swaps in FT order while they stay fully hidden.
+    if (o_.allow_swap) {
+      std::vector<std::pair<double, std::size_t>> by_ft;
+      for (std::size_t k = 0; k < cands_.size(); ++k) {
+        const Cand& c = cands_[k];
+        by_ft.emplace_back(swap_timing(a_, bytes(c.r), c.e, c.b).free_time_us, k);
+      }
+      std::sort(by_ft.begin(), by_ft.end(), [](auto x, auto y) {
+        return x.first != y.first ? x.first > y.first : x.second < y.second;
+      });
+      for (auto [ft, k] : by_ft) {
+        if (ft <= 0 || cur_.max_all() <= budget_) break;
+        if (taken_[k]) continue;
+        auto ev = eval_swap(cands_[k]);
+        if (ev && ev->exposure <= kEps) apply_swap(k, *ev, plan);
+      }
+    }
+
+    // Phase 2: the best remaining swap (least exposed time per byte) against the best
+    // recompute (highest MSPS), lazily re-evaluated since both only get worse as plans fill.
+    using Item = std::pair<double, std::size_t>;  // (cost per byte, candidate)
+    std::priority_queue<Item, std::vector<Item>, std::greater<Item>> swaps, recomputes;
+    for (std::size_t k = 0; k < cands_.size(); ++k) {
+      if (taken_[k]) continue;
+      if (o_.allow_swap) swaps.emplace(0.0, k);
+      if (o_.allow_recompute && !cands_[k].wrap && t_.regions[cands_[k].r].recompute)
+        recomputes.emplace(0.0, k);
+    }
+    auto best = [&](auto& heap, bool is_swap) -> std::optional<Item> {
+      while (!heap.empty()) {
+        auto [key, k] = heap.top();
+        heap.pop();
+        if (taken_[k]) continue;
+        double per_byte;
+        if (is_swap) {
+          auto ev = eval_swap(cands_[k]);
+          if (!ev) continue;
+          per_byte = ev->exposure / static_cast<double>(bytes(cands_[k].r));
+        } else {
+          auto ev = eval_recompute(cands_[k]);
+          if (!ev) continue;
+          per_byte = ev->cost / static_cast<double>(bytes(cands_[k].r));  // 1 / MSPS
+        }
+        if (heap.empty() || per_byte <= heap.top().first + kEps) return Item{per_byte, k};
+        heap.emplace(per_byte, k);
+      }
+      return std::nullopt;
+    };
+    while (cur_.max_all() > budget_) {
+      auto s = best(swaps, true);
+      auto r = best(recomputes, false);
+      if (!s && !r) break;
+      if (s && (!r || s->first <= r->first)) {
+        if (r) recomputes.push(*r);
+        if (auto ev = eval_swap(cands_[s->second])) apply_swap(s->second, *ev, plan);
+      } else {
+        if (s) swaps.push(*s);
+        if (auto ev = eval_recompute(cands_[r->second]))
+          apply_recompute(r->second, std::move(*ev), plan);
+      }
+    }
+    if (cur_.max_all() > budget_) {
+      plan.reason = "no further eviction helps; the simulator evicts the rest on demand";
+    }
+    return plan;
+  }
+
+ private:
+  std::uint64_t bytes(std::size_t r) const { return t_.regions[r].bytes; }
+
+  void collect_candidates() {
+    const std::size_t n = a_.n;
+    // Prefix count of launches over budget, to keep only gaps that span the peak period.
+    std::vector<std::size_t> over(n + 1, 0);
+    for (std::size_t i = 0; i < n; ++i)
+      over[i + 1] = over[i] + (static_cast<std::int64_t>(a_.live_bytes[i]) > budget_);
+    auto spans = [&](std::size_t lo, std::size_t hi) {  // inclusive
+      return lo <= hi && hi < n && over[hi + 1] > over[lo];
+    };
+    for (std::size_t r = 0; r < t_.regions.size(); ++r) {
+      if (!a_.evictable(r)) continue;
+      const auto& acc = a_.accesses[r];
+      for (std::size_t k = 0; k + 1 < acc.size(); ++k) {
+        if (spans(acc[k] + 1, acc[k + 1] - 1)) cands_.push_back({r, acc[k], acc[k + 1], false});
+      }
+      if (a_.live_at_start[r] && a_.live_at_end[r] &&
+          (spans(acc.back() + 1, n - 1) || (acc.front() > 0 && spans(0, acc.front() - 1))))
+        cands_.push_back({r, acc.back(), acc.front(), true});
+    }
+    taken_.assign(cands_.size(), false);
+  }
+
+  // Is region s off the device by a plan choice at launch p (a recompute there would need it)?
+  const Chosen* evicted_at(std::size_t s, std::size_t p) const {
+    for (const Chosen& c : chosen_[s]) {
+      if (!c.wrap && c.e < p && p < c.b) return &c;
+      if (c.wrap && (p > c.e || p < c.b)) return &c;
+    }
+    return nullptr;
+  }
+
+  std::optional<SwapEval> eval_swap(const Cand& c) const {
+    // A swap must not take away a source that a chosen recomputation reads inside the gap.
+    for (const ChosenRecompute& q : recomputes_) {
+      bool inside = c.wrap ? (q.b > c.e || q.b < c.b) : (c.e < q.b && q.b < c.b);
+      if (inside && std::find(q.sources.begin(), q.sources.end(), c.r) != q.sources.end())
+        return std::nullopt;
+    }
+    const std::size_t n = a_.n;
+    const std::int64_t b = static_cast<std::int64_t>(bytes(c.r));
+    const double so = static_cast<double>(b) / bw_out_, si = static_cast<double>(b) / bw_in_;
+    SwapEval ev{};
+    ev.out_start = d2h_.earliest(a_.end_us[c.e], so);
+    const double out_end = ev.out_start + so;
+    ev.f = std::max(c.e + 1, a_.first_start_at_or_after(out_end));
+    const double sis = a_.start_us[c.b] - si;
+    std::size_t t = static_cast<std::size_t>(
+        std::upper_bound(a_.start_us.begin(), a_.start_us.end(), sis) - a_.start_us.begin());
+    t = t == 0 ? 0 : t - 1;
+    if (!c.wrap) t = std::max(t, ev.f);
+    t = std::min(t, c.b);
+    // Never start a restore where it would push the planned curve over the budget.
+    if (t < c.b) {
+      std::size_t k = cur_.find_last_above(t, c.b - 1, budget_ - b);
+      if (k != MaxSegmentTree::npos) t = k + 1;
+    }
+    ev.t = t;
+    std::int64_t covered_max;
+    if (c.wrap) {
+      covered_max = std::max(ev.f < n ? cur_.max(ev.f, n - 1) : INT64_MIN,
+                             t > 0 ? cur_.max(0, t - 1) : INT64_MIN);
+      ev.in_start = h2d_.earliest(a_.start_us[t], si);
+    } else {
+      if (t <= ev.f) return std::nullopt;
+      covered_max = cur_.max(ev.f, t - 1);
+      ev.in_start = h2d_.earliest(std::max(a_.start_us[t], out_end), si);
+    }
+    if (covered_max <= budget_) return std::nullopt;  // relieves no launch over budget
+    ev.exposure = std::max(0.0, ev.in_start + si - a_.start_us[c.b]);
+    return ev;
+  }
+
+  std::optional<RecomputeEval> eval_recompute(const Cand& c) const {
+    if (c.wrap || c.b <= c.e + 1) return std::nullopt;  // gaps of one region never overlap
+    if (cur_.max(c.e + 1, c.b - 1) <= budget_) return std::nullopt;
+    RecomputeEval ev{};
+    // Algorithm 2: a source that is itself dropped at b is replaced by its own sources, and its
+    // cost is paid again.
+    const Region& reg = t_.regions[c.r];
+    ev.cost = reg.recompute->cost_us;
+    std::vector<RegionId> work = reg.recompute->sources;
+    std::size_t guard = 0;
+    while (!work.empty()) {
+      if (++guard > 4096) return std::nullopt;  // a cyclic lineage cannot be recomputed
+      RegionId id = work.back();
+      work.pop_back();
+      auto it = a_.index.find(id);
+      if (it == a_.index.end()) return std::nullopt;
+      std::size_t s = it->second;
+      if (s == c.r || a_.first_live[s] > c.b || a_.last_live[s] < c.b) return std::nullopt;
+      if (const Chosen* ch = evicted_at(s, c.b)) {
+        if (ch->kind == EvictKind::kSwap || !t_.regions[s].recompute) return std::nullopt;
+        ev.cost += t_.regions[s].recompute->cost_us;
+        for (RegionId x : t_.regions[s].recompute->sources) work.push_back(x);
+        continue;
+      }
+      if (std::find(ev.sources.begin(), ev.sources.end(), s) == ev.sources.end())
+        ev.sources.push_back(s);
+    }
+    // Repeated recomputation: chosen targets that read this region while it is dropped will
+    // recompute it again.
+    std::size_t dependents = 0;
+    for (const ChosenRecompute& q : recomputes_) {
+      if (c.e < q.b && q.b < c.b &&
+          std::find(q.sources.begin(), q.sources.end(), c.r) != q.sources.end())
+        ++dependents;
+    }
+    ev.cost += reg.recompute->cost_us * static_cast<double>(dependents);
+    ev.cost = std::max(ev.cost, 1e-3);
+    return ev;
+  }
+
+  void apply_swap(std::size_t k, const SwapEval& ev, Plan& plan) {
+    const Cand& c = cands_[k];
+    const std::uint64_t b = bytes(c.r);
+    const double so = static_cast<double>(b) / bw_out_, si = static_cast<double>(b) / bw_in_;
+    const std::int64_t d = -static_cast<std::int64_t>(b);
+    if (c.wrap) {
+      if (ev.f < a_.n) cur_.add(ev.f, a_.n - 1, d);
+      if (ev.t > 0) cur_.add(0, ev.t - 1, d);
+    } else {
+      cur_.add(ev.f, ev.t - 1, d);
+    }
+    d2h_.insert(ev.out_start, so);
+    h2d_.insert(ev.in_start, si);
+    chosen_[c.r].push_back({c.e, c.b, EvictKind::kSwap, c.wrap});
+    taken_[k] = true;
+    PlanEntry e;
+    e.region = t_.regions[c.r].id;
+    e.kind = EvictKind::kSwap;
+    e.evict_after = c.e;
+    e.trigger = ev.t;
+    e.back_access = c.b;
+    e.swap_in_us = si;
+    plan.entries.push_back(e);
+  }
+
+  void apply_recompute(std::size_t k, RecomputeEval ev, Plan& plan) {
+    const Cand& c = cands_[k];
+    cur_.add(c.e + 1, c.b - 1, -static_cast<std::int64_t>(bytes(c.r)));
+    chosen_[c.r].push_back({c.e, c.b, EvictKind::kRecompute, false});
+    // Earlier targets that read this region inside its gap now read its sources instead.
+    for (ChosenRecompute& q : recomputes_) {
+      auto it = std::find(q.sources.begin(), q.sources.end(), c.r);
+      if (c.e < q.b && q.b < c.b && it != q.sources.end()) {
+        q.sources.erase(it);
+        for (std::size_t s : ev.sources)
+          if (std::find(q.sources.begin(), q.sources.end(), s) == q.sources.end())
+            q.sources.push_back(s);
+        q.cost += t_.regions[c.r].recompute->cost_us;
+      }
+    }
+    recomputes_.push_back({c.r, c.e, c.b, ev.cost, std::move(ev.sources)});
+    taken_[k] = true;
+    PlanEntry e;
+    e.region = t_.regions[c.r].id;
+    e.kind = EvictKind::kRecompute;
+    e.evict_after = c.e;
+    e.trigger = c.b;
+    e.back_access = c.b;
+    plan.entries.push_back(e);
+  }
+
+  const Analysis& a_;
+  const Trace& t_;
+  std::int64_t budget_;
+  CapuchinOptions o_;
+  MaxSegmentTree cur_;
+  double bw_out_ = 0, bw_in_ = 0;
+  Engine d2h_, h2d_;
+  std::vector<Cand> cands_;
+  std::vector<bool> taken_;
+  std::vector<std::vector<Chosen>> chosen_;  // per region
+  std::vector<ChosenRecompute> recomputes_;
+};
+
+std::size_t latest_start_at_or_before(const Analysis& a, double t) {
+  auto it = std::upper_bound(a.start_us.begin(), a.start_us.end(), t);
+  return it == a.start_us.begin() ? 0 : static_cast<std::size_t>(it - a.start_us.begin()) - 1;
+}
+
+}  // namespace
+
+SwapTiming swap_timing(const Analysis& a, std::uint64_t bytes, std::size_t e, std::size_t b) {
+  const Trace& t = *a.trace;
+  SwapTiming s;
+  s.swap_out_us = static_cast<double>(bytes) / (t.device.d2h_bytes_per_s / 1e6);
+  s.swap_in_us = static_cast<double>(bytes) / (t.device.h2d_bytes_per_s / 1e6);
+  s.swap_out_end_us = a.end_us[e] + s.swap_out_us;
+  const double tb = a.start_us[b] + (b < e ? a.ideal_step_us : 0);  // wrap: next iteration
+  s.swap_in_start_us = tb - s.swap_in_us;
+  s.free_time_us = s.swap_in_start_us - s.swap_out_end_us;
+  if (b < e) {
+    s.in_trigger =
+        latest_start_at_or_before(a, std::max(0.0, s.swap_in_start_us - a.ideal_step_us));
+    s.in_trigger = std::min(s.in_trigger, b);
+  } else {
+    s.in_trigger = std::clamp(latest_start_at_or_before(a, s.swap_in_start_us), e + 1, b);
+  }
+  return s;
+}
+
+Plan plan_capuchin(const Analysis& a, std::uint64_t budget, const CapuchinOptions& options) {
+  return Planner(a, budget, options).run();
+}
+
+Plan apply_feedback(const Analysis& a, const Plan& plan, std::span<const double> lateness_us) {
+  Plan out = plan;
+  for (std::size_t k = 0; k < out.entries.size() && k < lateness_us.size(); ++k) {
+    PlanEntry& e = out.entries[k];
+    if (e.kind != EvictKind::kSwap || lateness_us[k] <= 0 || e.trigger == kNoLaunch ||
+        e.trigger >= a.n)
+      continue;
+    const double target = a.start_us[e.trigger] - 0.05 * e.swap_in_us;
+    std::size_t t = latest_start_at_or_before(a, target);
+    if (a.start_us[t] > target && t > 0) --t;
+    const bool wrap = e.back_access != kNoLaunch && e.back_access < e.evict_after;
+    if (!wrap) t = std::max(t, e.evict_after + 1);
+    e.trigger = std::min(t, e.trigger);
+  }
+  return out;
+}
+
+}  // namespace gswap::policy

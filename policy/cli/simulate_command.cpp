@@ -1,0 +1,150 @@
+// simulate_command.cpp: `simulate --trace F --budget B --policy P [--json]`. Loads a trace (a
+// file, or a built-in reference with ref:NAME), plans it under the budget with one policy,
+// simulates the plan and prints the prediction next to the lower bound. Errors are thrown as
+// CLI::Error / std::runtime_error for the caller's command boundary to report.
+#include "policy/cli/simulate_command.h"
+
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "policy/planners.h"
+#include "policy/reference_traces.h"
+#include "policy/trace_json.h"
+#include "proto/settings.h"
+
+namespace gswap::policy::cli {
+namespace {
+
+struct Options {
+  std::string trace, budget, policy = "capuchin";
+  bool json = false;
+};
+
+Trace load_trace(const std::string& spec) {
+  if (spec.rfind("ref:", 0) == 0) {
+    auto t = reference_trace(spec.substr(4));
+    if (!t) {
+      std::string names;
+      for (auto n : reference_trace_names())
+        names += std::string(names.empty() ? "" : ", ") + "ref:" + std::string(n);
+      throw std::runtime_error("unknown reference trace '" + spec + "' (known: " + names + ")");
+    }
+    return std::move(*t);
+  }
+  std::ifstream in(spec, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot open trace file '" + spec + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  Trace t;
+  std::string err;
+  if (!parse_trace_json(ss.str(), &t, &err)) throw std::runtime_error(spec + ": " + err);
+  return t;
+}
+
+double now_ms() {
+  using namespace std::chrono;
+  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
+}
+
+void run(const Options& o) {
+  auto kind = parse_policy(o.policy);
+  if (!kind) throw CLI::ValidationError("--policy", "unknown policy '" + o.policy + "'");
+  settings::Size size;
+  if (!settings::parse_size(o.budget, &size))
+    throw CLI::ValidationError("--budget",
+                               "expected bytes with a unit (6GiB) or a percentage "
+                               "of the trace's peak (50%), got '" +
+                                   o.budget + "'");
+  const Trace trace = load_trace(o.trace);
+  const Analysis a = analyze(trace);
+  const std::uint64_t budget = size.resolve(a.peak_bytes);
+  const Evaluation ev = evaluate(*kind, a, budget, now_ms);
+  const SimResult& s = ev.sim;
+  const bool feasible = ev.plan.feasible && s.feasible;
+  const std::string reason = !ev.plan.feasible ? ev.plan.reason : s.reason;
+
+  if (o.json) {
+    nlohmann::json j = {{"policy", policy_name(*kind)},
+                        {"feasible", feasible},
+                        {"budget_bytes", budget},
+                        {"trace_peak_bytes", a.peak_bytes},
+                        {"launches", a.n},
+                        {"step_time_us", s.step_time_us},
+                        {"ideal_step_time_us", a.ideal_step_us},
+                        {"lower_bound_us", ev.bound.bound_us},
+                        {"peak_resident_bytes", s.peak_resident_bytes},
+                        {"stall_us", s.stall_us},
+                        {"recompute_us", s.recompute_us},
+                        {"swapped_out_bytes", s.swapped_out_bytes},
+                        {"swapped_in_bytes", s.swapped_in_bytes},
+                        {"recomputed_bytes", s.recomputed_bytes},
+                        {"h2d_busy_us", s.h2d_busy_us},
+                        {"d2h_busy_us", s.d2h_busy_us},
+                        {"demand_evictions", s.demand_evictions},
+                        {"plan_entries", ev.plan.entries.size()},
+                        {"plan_time_ms", ev.plan_time_ms}};
+    if (!feasible) j["error"] = reason;
+    std::cout << j.dump() << "\n";
+  } else if (feasible) {
+    auto row = [](const std::string& k, const std::string& v) {
+      std::cout << fmt::format("{:<22} {:>18}\n", k, v);
+    };
+    auto mib = [](std::uint64_t b) { return fmt::format("{:.1f} MiB", b / 1048576.0); };
+    auto us = [](double x) { return fmt::format("{:.1f} us", x); };
+    row("policy", policy_name(*kind));
+    row("launches", std::to_string(a.n));
+    row("budget", mib(budget));
+    row("trace peak", mib(a.peak_bytes));
+    row("step time", us(s.step_time_us));
+    row("ideal step time", us(a.ideal_step_us));
+    row("lower bound", us(ev.bound.bound_us));
+    row("step / ideal", fmt::format("{:.3f}", s.step_time_us / a.ideal_step_us));
+    row("step / lower bound", fmt::format("{:.3f}", s.step_time_us / ev.bound.bound_us));
+    row("peak resident", mib(s.peak_resident_bytes));
+    row("stall", us(s.stall_us));
+    row("recompute", us(s.recompute_us));
+    row("swapped out", mib(s.swapped_out_bytes));
+    row("recomputed", mib(s.recomputed_bytes));
+    row("h2d busy", us(s.h2d_busy_us));
+    row("d2h busy", us(s.d2h_busy_us));
+    row("demand evictions", std::to_string(s.demand_evictions));
+    row("plan entries", std::to_string(ev.plan.entries.size()));
+    row("plan time", fmt::format("{:.2f} ms", ev.plan_time_ms));
+  }
+  if (!feasible)
+    throw std::runtime_error("budget of " + std::to_string(budget) +
+                             " bytes is impossible: " + reason);
+}
+
+}  // namespace
+
+void add_simulate_command(CLI::App& app) {
+  auto o = std::make_shared<Options>();
+  CLI::App* sub = app.add_subcommand(
+      "simulate", "Predict a policy's step time under a memory budget from a trace (no daemon)");
+  sub->add_option("--trace", o->trace,
+                  "trace file (gswap-trace JSON) or a built-in reference: ref:resnet50, "
+                  "ref:bert-large, ref:gpt2-medium")
+      ->required();
+  sub->add_option("--budget", o->budget,
+                  "device memory budget: bytes with a unit (6GiB, 512MiB) or a percentage of the "
+                  "trace's peak live bytes (50%)")
+      ->required();
+  sub->add_option("--policy", o->policy,
+                  "capuchin (hybrid swap/recompute planner), delta (online), lru (passive, on "
+                  "demand), vdnn (swap after forward, prefetch one step ahead), recompute "
+                  "(recompute-only)")
+      ->capture_default_str();
+  sub->add_flag("--json", o->json, "print one JSON object instead of a table");
+  sub->callback([o] { run(*o); });
+}
+
+}  // namespace gswap::policy::cli

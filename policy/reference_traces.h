@@ -1,0 +1,36 @@
+// reference_traces.h: synthetic but shape-faithful training iterations of well-known models, so
+// the planners can be compared without a GPU. Kernel times come from FLOPs and bytes at the H100
+// rates below (documented with their sources in README.md).
+#pragma once
+
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "policy/trace.h"
+
+namespace gswap::policy {
+
+struct H100Rates {
+  double tensor_flops_per_s = 600e12;  // bf16 GEMM/conv, ~60% of the 989 TFLOP/s dense peak
+  double hbm_bytes_per_s = 2.6e12;     // ~78% of 3.35 TB/s HBM3, achieved by streaming kernels
+  double min_kernel_us = 3.0;          // no kernel is shorter than this on a real GPU
+  double link_bytes_per_s = 50e9;      // pinned PCIe Gen5 x16 copies, per direction
+  std::uint64_t capacity_bytes = 80ull << 30;
+};
+
+struct TransformerConfig {
+  std::string name = "transformer";
+  int layers = 24, hidden = 1024, heads = 16, seq = 512, batch = 32, vocab = 30522;
+};
+
+Trace make_resnet50(int batch = 256, const H100Rates& rates = {});
+Trace make_transformer(const TransformerConfig& c, const H100Rates& rates = {});
+Trace make_bert_large(int batch = 32, const H100Rates& rates = {});  // seq 512
+Trace make_gpt2_medium(int batch = 8, const H100Rates& rates = {});  // seq 1024
+
+// "resnet50", "bert-large", "gpt2-medium" (as used by `--trace ref:NAME`), or nothing.
+std::optional<Trace> reference_trace(std::string_view name);
+std::vector<std::string_view> reference_trace_names();
+
+}  // namespace gswap::policy

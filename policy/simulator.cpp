@@ -1,0 +1,376 @@
+// simulator.cpp: the discrete-event execution of a plan (see simulator.h for the model).
+//
+// Launches are processed in trace order. Time only moves forward per stream, and a launch never
+// starts before the previous one was issued. Memory releases (finished swap-outs, drops, frees)
+// sit in a min-heap by time; a generation counter per region invalidates a release when the
+// eviction it belongs to is cancelled because the region was needed again first.
+#include "policy/simulator.h"
+
+#include <algorithm>
+#include <functional>
+#include <queue>
+#include <unordered_map>
+
+namespace gswap::policy {
+namespace {
+
+enum class St : std::uint8_t { kUnalloc, kResident, kOut, kHost, kDropped, kIn, kFreed };
+
+struct RState {
+  St st = St::kUnalloc;
+  bool occupying = false;  // counts against the budget
+  bool kept = false;       // an intermediate kept after a collective recomputation
+  std::uint32_t gen = 0;
+  double ready = 0;               // kIn: when the swap-in completes
+  double last_use_end = 0;        // end of the last launch that touched it
+  std::size_t protect = 0;        // == current stamp: needed by the launch being prepared
+  std::size_t entry = kNoLaunch;  // the plan entry that evicted it last
+};
+
+struct Release {
+  double time;
+  std::size_t r;
+  std::uint32_t gen;
+  bool operator>(const Release& o) const { return time > o.time; }
+};
+
+class Sim {
+ public:
+  Sim(const Analysis& a, const Plan& plan, std::uint64_t budget)
+      : a_(a), t_(*a.trace), plan_(plan), budget_(budget), rs_(t_.regions.size()) {
+    bw_out_ = t_.device.d2h_bytes_per_s / 1e6;
+    bw_in_ = t_.device.h2d_bytes_per_s / 1e6;
+  }
+
+  SimResult run() {
+    res_.budget_bytes = budget_;
+    res_.ideal_step_time_us = a_.ideal_step_us;
+    res_.lateness_us.assign(plan_.entries.size(), 0.0);
+    if (std::string why = impossible_budget_reason(a_, budget_); !why.empty()) {
+      res_.feasible = false;
+      res_.reason = why;
+      return res_;
+    }
+    if (bw_out_ <= 0 || bw_in_ <= 0) {
+      res_.feasible = false;
+      res_.reason = "the trace has no link bandwidth";
+      return res_;
+    }
+    index_plan();
+    init_state();
+    double T = 0;
+    if (!acquire(0, T)) return fail("live bytes at the start exceed the budget");
+    std::unordered_map<std::uint32_t, double> stream_end;
+    double prev_start = 0, last_end = 0;
+    for (std::size_t i = 0; i < a_.n; ++i) {
+      const Launch& l = t_.launches[i];
+      stamp_ = i + 1;
+      const double t0 = std::max(prev_start, stream_end[l.stream]);
+      T = t0;
+      const double rc_before = res_.recompute_us;
+      for (std::size_t r : a_.touched[i]) rs_[r].protect = stamp_;
+      for (std::size_t e : evict_at_[i]) issue_evict(e);
+      std::uint64_t need = 0;  // memory this launch itself will take; prefetches leave it free
+      for (std::size_t r : allocs_[i]) need += t_.regions[r].bytes;
+      for (std::size_t r : a_.touched[i])
+        if (!rs_[r].occupying) need += t_.regions[r].bytes;
+      for (std::size_t e : trigger_at_[i]) deferred_.push_back(e);
+      try_prefetches(T, need);
+      for (std::size_t r : allocs_[i]) {
+        if (!acquire(t_.regions[r].bytes, T))
+          return fail("allocation at launch " + std::to_string(i));
+        rs_[r].st = St::kResident;
+        rs_[r].occupying = true;
+      }
+      for (std::size_t r : a_.touched[i]) {
+        RState& s = rs_[r];
+        if (s.entry != kNoLaunch && plan_.entries[s.entry].kind == EvictKind::kSwap) {
+          if (s.st == St::kIn && s.ready > T)
+            res_.lateness_us[s.entry] = std::max(res_.lateness_us[s.entry], s.ready - T);
+          if (s.st == St::kHost && plan_.entries[s.entry].trigger != kNoLaunch)
+            res_.lateness_us[s.entry] = plan_.entries[s.entry].swap_in_us;  // never started
+        }
+        if (!ensure_resident(r, T, 0)) return fail("restore at launch " + std::to_string(i));
+      }
+      for (std::size_t r : a_.touched[i]) {
+        if (rs_[r].st == St::kIn && rs_[r].ready <= T) rs_[r].st = St::kResident;
+        if (rs_[r].st != St::kResident) ++res_.access_violations;
+      }
+      const double start = T;
+      res_.stall_us += (start - t0) - (res_.recompute_us - rc_before);
+      const double end = start + l.dur_us;
+      stream_end[l.stream] = end;
+      prev_start = start;
+      last_end = std::max(last_end, end);
+      for (std::size_t r : a_.touched[i]) rs_[r].last_use_end = std::max(rs_[r].last_use_end, end);
+      for (std::size_t r : frees_[i]) free_region(r, end);
+      for (std::size_t e : evict_after_[i]) issue_evict(e);
+    }
+    res_.step_time_us = std::max({last_end, d2h_free_, h2d_free_});
+    return res_;
+  }
+
+ private:
+  SimResult fail(const std::string& why) {
+    res_.feasible = false;
+    res_.reason = "budget cannot be met: " + why + " needs more memory than the budget allows";
+    return res_;
+  }
+
+  void index_plan() {
+    evict_after_.assign(a_.n, {});
+    evict_at_.assign(a_.n, {});
+    trigger_at_.assign(a_.n, {});
+    allocs_.assign(a_.n, {});
+    frees_.assign(a_.n, {});
+    for (std::size_t k = 0; k < plan_.entries.size(); ++k) {
+      const PlanEntry& e = plan_.entries[k];
+      if (!a_.index.count(e.region) || e.evict_after >= a_.n) continue;  // not this trace's
+      if (e.evict_at != kNoLaunch && e.evict_at < a_.n)
+        evict_at_[e.evict_at].push_back(k);
+      else
+        evict_after_[e.evict_after].push_back(k);
+      if (e.kind == EvictKind::kSwap && e.trigger != kNoLaunch && e.trigger < a_.n)
+        trigger_at_[e.trigger].push_back(k);
+    }
+    for (std::size_t r = 0; r < t_.regions.size(); ++r) {
+      if (a_.first_live[r] > a_.last_live[r]) continue;
+      if (!a_.live_at_start[r]) allocs_[a_.first_live[r]].push_back(r);
+      if (!a_.live_at_end[r]) frees_[a_.last_live[r]].push_back(r);
+    }
+  }
+
+  void init_state() {
+    std::vector<std::size_t> wrap(t_.regions.size(), kNoLaunch);
+    for (std::size_t k = 0; k < plan_.entries.size(); ++k) {
+      const PlanEntry& e = plan_.entries[k];
+      auto it = a_.index.find(e.region);
+      if (it != a_.index.end() && e.back_access != kNoLaunch && e.back_access < e.evict_after &&
+          e.kind == EvictKind::kSwap && wrap[it->second] == kNoLaunch)
+        wrap[it->second] = k;
+    }
+    for (std::size_t r = 0; r < t_.regions.size(); ++r) {
+      if (!a_.live_at_start[r] || a_.first_live[r] > a_.last_live[r]) continue;
+      if (wrap[r] != kNoLaunch) {
+        rs_[r].st = St::kHost;  // evicted at the end of the previous iteration
+        rs_[r].entry = wrap[r];
+      } else {
+        rs_[r].st = St::kResident;
+        rs_[r].occupying = true;
+        used_ += t_.regions[r].bytes;
+      }
+    }
+  }
+
+  void process(double T) {
+    while (!heap_.empty() && heap_.top().time <= T) {
+      Release ev = heap_.top();
+      heap_.pop();
+      RState& s = rs_[ev.r];
+      if (ev.gen != s.gen || !s.occupying) continue;
+      s.occupying = false;
+      used_ -= t_.regions[ev.r].bytes;
+      if (s.st == St::kOut) s.st = St::kHost;
+    }
+  }
+
+  // Makes room for `bytes` and takes it. Waits (moving T) for the earliest unfinished release;
+  // with none in flight, drops kept intermediates, then evicts the least recently used region.
+  bool acquire(std::uint64_t bytes, double& T) {
+    process(T);
+    while (used_ + bytes > budget_) {
+      if (!heap_.empty()) {
+        T = std::max(T, heap_.top().time);
+        process(T);
+        continue;
+      }
+      std::size_t victim = kNoLaunch;
+      for (std::size_t r = 0; r < rs_.size(); ++r) {
+        const RState& s = rs_[r];
+        if (s.st != St::kResident || !s.occupying || s.protect == stamp_ ||
+            t_.regions[r].bytes < kMinEvictableBytes)
+          continue;
+        if (victim == kNoLaunch || (s.kept && !rs_[victim].kept) ||
+            (s.kept == rs_[victim].kept && s.last_use_end < rs_[victim].last_use_end))
+          victim = r;
+      }
+      if (victim == kNoLaunch) return false;
+      RState& v = rs_[victim];
+      if (v.kept) {  // a recomputed intermediate: dropping it costs nothing now
+        v.kept = false;
+        v.st = St::kDropped;
+        v.occupying = false;
+        ++v.gen;
+        used_ -= t_.regions[victim].bytes;
+      } else {
+        ++res_.demand_evictions;
+        v.entry = kNoLaunch;
+        swap_out(victim, T);
+      }
+    }
+    used_ += bytes;
+    res_.peak_resident_bytes = std::max(res_.peak_resident_bytes, used_);
+    return true;
+  }
+
+  void swap_out(std::size_t r, double T) {
+    RState& s = rs_[r];
+    const double dur = static_cast<double>(t_.regions[r].bytes) / bw_out_;
+    const double start = std::max({T, d2h_free_, s.last_use_end});
+    d2h_free_ = start + dur;
+    res_.d2h_busy_us += dur;
+    res_.swapped_out_bytes += t_.regions[r].bytes;
+    s.st = St::kOut;
+    heap_.push({d2h_free_, r, s.gen});
+  }
+
+  void swap_in(std::size_t r, double T) {  // memory already acquired
+    RState& s = rs_[r];
+    const double dur = static_cast<double>(t_.regions[r].bytes) / bw_in_;
+    const double start = std::max(T, h2d_free_);
+    h2d_free_ = start + dur;
+    res_.h2d_busy_us += dur;
+    res_.swapped_in_bytes += t_.regions[r].bytes;
+    s.st = St::kIn;
+    s.ready = h2d_free_;
+    s.occupying = true;
+  }
+
+  void issue_evict(std::size_t k) {
+    const PlanEntry& e = plan_.entries[k];
+    const std::size_t r = a_.index.at(e.region);
+    RState& s = rs_[r];
+    if (s.st != St::kResident || !s.occupying || t_.regions[r].bytes < kMinEvictableBytes) return;
+    s.entry = k;
+    s.kept = false;
+    if (e.kind == EvictKind::kRecompute && t_.regions[r].recompute) {
+      s.st = St::kDropped;  // the memory goes back once the last reader has finished
+      heap_.push({s.last_use_end, r, s.gen});
+    } else {
+      swap_out(r, 0);
+    }
+  }
+
+  // Starts deferred and newly triggered prefetches, soonest back-access first, while they fit
+  // next to what the current launch needs. Never stalls compute.
+  void try_prefetches(double T, std::uint64_t reserve) {
+    if (deferred_.empty()) return;
+    process(T);
+    std::sort(deferred_.begin(), deferred_.end(), [&](std::size_t x, std::size_t y) {
+      return plan_.entries[x].back_access < plan_.entries[y].back_access;
+    });
+    std::vector<std::size_t> keep;
+    for (std::size_t k : deferred_) {
+      const std::size_t r = a_.index.at(plan_.entries[k].region);
+      RState& s = rs_[r];
+      if (s.entry != k) continue;  // superseded
+      if (s.st == St::kOut) {      // still being copied out: cancel the eviction instead
+        ++s.gen;
+        s.st = St::kResident;
+        continue;
+      }
+      if (s.st != St::kHost) continue;
+      const std::uint64_t b = t_.regions[r].bytes;
+      if (used_ + b + reserve <= budget_) {
+        used_ += b;
+        res_.peak_resident_bytes = std::max(res_.peak_resident_bytes, used_);
+        swap_in(r, T);
+      } else {
+        keep.push_back(k);
+      }
+    }
+    deferred_ = std::move(keep);
+  }
+
+  bool ensure_resident(std::size_t r, double& T, int depth) {
+    RState& s = rs_[r];
+    s.protect = stamp_;
+    switch (s.st) {
+      case St::kResident:
+        return true;
+      case St::kIn:
+        T = std::max(T, s.ready);
+        s.st = St::kResident;
+        return true;
+      case St::kOut:  // the copy is still running: the data is still on the device
+        ++s.gen;
+        s.st = St::kResident;
+        return true;
+      case St::kHost:
+        if (!acquire(t_.regions[r].bytes, T)) return false;
+        swap_in(r, T);
+        ++res_.demand_restores;
+        T = std::max(T, s.ready);
+        s.st = St::kResident;
+        return true;
+      case St::kDropped: {
+        if (s.occupying) {  // dropped but not yet released: keep it
+          ++s.gen;
+          s.st = St::kResident;
+          return true;
+        }
+        const Region& reg = t_.regions[r];
+        if (reg.recompute && depth < 64) {
+          for (RegionId src : reg.recompute->sources) {
+            auto it = a_.index.find(src);
+            if (it == a_.index.end()) continue;
+            St st = rs_[it->second].st;
+            if (st == St::kUnalloc || st == St::kFreed) {
+              ++res_.access_violations;  // the plan recomputes from a region that is gone
+              continue;
+            }
+            if (!ensure_resident(it->second, T, depth + 1)) return false;
+          }
+        }
+        if (!acquire(reg.bytes, T)) return false;
+        const double cost = reg.recompute ? reg.recompute->cost_us : 0;
+        T += cost;
+        res_.recompute_us += cost;
+        res_.recomputed_bytes += reg.bytes;
+        s.st = St::kResident;
+        s.occupying = true;
+        s.kept = depth > 0;  // collective recomputation: keep while memory allows
+        return true;
+      }
+      case St::kUnalloc:
+      case St::kFreed:
+        if (!acquire(t_.regions[r].bytes, T)) return false;
+        s.st = St::kResident;
+        s.occupying = true;
+        return true;
+    }
+    return true;
+  }
+
+  void free_region(std::size_t r, double end) {
+    RState& s = rs_[r];
+    if (s.occupying && s.st != St::kOut) {
+      ++s.gen;
+      heap_.push({end, r, s.gen});
+    }
+    s.st = St::kFreed;  // a swap-out in flight releases the memory when it completes
+    s.kept = false;
+  }
+
+  const Analysis& a_;
+  const Trace& t_;
+  const Plan& plan_;
+  std::uint64_t budget_;
+  std::vector<RState> rs_;
+  SimResult res_;
+  double bw_out_ = 0, bw_in_ = 0;  // bytes per microsecond
+  double d2h_free_ = 0, h2d_free_ = 0;
+  std::uint64_t used_ = 0;
+  std::size_t stamp_ = 0;
+  std::priority_queue<Release, std::vector<Release>, std::greater<Release>> heap_;
+  std::vector<std::vector<std::size_t>> evict_after_, evict_at_, trigger_at_, allocs_, frees_;
+  std::vector<std::size_t> deferred_;
+};
+
+}  // namespace
+
+SimResult simulate(const Analysis& a, const Plan& plan, std::uint64_t budget) {
+  return Sim(a, plan, budget).run();
+}
+
+}  // namespace gswap::policy
