@@ -1,0 +1,131 @@
+// edge.cpp: edge cases of libgswap, one per mode.
+//
+//   edge MODULE.so oom           a launch whose working set exceeds the budget fails with
+//                                CUDA_ERROR_OUT_OF_MEMORY; the program goes on and its data is intact
+//   edge MODULE.so fork          the application forks while regions are swapped; the child does
+//                                CUDA-free work and exits; the parent keeps computing correctly
+//   edge MODULE.so swap          three regions over a budget of two, each launched in turn (the
+//                                residency-bug check runs this with GSWAP_DEBUG_SKIP_RESTORE=1)
+//   edge MODULE.so init          cuInit only (a refused configuration makes it fail)
+//
+// The budget comes from GSWAP_BUDGET; sizes are chosen from the MiB figure passed in GSWAP_BUDGET.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "preload_common.h"
+
+namespace {
+
+CUfunction g_add, g_touch3;
+
+struct Three {
+  CUdeviceptr p[3];
+};
+
+int run_oom(unsigned long long region_bytes) {
+  unsigned long long n = region_bytes / 4;
+  CUdeviceptr b[3];
+  for (int k = 0; k < 3; ++k) {
+    PCHECK(cuMemAlloc(&b[k], region_bytes));
+    PCHECK(cuMemsetD32(b[k], 10u * (k + 1), n));
+  }
+  // One launch touching all three (pointers inside a by-value struct): 1.5x the budget.
+  Three t = {{b[0], b[1], b[2]}};
+  void* params[] = {&t, &n};
+  CUresult e = cuLaunchKernel(g_touch3, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr);
+  if (e != CUDA_ERROR_OUT_OF_MEMORY) {
+    std::fprintf(stderr, "oom: expected CUDA_ERROR_OUT_OF_MEMORY, got %d\n", (int)e);
+    return 1;
+  }
+  // The program continues: smaller launches work and nothing was lost.
+  for (int k = 0; k < 3; ++k) PCHECK(launch_add(g_add, nullptr, b[k], n, 1));
+  PCHECK(cuCtxSynchronize());
+  for (int k = 0; k < 3; ++k) {
+    unsigned got = 0;
+    if (!all_equal(b[k], n, 10u * (k + 1) + 1, &got)) {
+      std::fprintf(stderr, "oom: region %d corrupted (got %u)\n", k, got);
+      return 1;
+    }
+  }
+  for (int k = 0; k < 3; ++k) PCHECK(cuMemFree(b[k]));
+  std::printf("oom: refused with CUDA_ERROR_OUT_OF_MEMORY, data intact\n");
+  return 0;
+}
+
+int run_swap(unsigned long long region_bytes) {
+  unsigned long long n = region_bytes / 4;
+  CUdeviceptr b[3];
+  for (int k = 0; k < 3; ++k) {
+    PCHECK(cuMemAlloc(&b[k], region_bytes));
+    PCHECK(cuMemsetD32(b[k], 5u, n));
+  }
+  for (int round = 0; round < 3; ++round)
+    for (int k = 0; k < 3; ++k) PCHECK(launch_add(g_add, nullptr, b[k], n, 1));
+  PCHECK(cuCtxSynchronize());
+  for (int k = 0; k < 3; ++k) PEXPECT(all_equal(b[k], n, 8u, nullptr));
+  std::printf("swap: three regions over a budget of two, verified\n");
+  return 0;
+}
+
+int run_fork(unsigned long long region_bytes) {
+  unsigned long long n = region_bytes / 4;
+  CUdeviceptr b[3];
+  for (int k = 0; k < 3; ++k) {
+    PCHECK(cuMemAlloc(&b[k], region_bytes));
+    PCHECK(cuMemsetD32(b[k], 100u, n));
+  }
+  for (int k = 0; k < 3; ++k) PCHECK(launch_add(g_add, nullptr, b[k], n, 1));
+  std::fflush(stdout);
+  pid_t pid = fork();
+  if (pid < 0) return 1;
+  if (pid == 0) {
+    // CUDA does not survive fork: the child does host work only, and must exit cleanly.
+    unsigned long long sum = 0;
+    for (unsigned i = 0; i < 1000000; ++i) sum += i % 7;
+    std::printf("child: host work done (%llu)\n", sum);
+    std::fflush(stdout);
+    _exit(sum == 2999997 ? 0 : 3);
+  }
+  int status = 0;
+  PEXPECT(waitpid(pid, &status, 0) == pid);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::fprintf(stderr, "fork: child ended badly (status %d)\n", status);
+    return 1;
+  }
+  for (int k = 0; k < 3; ++k) PCHECK(launch_add(g_add, nullptr, b[k], n, 1));
+  PCHECK(cuCtxSynchronize());
+  for (int k = 0; k < 3; ++k) PEXPECT(all_equal(b[k], n, 102u, nullptr));
+  std::printf("fork: child exited cleanly, parent data verified\n");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: edge MODULE.so oom|fork|swap|init [region-MiB]\n");
+    return 2;
+  }
+  std::string mode = argv[2];
+  unsigned long long region_bytes = (argc > 3 ? std::strtoull(argv[3], nullptr, 10) : 8ull) << 20;
+  if (mode == "init") {
+    CUresult e = cuInit(0);
+    std::printf("cuInit: %d\n", (int)e);
+    return e == CUDA_SUCCESS ? 0 : 1;
+  }
+  preload_init();
+  CUmodule mod;
+  PCHECK(cuModuleLoad(&mod, argv[1]));
+  PCHECK(cuModuleGetFunction(&g_add, mod, "add"));
+  PCHECK(cuModuleGetFunction(&g_touch3, mod, "touch3"));
+  if (mode == "oom") return run_oom(region_bytes);
+  if (mode == "fork") return run_fork(region_bytes);
+  if (mode == "swap") return run_swap(region_bytes);
+  std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
+  return 2;
+}

@@ -1,0 +1,119 @@
+// lookup_paths.cpp: proves libgswap intercepts the two ways programs find driver entry points
+// without linking libcuda: cuGetProcAddress (as the CUDA runtime does) and dlsym on libcuda.so.1
+// (as Triton does). Through the chosen path it checks that cuMemGetInfo and cuDeviceTotalMem
+// report the budget, then writes three budgets' worth of buffers and reads them all back, which
+// only works if the copies were seen and regions swapped.
+//
+// Usage: lookup_paths procaddress|dlsym BUDGET_BYTES
+#include <cuda.h>
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#undef cuGetProcAddress
+
+namespace {
+
+struct Api {
+  CUresult (*init)(unsigned);
+  CUresult (*device_get)(CUdevice*, int);
+  CUresult (*retain)(CUcontext*, CUdevice);
+  CUresult (*set_current)(CUcontext);
+  CUresult (*mem_info)(size_t*, size_t*);
+  CUresult (*total_mem)(size_t*, CUdevice);
+  CUresult (*alloc)(CUdeviceptr*, size_t);
+  CUresult (*free)(CUdeviceptr);
+  CUresult (*htod)(CUdeviceptr, const void*, size_t);
+  CUresult (*dtoh)(void*, CUdeviceptr, size_t);
+};
+
+int fail(const char* what) {
+  std::fprintf(stderr, "lookup_paths: %s\n", what);
+  return 1;
+}
+
+}  // namespace
+
+#define CHECK(call)                                                         \
+  do {                                                                      \
+    CUresult e_ = (call);                                                   \
+    if (e_ != CUDA_SUCCESS) {                                               \
+      std::fprintf(stderr, "lookup_paths: %s failed: %d\n", #call, (int)e_); \
+      return 1;                                                             \
+    }                                                                       \
+  } while (0)
+
+int main(int argc, char** argv) {
+  if (argc < 3) return fail("usage: lookup_paths procaddress|dlsym BUDGET_BYTES");
+  std::string mode = argv[1];
+  size_t budget = std::strtoull(argv[2], nullptr, 10);
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) return fail("cannot dlopen libcuda.so.1");
+  Api api = {};
+  if (mode == "procaddress") {
+    using GetProc = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+    auto get = reinterpret_cast<GetProc>(dlsym(lib, "cuGetProcAddress_v2"));
+    if (!get) return fail("no cuGetProcAddress_v2");
+    auto load = [&](const char* name, void* slot) -> bool {
+      CUdriverProcAddressQueryResult status;
+      return get(name, static_cast<void**>(slot), CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status) ==
+                 CUDA_SUCCESS &&
+             *static_cast<void**>(slot) != nullptr;
+    };
+    if (!load("cuInit", &api.init) || !load("cuDeviceGet", &api.device_get) ||
+        !load("cuDevicePrimaryCtxRetain", &api.retain) || !load("cuCtxSetCurrent", &api.set_current) ||
+        !load("cuMemGetInfo", &api.mem_info) || !load("cuDeviceTotalMem", &api.total_mem) ||
+        !load("cuMemAlloc", &api.alloc) || !load("cuMemFree", &api.free) ||
+        !load("cuMemcpyHtoD", &api.htod) || !load("cuMemcpyDtoH", &api.dtoh))
+      return fail("cuGetProcAddress could not find an entry point");
+  } else if (mode == "dlsym") {
+    auto load = [&](const char* name, void* slot) -> bool {
+      *static_cast<void**>(slot) = dlsym(lib, name);
+      return *static_cast<void**>(slot) != nullptr;
+    };
+    if (!load("cuInit", &api.init) || !load("cuDeviceGet", &api.device_get) ||
+        !load("cuDevicePrimaryCtxRetain", &api.retain) || !load("cuCtxSetCurrent", &api.set_current) ||
+        !load("cuMemGetInfo_v2", &api.mem_info) || !load("cuDeviceTotalMem_v2", &api.total_mem) ||
+        !load("cuMemAlloc_v2", &api.alloc) || !load("cuMemFree_v2", &api.free) ||
+        !load("cuMemcpyHtoD_v2", &api.htod) || !load("cuMemcpyDtoH_v2", &api.dtoh))
+      return fail("dlsym could not find an entry point");
+  } else {
+    return fail("mode must be procaddress or dlsym");
+  }
+
+  CHECK(api.init(0));
+  CUdevice dev;
+  CHECK(api.device_get(&dev, 0));
+  CUcontext ctx;
+  CHECK(api.retain(&ctx, dev));
+  CHECK(api.set_current(ctx));
+  size_t free_b = 0, total = 0, dev_total = 0;
+  CHECK(api.mem_info(&free_b, &total));
+  CHECK(api.total_mem(&dev_total, dev));
+  std::printf("%s: cuMemGetInfo total %zu free %zu, cuDeviceTotalMem %zu, budget %zu\n", mode.c_str(),
+              total, free_b, dev_total, budget);
+  if (total != budget || dev_total != budget || free_b > total)
+    return fail("memory figures do not report the budget: the path was not intercepted");
+
+  // Three budgets' worth of 1/4-budget buffers, each with its own pattern.
+  size_t chunk = budget / 4;
+  std::vector<CUdeviceptr> bufs(12);
+  std::vector<unsigned> host(chunk / 4);
+  for (size_t k = 0; k < bufs.size(); ++k) {
+    CHECK(api.alloc(&bufs[k], chunk));
+    for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<unsigned>(k * 1000003u + i);
+    CHECK(api.htod(bufs[k], host.data(), chunk));
+  }
+  for (size_t k = 0; k < bufs.size(); ++k) {
+    CHECK(api.dtoh(host.data(), bufs[k], chunk));
+    for (size_t i = 0; i < host.size(); ++i)
+      if (host[i] != static_cast<unsigned>(k * 1000003u + i)) return fail("data mismatch after swapping");
+  }
+  for (CUdeviceptr b : bufs) CHECK(api.free(b));
+  std::printf("%s: 3x the budget written and verified\n", mode.c_str());
+  return 0;
+}

@@ -1,0 +1,70 @@
+/* preload_kernels.c: a simcuda kernel module for the preload tests.
+ *
+ *   add(uint32* buf, uint64 n, uint32 v)               buf[i] += v
+ *   add_from(uint32* dst, const uint32* src, uint64 n)  dst[i] += src[i]
+ *   touch3(struct { uint32* p[3]; } bufs, uint64 n)      bufs.p[k][i] += 1 (pointers in a by-value struct)
+ *
+ * The tests keep a host model of every buffer (all elements equal), so any lost or stale byte
+ * after a swap shows up as a mismatch. */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "simcuda.h"
+
+struct add_args {
+  uint32_t* buf;
+  uint64_t n;
+  uint32_t v;
+};
+static void add(const simcuda_launch* l) {
+  const struct add_args* a = (const struct add_args*)l->params;
+  for (uint64_t i = 0; i < a->n; ++i) a->buf[i] += a->v;
+}
+static const simcuda_param add_params[] = {
+    {offsetof(struct add_args, buf), sizeof(void*)},
+    {offsetof(struct add_args, n), sizeof(uint64_t)},
+    {offsetof(struct add_args, v), sizeof(uint32_t)},
+};
+
+struct add_from_args {
+  uint32_t* dst;
+  const uint32_t* src;
+  uint64_t n;
+};
+static void add_from(const simcuda_launch* l) {
+  const struct add_from_args* a = (const struct add_from_args*)l->params;
+  for (uint64_t i = 0; i < a->n; ++i) a->dst[i] += a->src[i];
+}
+static const simcuda_param add_from_params[] = {
+    {offsetof(struct add_from_args, dst), sizeof(void*)},
+    {offsetof(struct add_from_args, src), sizeof(void*)},
+    {offsetof(struct add_from_args, n), sizeof(uint64_t)},
+};
+
+struct three {
+  uint32_t* p[3];
+};
+struct touch3_args {
+  struct three bufs;
+  uint64_t n;
+};
+static void touch3(const simcuda_launch* l) {
+  const struct touch3_args* a = (const struct touch3_args*)l->params;
+  for (int k = 0; k < 3; ++k)
+    for (uint64_t i = 0; i < a->n; ++i) a->bufs.p[k][i] += 1;
+}
+static const simcuda_param touch3_params[] = {
+    {offsetof(struct touch3_args, bufs), sizeof(struct three)},
+    {offsetof(struct touch3_args, n), sizeof(uint64_t)},
+};
+
+static const simcuda_kernel_desc kernels[] = {
+    {"add", add, 3, add_params, 0, NULL},
+    {"add_from", add_from, 3, add_from_params, 0, NULL},
+    {"touch3", touch3, 2, touch3_params, 0, NULL},
+};
+
+SIMCUDA_EXPORT const simcuda_module_desc* SIMCUDA_MODULE_ENTRY(void) {
+  static const simcuda_module_desc m = {SIMCUDA_ABI_VERSION, 3, kernels};
+  return &m;
+}
