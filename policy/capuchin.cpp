@@ -232,6 +232,9 @@ class Planner {
     }
     if (covered_max <= budget_) return std::nullopt;  // relieves no launch over budget
     ev.exposure = std::max(0.0, ev.in_start + si - a_.start_us[c.b]);
+    // A wrapping swap-out runs after the iteration's last access; what it adds past the end of
+    // the step is exposed too.
+    if (c.wrap) ev.exposure += std::max(0.0, out_end - a_.ideal_step_us);
     return ev;
   }
 

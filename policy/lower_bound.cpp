@@ -1,16 +1,23 @@
 // lower_bound.cpp: the bound of README.md "Lower bound". For every launch i whose live bytes L_i
 // exceed the budget B, at least E_i = L_i - B bytes of regions live at i but not touched by i are
-// off the device while i runs. Classify those regions at i:
-//   free  — recomputable, or not yet written in this iteration: leaving costs no traffic
-//           (recomputation is treated as free, which only lowers the bound);
-//   A     — written before i, not read after: must be copied out before i starts;
-//   B     — not written before i in this iteration (state carried from the last one), read after
-//           i: must be copied in after i ends;
-//   C     — written before and read after: both.
-// With X = max(0, E_i - free), copy-out bytes are at least max(0, X - |B|) and copy-in bytes at
-// least max(0, X - |A|), each on its own serial engine, so
-//   step >= max(C_before_i, out/bw_d2h) + dur_i + max(C_after_i, in/bw_h2d)
-// where C_before/C_after are the compute of i's own stream before and after i.
+// off the device while i runs. Each such region leaves either for free, by recomputation, or by
+// swapping:
+//   free       — not yet written in this iteration, or recomputable and never read again, or
+//                recomputable and next read on another stream (whose time this bound ignores);
+//   recompute  — recomputable, next read on i's stream: costs at least its cost_us on that stream
+//                after i;
+//   swap       — costs copy-out before i starts if it holds data written earlier in the
+//                iteration (classes A and C below), copy-in after i ends if it is read later
+//                (classes B and C):
+//                  A: written before i, not read after; B: carried from the previous iteration,
+//                  read after i; C: written before and read after.
+// With X = max(0, E_i - free), recomputing alpha bytes (cheapest cost per byte first, R(alpha))
+// and swapping y = X - alpha bytes needs copy-out >= max(0, y - |B|) and copy-in >= max(0, y - |A|)
+// on serial engines, so
+//   step >= max(C_before, out/bw_d2h) + dur_i + max(C_after + R(alpha), in/bw_h2d)
+// minimised over alpha. Letting a region count in several pools only lowers the bound. The
+// minimum over alpha is bounded from below on a grid using monotonicity (copy terms fall and R
+// rises with alpha), so the result stays a true lower bound.
 #include "policy/lower_bound.h"
 
 #include <algorithm>
@@ -27,7 +34,6 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget) {
   lb.bound_us = lb.compute_us;
   if (a.peak_bytes <= budget || a.n == 0) return lb;
 
-  // Per-launch bytes of each class, built with difference arrays over every region's gaps.
   const std::size_t n = a.n;
   std::vector<std::int64_t> dfree(n + 1, 0), dA(n + 1, 0), dB(n + 1, 0), dC(n + 1, 0);
   auto add = [&](std::vector<std::int64_t>& d, std::size_t from, std::size_t to, std::int64_t b) {
@@ -35,30 +41,27 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget) {
     d[from] += b;
     d[std::min(to, n - 1) + 1] -= b;
   };
+  std::vector<std::size_t> recomputable;
   for (std::size_t r = 0; r < t.regions.size(); ++r) {
     if (a.first_live[r] > a.last_live[r]) continue;
     const auto b = static_cast<std::int64_t>(t.regions[r].bytes);
-    const bool recomputable = t.regions[r].recompute.has_value();
+    const bool rc = t.regions[r].recompute.has_value();
+    if (rc) recomputable.push_back(r);
     const auto& acc = a.accesses[r];
     const std::size_t lo = a.first_live[r], hi = a.last_live[r];
     if (acc.empty()) {
       add(dfree, lo, hi, b);
       continue;
     }
-    // Before the first access: free if fresh this iteration, B if carried over.
-    if (acc.front() > lo) {
-      auto& d = (recomputable || !a.live_at_start[r]) ? dfree : dB;
-      add(d, lo, acc.front() - 1, b);
-    }
-    for (std::size_t k = 0; k + 1 < acc.size(); ++k) {
-      if (acc[k + 1] > acc[k] + 1) add(recomputable ? dfree : dC, acc[k] + 1, acc[k + 1] - 1, b);
-    }
-    if (acc.back() < hi) add(recomputable ? dfree : dA, acc.back() + 1, hi, b);
+    if (acc.front() > lo) add(a.live_at_start[r] ? dB : dfree, lo, acc.front() - 1, b);
+    for (std::size_t k = 0; k + 1 < acc.size(); ++k)
+      if (acc[k + 1] > acc[k] + 1) add(dC, acc[k] + 1, acc[k + 1] - 1, b);
+    if (acc.back() < hi) add(rc ? dfree : dA, acc.back() + 1, hi, b);
   }
-  // Same-stream compute before each launch.
   std::unordered_map<std::uint32_t, double> before;
   std::int64_t f = 0, A = 0, B = 0, C = 0;
   const double bw_out = t.device.d2h_bytes_per_s / 1e6, bw_in = t.device.h2d_bytes_per_s / 1e6;
+  std::vector<std::pair<double, double>> items;  // (cost per byte, bytes)
   for (std::size_t i = 0; i < n; ++i) {
     f += dfree[i], A += dA[i], B += dB[i], C += dC[i];
     const Launch& l = t.launches[i];
@@ -68,13 +71,66 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget) {
     const std::int64_t excess =
         static_cast<std::int64_t>(a.live_bytes[i]) - static_cast<std::int64_t>(budget);
     if (excess <= 0) continue;
-    const std::int64_t x = std::max<std::int64_t>(0, excess - f);
-    const double out = static_cast<double>(std::max<std::int64_t>(0, x - B));
-    const double in = static_cast<double>(std::max<std::int64_t>(0, x - A));
-    const double bound = std::max(c_before, bw_out > 0 ? out / bw_out : 0) + l.dur_us +
-                         std::max(c_after, bw_in > 0 ? in / bw_in : 0);
-    if (bound > lb.traffic_us) {
-      lb.traffic_us = bound;
+
+    // Recompute items (and recomputable regions that are free to leave at i).
+    std::int64_t extra_free = 0;
+    items.clear();
+    for (std::size_t r : recomputable) {
+      if (a.first_live[r] > i || a.last_live[r] < i) continue;
+      const auto& acc = a.accesses[r];
+      auto next = std::upper_bound(acc.begin(), acc.end(), i);
+      if (next == acc.end()) continue;  // already counted free
+      if (next != acc.begin() && *std::prev(next) == i) continue;  // touched by i
+      if (next == acc.begin() && !a.live_at_start[r]) continue;    // fresh: already free
+      const double bytes = static_cast<double>(t.regions[r].bytes);
+      if (t.launches[*next].stream != l.stream) {
+        extra_free += static_cast<std::int64_t>(bytes);
+        continue;
+      }
+      items.emplace_back(t.regions[r].recompute->cost_us / std::max(bytes, 1.0), bytes);
+    }
+    std::sort(items.begin(), items.end());
+    const double X = static_cast<double>(std::max<std::int64_t>(0, excess - f - extra_free));
+    double rc_total = 0;
+    for (auto& it : items) rc_total += it.second;
+    const double amax = std::min(X, rc_total);
+    auto R = [&](double alpha) {  // cheapest recompute time for alpha bytes
+      double cost = 0;
+      for (auto& [per_byte, bytes] : items) {
+        if (alpha <= 0) break;
+        double take = std::min(alpha, bytes);
+        cost += take * per_byte;
+        alpha -= take;
+      }
+      return cost;
+    };
+    auto copy_terms = [&](double alpha, double* out_us, double* in_us) {
+      const double y = X - alpha;
+      *out_us = bw_out > 0 ? std::max(0.0, y - static_cast<double>(B)) / bw_out : 0;
+      *in_us = bw_in > 0 ? std::max(0.0, y - static_cast<double>(A)) / bw_in : 0;
+    };
+    std::vector<double> grid = {0, amax};
+    double acc_bytes = 0;
+    for (auto& it : items) {
+      acc_bytes += it.second;
+      if (acc_bytes < amax) grid.push_back(acc_bytes);
+    }
+    constexpr int kSteps = 256;
+    for (int k = 1; k < kSteps; ++k) grid.push_back(amax * k / kSteps);
+    std::sort(grid.begin(), grid.end());
+    double best = 0;
+    bool first = true;
+    auto consider = [&](double lo_alpha, double hi_alpha) {
+      double out_us, in_us;
+      copy_terms(hi_alpha, &out_us, &in_us);
+      const double v = std::max(c_before, out_us) + l.dur_us +
+                       std::max(c_after + R(lo_alpha), in_us);
+      if (first || v < best) best = v, first = false;
+    };
+    for (std::size_t k = 0; k + 1 < grid.size(); ++k) consider(grid[k], grid[k + 1]);
+    consider(amax, amax);
+    if (best > lb.traffic_us) {
+      lb.traffic_us = best;
       lb.tightest_launch = i;
     }
   }

@@ -194,7 +194,19 @@ class Sim {
             (s.kept == rs_[victim].kept && s.last_use_end < rs_[victim].last_use_end))
           victim = r;
       }
-      if (victim == kNoLaunch) return false;
+      if (victim == kNoLaunch) {
+        // Prefetches in flight hold memory but cannot be evicted mid-copy: wait for the first to
+        // land, after which it is an ordinary resident region.
+        std::size_t first = kNoLaunch;
+        for (std::size_t r = 0; r < rs_.size(); ++r)
+          if (rs_[r].st == St::kIn && rs_[r].protect != stamp_ &&
+              (first == kNoLaunch || rs_[r].ready < rs_[first].ready))
+            first = r;
+        if (first == kNoLaunch) return false;
+        T = std::max(T, rs_[first].ready);
+        rs_[first].st = St::kResident;
+        continue;
+      }
       RState& v = rs_[victim];
       if (v.kept) {  // a recomputed intermediate: dropping it costs nothing now
         v.kept = false;
@@ -323,6 +335,13 @@ class Sim {
           }
         }
         if (!acquire(reg.bytes, T)) return false;
+        // Intermediates recomputed for this one need no protection once it exists.
+        if (reg.recompute)
+          for (RegionId src : reg.recompute->sources) {
+            auto it = a_.index.find(src);
+            if (it != a_.index.end() && rs_[it->second].kept && !touched_now(it->second))
+              rs_[it->second].protect = 0;
+          }
         const double cost = reg.recompute ? reg.recompute->cost_us : 0;
         T += cost;
         res_.recompute_us += cost;
@@ -340,6 +359,11 @@ class Sim {
         return true;
     }
     return true;
+  }
+
+  bool touched_now(std::size_t r) const {
+    const auto& v = a_.touched[stamp_ - 1];
+    return std::find(v.begin(), v.end(), r) != v.end();
   }
 
   void free_region(std::size_t r, double end) {
