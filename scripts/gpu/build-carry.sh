@@ -26,7 +26,9 @@ fi
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE="${GSWAP_BUILD_TYPE:-RelWithDebInfo}" >/dev/null
 targets=(gswap minitrain hook_paths_test vmm_remap_test stream_free_test meminfo_test gpu_micro)
 # runtime_check exists only where cuBLAS and cuDNN were found.
-if cmake --build "$build" --target help 2>/dev/null | grep -qw runtime_check; then
+# (The list is read whole first: grep -q would close the pipe early and fail under pipefail.)
+available=$(cmake --build "$build" --target help 2>/dev/null || true)
+if grep -qw runtime_check <<<"$available"; then
   targets+=(runtime_check)
 fi
 cmake --build "$build" -j "${GSWAP_JOBS:-$(nproc)}" --target "${targets[@]}"
@@ -52,4 +54,5 @@ for f in "${files[@]}"; do
   fi
 done
 du -sh "$pack"
-echo "carry $pack (relative to the repository root) and run: scripts/gpu/validate.sh --build-dir ${pack#"$root"/}"
+echo "carry $pack to the GPU machine, then run there from the repository root:"
+echo "  scripts/gpu/validate.sh --build-dir ${pack#"$root"/}"
