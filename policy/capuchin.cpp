@@ -66,6 +66,7 @@ struct SwapEval {
 struct RecomputeEval {
   double cost;  // own + substituted sources + repeated recomputation for dependents
   std::vector<std::size_t> sources;
+  std::int64_t temp_bytes = 0;  // substituted intermediates that exist at b while recomputing
 };
 
 class Planner {
@@ -214,9 +215,10 @@ class Planner {
     t = t == 0 ? 0 : t - 1;
     if (!c.wrap) t = std::max(t, ev.f);
     t = std::min(t, c.b);
-    // Never start a restore where it would push the planned curve over the budget.
+    // Never start a restore inside the peak window: from the trigger on, the region is back in
+    // the planned curve (which still counts it there), so that part must already fit.
     if (t < c.b) {
-      std::size_t k = cur_.find_last_above(t, c.b - 1, budget_ - b);
+      std::size_t k = cur_.find_last_above(t, c.b - 1, budget_);
       if (k != MaxSegmentTree::npos) t = k + 1;
     }
     ev.t = t;
@@ -259,6 +261,7 @@ class Planner {
       if (const Chosen* ch = evicted_at(s, c.b)) {
         if (ch->kind == EvictKind::kSwap || !t_.regions[s].recompute) return std::nullopt;
         ev.cost += t_.regions[s].recompute->cost_us;
+        ev.temp_bytes += static_cast<std::int64_t>(bytes(s));
         for (RegionId x : t_.regions[s].recompute->sources) work.push_back(x);
         continue;
       }
@@ -306,6 +309,7 @@ class Planner {
   void apply_recompute(std::size_t k, RecomputeEval ev, Plan& plan) {
     const Cand& c = cands_[k];
     cur_.add(c.e + 1, c.b - 1, -static_cast<std::int64_t>(bytes(c.r)));
+    if (ev.temp_bytes > 0) cur_.add(c.b, c.b, ev.temp_bytes);
     chosen_[c.r].push_back({c.e, c.b, EvictKind::kRecompute, false});
     // Earlier targets that read this region inside its gap now read its sources instead.
     for (ChosenRecompute& q : recomputes_) {
