@@ -1,0 +1,327 @@
+// copies.cpp: cuMemcpy* and cuMemset* in every direction, synchronous and asynchronous.
+//
+// Every device-side range is validated at enqueue time against the live address map, so a bad
+// address returns CUDA_ERROR_INVALID_VALUE without touching memory. The bytes move later, on the
+// stream's worker thread (see streams.cpp for the copy engines and throttling). No state of its
+// own.
+#include "internal.h"
+
+namespace simcuda {
+namespace {
+
+struct Side {
+  const uint8_t* base;
+  bool device;
+};
+
+// For unified-address copies: a pointer inside a device allocation or mapping is device memory;
+// anything else is host memory (pinned or pageable), as unified addressing infers it.
+CUresult classify(uintptr_t p, size_t extent, bool* device) {
+  if (in_unmapped_reservation(p)) return CUDA_ERROR_INVALID_VALUE;
+  *device = is_device_ptr(p);
+  if (*device && !device_range_ok(p, extent)) return CUDA_ERROR_INVALID_VALUE;
+  return CUDA_SUCCESS;
+}
+
+Dir dir_of(bool src_dev, bool dst_dev) {
+  if (src_dev && dst_dev) return Dir::D2D;
+  if (src_dev) return Dir::D2H;
+  if (dst_dev) return Dir::H2D;
+  return Dir::H2H;
+}
+
+Op linear_copy(void* dst, const void* src, size_t n, Dir d) {
+  Op op;
+  op.kind = OpKind::Copy;
+  op.dst = static_cast<uint8_t*>(dst);
+  op.src = static_cast<const uint8_t*>(src);
+  op.width = n;
+  op.dir = d;
+  return op;
+}
+
+// Runs a validated op synchronously (on the legacy or per-thread stream) or enqueues it.
+CUresult issue(Op&& op, CUstream h, bool pt, bool sync) {
+  Stream* s = nullptr;
+  if (CUresult r = resolve_stream(h, pt, &s)) return r;
+  if (sync) {
+    if (capture_violation()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    return submit_and_wait(s, std::move(op));
+  }
+  return submit(s, std::move(op));
+}
+
+CUresult copy_typed(uintptr_t dst, const void* src, size_t n, Dir d, CUstream h, bool pt,
+                    bool sync) {
+  if (CUresult r = check_init()) return r;
+  if (n == 0) return CUDA_SUCCESS;
+  uintptr_t s = reinterpret_cast<uintptr_t>(src);
+  if ((d == Dir::H2D || d == Dir::D2D) && !device_range_ok(dst, n)) return CUDA_ERROR_INVALID_VALUE;
+  if ((d == Dir::D2H || d == Dir::D2D) && !device_range_ok(s, n)) return CUDA_ERROR_INVALID_VALUE;
+  if (!dst || !src) return CUDA_ERROR_INVALID_VALUE;
+  return issue(linear_copy(reinterpret_cast<void*>(dst), src, n, d), h, pt, sync);
+}
+
+CUresult copy_unified(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h, bool pt, bool sync) {
+  if (CUresult r = check_init()) return r;
+  if (n == 0) return CUDA_SUCCESS;
+  if (!dst || !src) return CUDA_ERROR_INVALID_VALUE;
+  bool sd = false, dd = false;
+  if (CUresult r = classify(src, n, &sd)) return r;
+  if (CUresult r = classify(dst, n, &dd)) return r;
+  return issue(linear_copy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n,
+                           dir_of(sd, dd)),
+               h, pt, sync);
+}
+
+// Resolves one side of a 2D/3D copy descriptor to an address and a device flag.
+CUresult side_of(CUmemorytype t, const void* host, CUdeviceptr dev, size_t off, size_t extent,
+                 const uint8_t** out, bool* is_dev) {
+  uintptr_t base;
+  switch (t) {
+    case CU_MEMORYTYPE_HOST:
+      base = reinterpret_cast<uintptr_t>(host);
+      *is_dev = false;
+      break;
+    case CU_MEMORYTYPE_DEVICE:
+      base = dev;
+      if (!device_range_ok(base + off, extent)) return CUDA_ERROR_INVALID_VALUE;
+      *is_dev = true;
+      break;
+    case CU_MEMORYTYPE_UNIFIED:
+      base = dev;
+      if (CUresult r = classify(base + off, extent, is_dev)) return r;
+      break;
+    default:
+      return CUDA_ERROR_NOT_SUPPORTED;  // CUDA arrays are not simulated
+  }
+  if (!base) return CUDA_ERROR_INVALID_VALUE;
+  *out = reinterpret_cast<const uint8_t*>(base + off);
+  return CUDA_SUCCESS;
+}
+
+CUresult copy_3d(const CUDA_MEMCPY3D* c, CUstream h, bool pt, bool sync) {
+  if (CUresult r = check_init()) return r;
+  if (!c) return CUDA_ERROR_INVALID_VALUE;
+  size_t w = c->WidthInBytes, hgt = c->Height ? c->Height : 1, dep = c->Depth ? c->Depth : 1;
+  if (w == 0) return CUDA_SUCCESS;
+  size_t sp = c->srcPitch ? c->srcPitch : w, dp = c->dstPitch ? c->dstPitch : w;
+  size_t sh = c->srcHeight ? c->srcHeight : hgt, dh = c->dstHeight ? c->dstHeight : hgt;
+  if (w > sp || w > dp || hgt > sh || hgt > dh) return CUDA_ERROR_INVALID_VALUE;
+  size_t soff = (c->srcZ * sh + c->srcY) * sp + c->srcXInBytes;
+  size_t doff = (c->dstZ * dh + c->dstY) * dp + c->dstXInBytes;
+  size_t sext = ((dep - 1) * sh + (hgt - 1)) * sp + w;
+  size_t dext = ((dep - 1) * dh + (hgt - 1)) * dp + w;
+  const uint8_t *s = nullptr, *d = nullptr;
+  bool sd = false, dd = false;
+  if (CUresult r = side_of(c->srcMemoryType, c->srcHost, c->srcDevice, 0, soff + sext, &s, &sd))
+    return r;
+  if (CUresult r = side_of(c->dstMemoryType, c->dstHost, c->dstDevice, 0, doff + dext, &d, &dd))
+    return r;
+  Op op;
+  op.kind = OpKind::Copy;
+  op.src = s + soff;
+  op.dst = const_cast<uint8_t*>(d) + doff;
+  op.width = w;
+  op.height = hgt;
+  op.depth = dep;
+  op.spitch = sp;
+  op.dpitch = dp;
+  op.sheight = sh;
+  op.dheight = dh;
+  op.dir = dir_of(sd, dd);
+  return issue(std::move(op), h, pt, sync);
+}
+
+CUresult copy_2d(const CUDA_MEMCPY2D* c, CUstream h, bool pt, bool sync) {
+  if (!c) return CUDA_ERROR_INVALID_VALUE;
+  CUDA_MEMCPY3D d{};
+  d.srcXInBytes = c->srcXInBytes;
+  d.srcY = c->srcY;
+  d.srcMemoryType = c->srcMemoryType;
+  d.srcHost = c->srcHost;
+  d.srcDevice = c->srcDevice;
+  d.srcArray = c->srcArray;
+  d.srcPitch = c->srcPitch;
+  d.dstXInBytes = c->dstXInBytes;
+  d.dstY = c->dstY;
+  d.dstMemoryType = c->dstMemoryType;
+  d.dstHost = c->dstHost;
+  d.dstDevice = c->dstDevice;
+  d.dstArray = c->dstArray;
+  d.dstPitch = c->dstPitch;
+  d.WidthInBytes = c->WidthInBytes;
+  d.Height = c->Height;
+  d.Depth = 1;
+  return copy_3d(&d, h, pt, sync);
+}
+
+CUresult memset_2d(CUdeviceptr dst, size_t pitch, uint32_t v, uint8_t elem, size_t w, size_t hgt,
+                   CUstream h, bool pt, bool sync) {
+  if (CUresult r = check_init()) return r;
+  if (w == 0 || hgt == 0) return CUDA_SUCCESS;
+  if (dst % elem) return CUDA_ERROR_INVALID_VALUE;
+  size_t row = w * elem;
+  if (hgt > 1 && pitch < row) return CUDA_ERROR_INVALID_VALUE;
+  size_t extent = (hgt - 1) * pitch + row;
+  if (!device_range_ok(dst, extent)) return CUDA_ERROR_INVALID_VALUE;
+  Op op;
+  op.kind = OpKind::Memset;
+  op.dst = reinterpret_cast<uint8_t*>(dst);
+  op.value = v;
+  op.elem = elem;
+  op.width = w;
+  op.height = hgt;
+  op.dpitch = hgt > 1 ? pitch : row;
+  return issue(std::move(op), h, pt, sync);
+}
+
+}  // namespace
+}  // namespace simcuda
+
+using namespace simcuda;
+
+// Each base entry point is followed by its per-thread-default-stream twin (_ptds/_ptsz).
+
+SC_EXPORT CUresult cuMemcpy(CUdeviceptr d, CUdeviceptr s, size_t n) {
+  return copy_unified(d, s, n, nullptr, false, true);
+}
+SC_EXPORT CUresult cuMemcpy_ptds(CUdeviceptr d, CUdeviceptr s, size_t n) {
+  return copy_unified(d, s, n, nullptr, true, true);
+}
+SC_EXPORT CUresult cuMemcpyAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h) {
+  return copy_unified(d, s, n, h, false, false);
+}
+SC_EXPORT CUresult cuMemcpyAsync_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h) {
+  return copy_unified(d, s, n, h, true, false);
+}
+SC_EXPORT CUresult cuMemcpyPeer(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc,
+                                size_t n) {
+  return copy_unified(d, s, n, nullptr, false, true);
+}
+SC_EXPORT CUresult cuMemcpyPeer_ptds(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc,
+                                     size_t n) {
+  return copy_unified(d, s, n, nullptr, true, true);
+}
+SC_EXPORT CUresult cuMemcpyPeerAsync(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc,
+                                     size_t n, CUstream h) {
+  return copy_unified(d, s, n, h, false, false);
+}
+SC_EXPORT CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc,
+                                          size_t n, CUstream h) {
+  return copy_unified(d, s, n, h, true, false);
+}
+
+#define SC_COPY_HTOD(name, pt, sync)                                \
+  SC_EXPORT CUresult name(CUdeviceptr d, const void* s, size_t n) { \
+    return copy_typed(d, s, n, Dir::H2D, nullptr, pt, sync);        \
+  }
+SC_COPY_HTOD(cuMemcpyHtoD_v2, false, true)
+SC_COPY_HTOD(cuMemcpyHtoD_v2_ptds, true, true)
+SC_EXPORT CUresult cuMemcpyDtoH_v2(void* d, CUdeviceptr s, size_t n) {
+  return copy_typed(reinterpret_cast<uintptr_t>(d), reinterpret_cast<const void*>(s), n, Dir::D2H,
+                    nullptr, false, true);
+}
+SC_EXPORT CUresult cuMemcpyDtoH_v2_ptds(void* d, CUdeviceptr s, size_t n) {
+  return copy_typed(reinterpret_cast<uintptr_t>(d), reinterpret_cast<const void*>(s), n, Dir::D2H,
+                    nullptr, true, true);
+}
+SC_EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr d, CUdeviceptr s, size_t n) {
+  return copy_typed(d, reinterpret_cast<const void*>(s), n, Dir::D2D, nullptr, false, true);
+}
+SC_EXPORT CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr d, CUdeviceptr s, size_t n) {
+  return copy_typed(d, reinterpret_cast<const void*>(s), n, Dir::D2D, nullptr, true, true);
+}
+SC_EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void* s, size_t n, CUstream h) {
+  return copy_typed(d, s, n, Dir::H2D, h, false, false);
+}
+SC_EXPORT CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr d, const void* s, size_t n, CUstream h) {
+  return copy_typed(d, s, n, Dir::H2D, h, true, false);
+}
+SC_EXPORT CUresult cuMemcpyDtoHAsync_v2(void* d, CUdeviceptr s, size_t n, CUstream h) {
+  return copy_typed(reinterpret_cast<uintptr_t>(d), reinterpret_cast<const void*>(s), n, Dir::D2H,
+                    h, false, false);
+}
+SC_EXPORT CUresult cuMemcpyDtoHAsync_v2_ptsz(void* d, CUdeviceptr s, size_t n, CUstream h) {
+  return copy_typed(reinterpret_cast<uintptr_t>(d), reinterpret_cast<const void*>(s), n, Dir::D2H,
+                    h, true, false);
+}
+SC_EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h) {
+  return copy_typed(d, reinterpret_cast<const void*>(s), n, Dir::D2D, h, false, false);
+}
+SC_EXPORT CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h) {
+  return copy_typed(d, reinterpret_cast<const void*>(s), n, Dir::D2D, h, true, false);
+}
+
+SC_EXPORT CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D* c) {
+  return copy_2d(c, nullptr, false, true);
+}
+SC_EXPORT CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D* c) {
+  return copy_2d(c, nullptr, true, true);
+}
+SC_EXPORT CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D* c) {
+  return copy_2d(c, nullptr, false, true);
+}
+SC_EXPORT CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D* c) {
+  return copy_2d(c, nullptr, true, true);
+}
+SC_EXPORT CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D* c, CUstream h) {
+  return copy_2d(c, h, false, false);
+}
+SC_EXPORT CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D* c, CUstream h) {
+  return copy_2d(c, h, true, false);
+}
+SC_EXPORT CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D* c) {
+  return copy_3d(c, nullptr, false, true);
+}
+SC_EXPORT CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D* c) {
+  return copy_3d(c, nullptr, true, true);
+}
+SC_EXPORT CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D* c, CUstream h) {
+  return copy_3d(c, h, false, false);
+}
+SC_EXPORT CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D* c, CUstream h) {
+  return copy_3d(c, h, true, false);
+}
+
+#define SC_MEMSET_SYNC(name, T, elem, pt)                     \
+  SC_EXPORT CUresult name(CUdeviceptr d, T v, size_t n) {     \
+    return memset_2d(d, 0, v, elem, n, 1, nullptr, pt, true); \
+  }
+#define SC_MEMSET_ASYNC(name, T, elem, pt)                            \
+  SC_EXPORT CUresult name(CUdeviceptr d, T v, size_t n, CUstream h) { \
+    return memset_2d(d, 0, v, elem, n, 1, h, pt, false);              \
+  }
+#define SC_MEMSET2D_SYNC(name, T, elem, pt)                                    \
+  SC_EXPORT CUresult name(CUdeviceptr d, size_t p, T v, size_t w, size_t hh) { \
+    return memset_2d(d, p, v, elem, w, hh, nullptr, pt, true);                 \
+  }
+#define SC_MEMSET2D_ASYNC(name, T, elem, pt)                                               \
+  SC_EXPORT CUresult name(CUdeviceptr d, size_t p, T v, size_t w, size_t hh, CUstream h) { \
+    return memset_2d(d, p, v, elem, w, hh, h, pt, false);                                  \
+  }
+
+SC_MEMSET_SYNC(cuMemsetD8_v2, unsigned char, 1, false)
+SC_MEMSET_SYNC(cuMemsetD8_v2_ptds, unsigned char, 1, true)
+SC_MEMSET_SYNC(cuMemsetD16_v2, unsigned short, 2, false)
+SC_MEMSET_SYNC(cuMemsetD16_v2_ptds, unsigned short, 2, true)
+SC_MEMSET_SYNC(cuMemsetD32_v2, unsigned int, 4, false)
+SC_MEMSET_SYNC(cuMemsetD32_v2_ptds, unsigned int, 4, true)
+SC_MEMSET_ASYNC(cuMemsetD8Async, unsigned char, 1, false)
+SC_MEMSET_ASYNC(cuMemsetD8Async_ptsz, unsigned char, 1, true)
+SC_MEMSET_ASYNC(cuMemsetD16Async, unsigned short, 2, false)
+SC_MEMSET_ASYNC(cuMemsetD16Async_ptsz, unsigned short, 2, true)
+SC_MEMSET_ASYNC(cuMemsetD32Async, unsigned int, 4, false)
+SC_MEMSET_ASYNC(cuMemsetD32Async_ptsz, unsigned int, 4, true)
+SC_MEMSET2D_SYNC(cuMemsetD2D8_v2, unsigned char, 1, false)
+SC_MEMSET2D_SYNC(cuMemsetD2D8_v2_ptds, unsigned char, 1, true)
+SC_MEMSET2D_SYNC(cuMemsetD2D16_v2, unsigned short, 2, false)
+SC_MEMSET2D_SYNC(cuMemsetD2D16_v2_ptds, unsigned short, 2, true)
+SC_MEMSET2D_SYNC(cuMemsetD2D32_v2, unsigned int, 4, false)
+SC_MEMSET2D_SYNC(cuMemsetD2D32_v2_ptds, unsigned int, 4, true)
+SC_MEMSET2D_ASYNC(cuMemsetD2D8Async, unsigned char, 1, false)
+SC_MEMSET2D_ASYNC(cuMemsetD2D8Async_ptsz, unsigned char, 1, true)
+SC_MEMSET2D_ASYNC(cuMemsetD2D16Async, unsigned short, 2, false)
+SC_MEMSET2D_ASYNC(cuMemsetD2D16Async_ptsz, unsigned short, 2, true)
+SC_MEMSET2D_ASYNC(cuMemsetD2D32Async, unsigned int, 4, false)
+SC_MEMSET2D_ASYNC(cuMemsetD2D32Async_ptsz, unsigned int, 4, true)

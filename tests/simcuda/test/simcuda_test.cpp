@@ -1,0 +1,112 @@
+// simcuda_test.cpp: devices, contexts, initialisation and error strings.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <thread>
+
+#include "sc_test.h"
+#include "simcuda.h"
+
+TEST(SimcudaInit, CallsBeforeCuInitFail) {
+  // The "threadsafe" style re-executes the binary for the child, so it has never called cuInit.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        int n = -1;
+        CUdeviceptr p;
+        bool ok = cuDeviceGetCount(&n) == CUDA_ERROR_NOT_INITIALIZED &&
+                  cuMemAlloc(&p, 16) == CUDA_ERROR_NOT_INITIALIZED && cuInit(0) == CUDA_SUCCESS &&
+                  cuDeviceGetCount(&n) == CUDA_SUCCESS && n >= 1;
+        std::exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+TEST_F(Sim, DeviceQueries) {
+  int n = 0;
+  CK(cuDeviceGetCount(&n));
+  EXPECT_GE(n, 1);
+  char name[128];
+  CK(cuDeviceGetName(name, sizeof name, dev));
+  EXPECT_EQ(std::strncmp(name, SIMCUDA_DEVICE_NAME_PREFIX, strlen(SIMCUDA_DEVICE_NAME_PREFIX)), 0);
+  int v = 0;
+  CK(cuDriverGetVersion(&v));
+  EXPECT_EQ(v, 13000);
+  CK(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev));
+  EXPECT_EQ(v, 1);
+  CK(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, dev));
+  EXPECT_EQ(v, 1);
+  CK(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+  EXPECT_EQ(v, 9);
+  CK(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
+  EXPECT_GT(v, 0);
+  size_t total = 0;
+  CK(cuDeviceTotalMem(&total, dev));
+  EXPECT_EQ(total, 1ull << 30);  // SIMCUDA_CAPACITY=1GiB in the test environment
+  CUuuid a, b;
+  CK(cuDeviceGetUuid(&a, dev));
+  CK(cuDeviceGetUuid(&b, dev));
+  EXPECT_EQ(std::memcmp(a.bytes, b.bytes, 16), 0);
+  CUdevice bad;
+  EXPECT_EQ(cuDeviceGet(&bad, 99), CUDA_ERROR_INVALID_DEVICE);
+}
+
+TEST_F(Sim, ContextStackAndNoContextThreads) {
+  CUcontext c2 = nullptr, cur = nullptr;
+  CK(cuCtxCreate(&c2, nullptr, 0, dev));
+  CK(cuCtxGetCurrent(&cur));
+  EXPECT_EQ(cur, c2);
+  CUcontext popped = nullptr;
+  CK(cuCtxPopCurrent(&popped));
+  EXPECT_EQ(popped, c2);
+  CK(cuCtxGetCurrent(&cur));
+  EXPECT_EQ(cur, ctx);
+  CK(cuCtxPushCurrent(c2));
+  CK(cuCtxPopCurrent(nullptr));
+  CK(cuCtxDestroy(c2));
+  EXPECT_EQ(cuCtxPushCurrent(c2), CUDA_ERROR_INVALID_CONTEXT);
+
+  // A fresh thread has no current context: cuCtxGetDevice answers 201.
+  CUresult r = CUDA_SUCCESS;
+  std::thread([&] {
+    CUdevice d;
+    r = cuCtxGetDevice(&d);
+  }).join();
+  EXPECT_EQ(r, CUDA_ERROR_INVALID_CONTEXT);
+  CUdevice d = -1;
+  CK(cuCtxGetDevice(&d));
+  EXPECT_EQ(d, dev);
+}
+
+TEST_F(Sim, ErrorStrings) {
+  const char* s = nullptr;
+  for (CUresult e : {CUDA_SUCCESS, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY,
+                     CUDA_ERROR_NOT_INITIALIZED, CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_NOT_READY,
+                     CUDA_ERROR_INVALID_IMAGE, CUDA_ERROR_NOT_FOUND,
+                     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, CUDA_ERROR_INVALID_CONTEXT,
+                     CUDA_ERROR_NOT_SUPPORTED, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED}) {
+    CK(cuGetErrorName(e, &s));
+    ASSERT_NE(s, nullptr);
+    CK(cuGetErrorString(e, &s));
+    ASSERT_NE(s, nullptr);
+  }
+  CK(cuGetErrorName(CUDA_ERROR_OUT_OF_MEMORY, &s));
+  EXPECT_STREQ(s, "CUDA_ERROR_OUT_OF_MEMORY");
+  EXPECT_EQ(cuGetErrorName(static_cast<CUresult>(123456), &s), CUDA_ERROR_INVALID_VALUE);
+  const void* table = nullptr;
+  CUuuid id{};
+  EXPECT_EQ(cuGetExportTable(&table, &id), CUDA_ERROR_NOT_SUPPORTED);
+}
+
+TEST_F(Sim, ForkedChildWithoutCudaWorks) {
+  CUstream s;
+  CK(cuStreamCreate(&s, 0));
+  pid_t pid = fork();
+  if (pid == 0) _exit(7);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 7);
+  CK(cuStreamDestroy(s));
+}
