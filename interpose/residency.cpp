@@ -147,14 +147,45 @@ class ScopedContext {
   bool pushed_ = false;
 };
 
+// Host waits inside one slow-path call; that call counts once as a stall (see StallScope).
+thread_local std::uint64_t t_waited_ns = 0;
+thread_local bool t_in_scope = false;
+
 void wait_event(CUevent ev) {
   std::uint64_t t0 = now_ns();
   R().cuEventSynchronize(ev);
   std::uint64_t dt = now_ns() - t0;
+  if (t_in_scope) {
+    t_waited_ns += dt;
+    return;
+  }
   g->stalls++;
   g->stall_ns += dt;
   telemetry::stall(g_fast->seq.load(std::memory_order_relaxed), dt);
 }
+
+// A slow-path call that may make the application wait: counted as one stall when it restored
+// something or waited for the host, with its whole duration.
+class StallScope {
+ public:
+  StallScope() : t0_(now_ns()) {
+    t_in_scope = true;
+    t_waited_ns = 0;
+  }
+  void restored() { restored_ = true; }
+  ~StallScope() {
+    t_in_scope = false;
+    if (!restored_ && t_waited_ns == 0) return;
+    std::uint64_t dt = now_ns() - t0_;
+    g->stalls++;
+    g->stall_ns += dt;
+    telemetry::stall(g_fast->seq.load(std::memory_order_relaxed), dt);
+  }
+
+ private:
+  std::uint64_t t0_;
+  bool restored_ = false;
+};
 
 // --- summary, fork -------------------------------------------------------------------------
 
@@ -747,6 +778,7 @@ CUresult region_alloc(CUdeviceptr* out, std::size_t bytes, CUstream stream, bool
   }
   *handled = true;
   ScopedContext sc;
+  StallScope stall;  // an allocation over the budget waits for the earliest swap-out
   Region* r = new_region();
   r->base = va;
   r->size = bytes;
@@ -791,6 +823,7 @@ CUresult arena_alloc(CUdeviceptr* out, std::size_t bytes, CUstream stream, bool 
   std::lock_guard<std::mutex> lock(g->mutex);
   if (!g->device_ready && !ensure_device()) return forward();
   ScopedContext sc;
+  StallScope stall;
   // Arena memory is never evicted but counts against the budget, so make room first.
   CUresult e = make_room(bytes, nullptr, nullptr);
   if (e != CUDA_SUCCESS) {
@@ -881,13 +914,14 @@ bool region_range(CUdeviceptr p, CUdeviceptr* base, std::size_t* size) {
 CUresult prepare_slow(TouchSet& t, CUstream stream, bool per_thread, bool sync) {
   std::lock_guard<std::mutex> lock(g->mutex);
   ScopedContext sc;
-  std::uint64_t t0 = now_ns();
+  StallScope stall;
   bool restored = false;
   for (std::size_t i = 0; i < t.n; ++i) {
     Region* r = t.regions[i];
     std::uint32_t st = r->state.load();
     if (st == kRegionFree || st == kRegionResident) continue;
     restored = true;
+    stall.restored();
     CUresult e = restore(r, &t);
     if (e != CUDA_SUCCESS) {
       std::uint64_t need = 0;
@@ -898,12 +932,7 @@ CUresult prepare_slow(TouchSet& t, CUstream stream, bool per_thread, bool sync) 
   }
   if (!g->config.debug_skip_restore) wait_restores(t, stream, per_thread, sync);
   for (std::size_t i = 0; i < t.n; ++i) t.regions[i]->pins.fetch_add(1, std::memory_order_seq_cst);
-  if (restored) {
-    std::uint64_t dt = now_ns() - t0;
-    g->stalls++;
-    g->stall_ns += dt;
-    telemetry::publish_counters(counters());
-  }
+  if (restored) telemetry::publish_counters(counters());
   return CUDA_SUCCESS;
 }
 

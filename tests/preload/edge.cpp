@@ -1,7 +1,8 @@
 // edge.cpp: edge cases of libgswap, one per mode.
 //
 //   edge MODULE.so oom           a launch whose working set exceeds the budget fails with
-//                                CUDA_ERROR_OUT_OF_MEMORY; the program goes on and its data is intact
+//                                CUDA_ERROR_OUT_OF_MEMORY; the program goes on and its data is
+//                                intact
 //   edge MODULE.so fork          the application forks while regions are swapped; the child does
 //                                CUDA-free work and exits; the parent keeps computing correctly
 //   edge MODULE.so swap          three regions over a budget of two, each launched in turn (the

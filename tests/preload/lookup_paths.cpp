@@ -38,13 +38,13 @@ int fail(const char* what) {
 
 }  // namespace
 
-#define CHECK(call)                                                         \
-  do {                                                                      \
-    CUresult e_ = (call);                                                   \
-    if (e_ != CUDA_SUCCESS) {                                               \
+#define CHECK(call)                                                          \
+  do {                                                                       \
+    CUresult e_ = (call);                                                    \
+    if (e_ != CUDA_SUCCESS) {                                                \
       std::fprintf(stderr, "lookup_paths: %s failed: %d\n", #call, (int)e_); \
-      return 1;                                                             \
-    }                                                                       \
+      return 1;                                                              \
+    }                                                                        \
   } while (0)
 
 int main(int argc, char** argv) {
@@ -55,20 +55,22 @@ int main(int argc, char** argv) {
   if (!lib) return fail("cannot dlopen libcuda.so.1");
   Api api = {};
   if (mode == "procaddress") {
-    using GetProc = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+    using GetProc =
+        CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
     auto get = reinterpret_cast<GetProc>(dlsym(lib, "cuGetProcAddress_v2"));
     if (!get) return fail("no cuGetProcAddress_v2");
     auto load = [&](const char* name, void* slot) -> bool {
       CUdriverProcAddressQueryResult status;
-      return get(name, static_cast<void**>(slot), CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status) ==
-                 CUDA_SUCCESS &&
+      return get(name, static_cast<void**>(slot), CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT,
+                 &status) == CUDA_SUCCESS &&
              *static_cast<void**>(slot) != nullptr;
     };
     if (!load("cuInit", &api.init) || !load("cuDeviceGet", &api.device_get) ||
-        !load("cuDevicePrimaryCtxRetain", &api.retain) || !load("cuCtxSetCurrent", &api.set_current) ||
-        !load("cuMemGetInfo", &api.mem_info) || !load("cuDeviceTotalMem", &api.total_mem) ||
-        !load("cuMemAlloc", &api.alloc) || !load("cuMemFree", &api.free) ||
-        !load("cuMemcpyHtoD", &api.htod) || !load("cuMemcpyDtoH", &api.dtoh))
+        !load("cuDevicePrimaryCtxRetain", &api.retain) ||
+        !load("cuCtxSetCurrent", &api.set_current) || !load("cuMemGetInfo", &api.mem_info) ||
+        !load("cuDeviceTotalMem", &api.total_mem) || !load("cuMemAlloc", &api.alloc) ||
+        !load("cuMemFree", &api.free) || !load("cuMemcpyHtoD", &api.htod) ||
+        !load("cuMemcpyDtoH", &api.dtoh))
       return fail("cuGetProcAddress could not find an entry point");
   } else if (mode == "dlsym") {
     auto load = [&](const char* name, void* slot) -> bool {
@@ -76,10 +78,11 @@ int main(int argc, char** argv) {
       return *static_cast<void**>(slot) != nullptr;
     };
     if (!load("cuInit", &api.init) || !load("cuDeviceGet", &api.device_get) ||
-        !load("cuDevicePrimaryCtxRetain", &api.retain) || !load("cuCtxSetCurrent", &api.set_current) ||
-        !load("cuMemGetInfo_v2", &api.mem_info) || !load("cuDeviceTotalMem_v2", &api.total_mem) ||
-        !load("cuMemAlloc_v2", &api.alloc) || !load("cuMemFree_v2", &api.free) ||
-        !load("cuMemcpyHtoD_v2", &api.htod) || !load("cuMemcpyDtoH_v2", &api.dtoh))
+        !load("cuDevicePrimaryCtxRetain", &api.retain) ||
+        !load("cuCtxSetCurrent", &api.set_current) || !load("cuMemGetInfo_v2", &api.mem_info) ||
+        !load("cuDeviceTotalMem_v2", &api.total_mem) || !load("cuMemAlloc_v2", &api.alloc) ||
+        !load("cuMemFree_v2", &api.free) || !load("cuMemcpyHtoD_v2", &api.htod) ||
+        !load("cuMemcpyDtoH_v2", &api.dtoh))
       return fail("dlsym could not find an entry point");
   } else {
     return fail("mode must be procaddress or dlsym");
@@ -94,8 +97,8 @@ int main(int argc, char** argv) {
   size_t free_b = 0, total = 0, dev_total = 0;
   CHECK(api.mem_info(&free_b, &total));
   CHECK(api.total_mem(&dev_total, dev));
-  std::printf("%s: cuMemGetInfo total %zu free %zu, cuDeviceTotalMem %zu, budget %zu\n", mode.c_str(),
-              total, free_b, dev_total, budget);
+  std::printf("%s: cuMemGetInfo total %zu free %zu, cuDeviceTotalMem %zu, budget %zu\n",
+              mode.c_str(), total, free_b, dev_total, budget);
   if (total != budget || dev_total != budget || free_b > total)
     return fail("memory figures do not report the budget: the path was not intercepted");
 
@@ -111,7 +114,8 @@ int main(int argc, char** argv) {
   for (size_t k = 0; k < bufs.size(); ++k) {
     CHECK(api.dtoh(host.data(), bufs[k], chunk));
     for (size_t i = 0; i < host.size(); ++i)
-      if (host[i] != static_cast<unsigned>(k * 1000003u + i)) return fail("data mismatch after swapping");
+      if (host[i] != static_cast<unsigned>(k * 1000003u + i))
+        return fail("data mismatch after swapping");
   }
   for (CUdeviceptr b : bufs) CHECK(api.free(b));
   std::printf("%s: 3x the budget written and verified\n", mode.c_str());

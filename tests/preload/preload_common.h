@@ -7,21 +7,21 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define PCHECK(call)                                                                      \
-  do {                                                                                    \
-    CUresult pcheck_e = (call);                                                           \
-    if (pcheck_e != CUDA_SUCCESS) {                                                       \
+#define PCHECK(call)                                                                            \
+  do {                                                                                          \
+    CUresult pcheck_e = (call);                                                                 \
+    if (pcheck_e != CUDA_SUCCESS) {                                                             \
       std::fprintf(stderr, "%s:%d: %s failed: %d\n", __FILE__, __LINE__, #call, (int)pcheck_e); \
-      std::exit(1);                                                                       \
-    }                                                                                     \
+      std::exit(1);                                                                             \
+    }                                                                                           \
   } while (0)
 
-#define PEXPECT(cond)                                                                    \
-  do {                                                                                   \
-    if (!(cond)) {                                                                       \
-      std::fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond);           \
-      std::exit(1);                                                                      \
-    }                                                                                    \
+#define PEXPECT(cond)                                                          \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      std::fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond); \
+      std::exit(1);                                                            \
+    }                                                                          \
   } while (0)
 
 // cuInit, device 0, primary context made current.
@@ -42,7 +42,8 @@ struct AddArgs {
   unsigned v;
 };
 
-inline CUresult launch_add(CUfunction f, CUstream s, CUdeviceptr buf, unsigned long long n, unsigned v) {
+inline CUresult launch_add(CUfunction f, CUstream s, CUdeviceptr buf, unsigned long long n,
+                           unsigned v) {
   void* params[] = {&buf, &n, &v};
   return cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, params, nullptr);
 }

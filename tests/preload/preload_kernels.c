@@ -2,7 +2,9 @@
  *
  *   add(uint32* buf, uint64 n, uint32 v)               buf[i] += v
  *   add_from(uint32* dst, const uint32* src, uint64 n)  dst[i] += src[i]
- *   touch3(struct { uint32* p[3]; } bufs, uint64 n)      bufs.p[k][i] += 1 (pointers in a by-value struct)
+ *   touch3(struct { uint32* p[3]; } bufs, uint64 n)      bufs.p[k][i] += 1 (pointers in a by-value
+ * struct) noop8(void* p0 ... void* p7)                          nothing (the launch-overhead
+ * benchmark)
  *
  * The tests keep a host model of every buffer (all elements equal), so any lost or stale byte
  * after a swap shows up as a mismatch. */
@@ -58,13 +60,21 @@ static const simcuda_param touch3_params[] = {
     {offsetof(struct touch3_args, n), sizeof(uint64_t)},
 };
 
+static void noop8(const simcuda_launch* l) {
+  (void)l;
+}
+static const simcuda_param noop8_params[] = {
+    {0, 8}, {8, 8}, {16, 8}, {24, 8}, {32, 8}, {40, 8}, {48, 8}, {56, 8},
+};
+
 static const simcuda_kernel_desc kernels[] = {
     {"add", add, 3, add_params, 0, NULL},
     {"add_from", add_from, 3, add_from_params, 0, NULL},
     {"touch3", touch3, 2, touch3_params, 0, NULL},
+    {"noop8", noop8, 8, noop8_params, 0, NULL},
 };
 
 SIMCUDA_EXPORT const simcuda_module_desc* SIMCUDA_MODULE_ENTRY(void) {
-  static const simcuda_module_desc m = {SIMCUDA_ABI_VERSION, 3, kernels};
+  static const simcuda_module_desc m = {SIMCUDA_ABI_VERSION, 4, kernels};
   return &m;
 }

@@ -36,8 +36,8 @@ void worker(int id, int steps, unsigned seed) {
     PCHECK(cuStreamSynchronize(s));
     unsigned got = 0;
     if (!all_equal(b.p, b.n, b.value, &got)) {
-      std::fprintf(stderr, "thread %d: buffer 0x%llx: want %u got %u\n", id, (unsigned long long)b.p,
-                   b.value, got);
+      std::fprintf(stderr, "thread %d: buffer 0x%llx: want %u got %u\n", id,
+                   (unsigned long long)b.p, b.value, got);
       std::exit(1);
     }
   };
