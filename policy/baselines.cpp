@@ -88,9 +88,16 @@ Plan plan_delta(const Analysis& a, std::uint64_t budget) {
       e.evict_at = i;
       e.back_access = next_use(r);
       e.swap_in_us = static_cast<double>(reg.bytes) / (t.device.h2d_bytes_per_s / 1e6);
-      const bool recompute = reg.recompute &&
-                             reg.recompute->cost_us <= static_cast<double>(reg.bytes) / bw_out &&
-                             e.back_access != kNoLaunch;
+      bool recompute = reg.recompute &&
+                       reg.recompute->cost_us <= static_cast<double>(reg.bytes) / bw_out &&
+                       e.back_access != kNoLaunch;
+      if (recompute)  // the sources must still exist when it is needed again
+        for (RegionId src : reg.recompute->sources) {
+          auto it = a.index.find(src);
+          if (it == a.index.end() || a.first_live[it->second] > e.back_access ||
+              a.last_live[it->second] < e.back_access)
+            recompute = false;
+        }
       e.kind = recompute ? EvictKind::kRecompute : EvictKind::kSwap;
       e.trigger = recompute ? e.back_access : kNoLaunch;
       entry_of[r] = p.entries.size();

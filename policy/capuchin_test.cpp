@@ -1,0 +1,152 @@
+// capuchin_test.cpp: Capuchin arithmetic and decisions on hand-built traces whose optimal plan is
+// known: FT and the in-trigger, the hidden swap, Algorithm 2 source substitution, and the 5%
+// feedback rule.
+#include "policy/capuchin.h"
+
+#include <gtest/gtest.h>
+
+#include "policy/baselines.h"
+#include "policy/simulator.h"
+#include "policy/test_traces.h"
+
+namespace gswap::policy {
+namespace {
+
+using testing::add_region;
+using testing::empty_trace;
+using testing::kMiB;
+
+// 10 launches of 10 us; a 4 MiB region X used at launches 1 and 8; a 8 MiB region Y live over
+// launches 3..6. The link moves 4 MiB in exactly 10 us.
+struct SwapFixture {
+  Trace t = empty_trace(10, 10.0, 4.0 * kMiB / 10e-6);
+  RegionId x, y;
+  SwapFixture() {
+    x = add_region(t, 4 * kMiB, 0, -1, {1, 8});
+    y = add_region(t, 8 * kMiB, 3, 6, {3, 4, 5, 6});
+  }
+};
+
+TEST(CapuchinTest, FreeTimeAndInTrigger) {
+  SwapFixture f;
+  Analysis a = analyze(f.t);
+  SwapTiming s = swap_timing(a, 4 * kMiB, 1, 8);
+  EXPECT_DOUBLE_EQ(s.swap_out_us, 10.0);
+  EXPECT_DOUBLE_EQ(s.swap_in_us, 10.0);
+  EXPECT_DOUBLE_EQ(s.swap_out_end_us, 30.0);   // t_e = end of launch 1 = 20
+  EXPECT_DOUBLE_EQ(s.swap_in_start_us, 70.0);  // t_b = start of launch 8 = 80
+  EXPECT_DOUBLE_EQ(s.free_time_us, 40.0);
+  EXPECT_EQ(s.in_trigger, 7u);  // the latest launch starting no later than 70 us
+}
+
+TEST(CapuchinTest, HiddenSwapIsTheOptimalPlan) {
+  SwapFixture f;
+  Analysis a = analyze(f.t);
+  const std::uint64_t budget = 8 * kMiB;  // X + Y = 12 MiB at the peak: X must leave
+  Plan p = plan_capuchin(a, budget);
+  ASSERT_TRUE(p.feasible);
+  ASSERT_EQ(p.entries.size(), 1u);
+  const PlanEntry& e = p.entries[0];
+  EXPECT_EQ(e.region, f.x);
+  EXPECT_EQ(e.kind, EvictKind::kSwap);
+  EXPECT_EQ(e.evict_after, 1u);
+  EXPECT_EQ(e.trigger, 7u);
+  EXPECT_EQ(e.back_access, 8u);
+  SimResult s = simulate(a, p, budget);
+  ASSERT_TRUE(s.feasible) << s.reason;
+  EXPECT_DOUBLE_EQ(s.step_time_us, 100.0);  // fully hidden: the ideal step
+  EXPECT_DOUBLE_EQ(s.stall_us, 0.0);
+  EXPECT_LE(s.peak_resident_bytes, budget);
+  EXPECT_EQ(s.swapped_out_bytes, 4 * kMiB);
+  EXPECT_EQ(s.lateness_us[0], 0.0);
+  // On demand (LRU) the same budget stalls on the restore.
+  SimResult lru = simulate(a, plan_lru(a, budget), budget);
+  EXPECT_GT(lru.step_time_us, s.step_time_us);
+}
+
+TEST(CapuchinTest, PeakWindowPushesTriggerLater) {
+  // Y now lives until launch 7, so restoring X at launch 7 would exceed the budget: the trigger
+  // must move to 8 (on demand) and the swap is exposed.
+  Trace t = empty_trace(10, 10.0, 4.0 * kMiB / 10e-6);
+  RegionId x = add_region(t, 4 * kMiB, 0, -1, {1, 8});
+  add_region(t, 8 * kMiB, 3, 7, {3, 4, 5, 6, 7});
+  Analysis a = analyze(t);
+  Plan p = plan_capuchin(a, 8 * kMiB);
+  ASSERT_EQ(p.entries.size(), 1u);
+  EXPECT_EQ(p.entries[0].region, x);
+  EXPECT_EQ(p.entries[0].trigger, 8u);
+  SimResult s = simulate(a, p, 8 * kMiB);
+  EXPECT_LE(s.peak_resident_bytes, 8 * kMiB);
+  EXPECT_DOUBLE_EQ(s.stall_us, 10.0);  // the whole swap-in
+}
+
+// S (persistent) -> R1 (cost 5) -> R2 (cost 7); R2 is read again at 9, R1 at 10. A filler F
+// forces both out over launches 4..7.
+struct ChainFixture {
+  Trace t = empty_trace(12, 10.0, 1e6);  // a slow link: swapping never pays
+  RegionId s, r1, r2;
+  ChainFixture() {
+    s = add_region(t, 4 * kMiB, 0, -1, {0, 11});
+    r1 = add_region(t, 4 * kMiB, 1, 10, {1, 2, 10});
+    r2 = add_region(t, 4 * kMiB, 2, 9, {2, 9});
+    add_region(t, 8 * kMiB, 4, 7, {4, 5, 6, 7});
+    t.regions[r1 - 1].recompute = Recompute{5.0, {s}};
+    t.regions[r2 - 1].recompute = Recompute{7.0, {r1}};
+  }
+};
+
+TEST(CapuchinTest, Algorithm2SubstitutesDroppedSources) {
+  ChainFixture f;
+  Analysis a = analyze(f.t);
+  const std::uint64_t budget = 12 * kMiB;  // peak S+R1+R2+F = 20 MiB
+  Plan p = plan_capuchin(a, budget);
+  ASSERT_EQ(p.entries.size(), 2u);
+  for (const PlanEntry& e : p.entries) EXPECT_EQ(e.kind, EvictKind::kRecompute);
+  SimResult s = simulate(a, p, budget);
+  ASSERT_TRUE(s.feasible) << s.reason;
+  // R2's recomputation at launch 9 finds R1 dropped and recomputes it first (R1 is then kept
+  // for its own access at 10): 7 + 5 us, not 7 + 5 + 5.
+  EXPECT_DOUBLE_EQ(s.recompute_us, 12.0);
+  EXPECT_EQ(s.recomputed_bytes, 8 * kMiB);
+  EXPECT_EQ(s.access_violations, 0u);
+  EXPECT_LE(s.peak_resident_bytes, budget);
+  EXPECT_EQ(s.swapped_out_bytes, 0u);
+}
+
+TEST(CapuchinTest, RecomputeOnlyRefusesSwaps) {
+  SwapFixture f;  // X has no recompute information
+  Analysis a = analyze(f.t);
+  Plan p = plan_recompute_only(a, 8 * kMiB);
+  EXPECT_TRUE(p.entries.empty());
+  EXPECT_FALSE(p.reason.empty());
+}
+
+TEST(CapuchinTest, FeedbackMovesLateTriggersEarlierByFivePercent) {
+  SwapFixture f;
+  Analysis a = analyze(f.t);
+  Plan p = plan_capuchin(a, 8 * kMiB);
+  ASSERT_EQ(p.entries.size(), 1u);
+  ASSERT_EQ(p.entries[0].trigger, 7u);
+  std::vector<double> on_time = {0.0};
+  EXPECT_EQ(apply_feedback(a, p, on_time).entries[0].trigger, 7u);
+  // Late: start 5% of SwapTime (0.5 us) before launch 7's start of 70 us, i.e. at launch 6.
+  std::vector<double> late = {3.0};
+  Plan q = apply_feedback(a, p, late);
+  EXPECT_EQ(q.entries[0].trigger, 6u);
+  // Repeated feedback never moves a trigger before the eviction.
+  for (int k = 0; k < 20; ++k) q = apply_feedback(a, q, late);
+  EXPECT_EQ(q.entries[0].trigger, 2u);
+}
+
+TEST(CapuchinTest, ImpossibleBudgetIsReported) {
+  SwapFixture f;
+  Analysis a = analyze(f.t);
+  Plan p = plan_capuchin(a, 6 * kMiB);  // launch 3 touches Y, 8 MiB
+  EXPECT_FALSE(p.feasible);
+  EXPECT_NE(p.reason.find("launch 3"), std::string::npos) << p.reason;
+  SimResult s = simulate(a, p, 6 * kMiB);
+  EXPECT_FALSE(s.feasible);
+}
+
+}  // namespace
+}  // namespace gswap::policy
