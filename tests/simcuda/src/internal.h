@@ -21,7 +21,6 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
-#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -107,6 +106,34 @@ struct Op {
   uint8_t* alloc_params(size_t n);
 };
 
+// A growable ring of Ops: once it has grown to a stream's working depth, enqueue and dequeue
+// allocate nothing (std::deque would allocate a node per Op, since an Op is ~400 bytes).
+class OpRing {
+ public:
+  bool empty() const { return count_ == 0; }
+  void push_back(Op&& op) {
+    if (count_ == buf_.size()) grow();
+    buf_[(head_ + count_) % buf_.size()] = std::move(op);
+    ++count_;
+  }
+  Op pop_front() {
+    Op op = std::move(buf_[head_]);
+    head_ = (head_ + 1) % buf_.size();
+    --count_;
+    return op;
+  }
+
+ private:
+  void grow() {
+    std::vector<Op> next(buf_.empty() ? 64 : buf_.size() * 2);
+    for (size_t i = 0; i < count_; ++i) next[i] = std::move(buf_[(head_ + i) % buf_.size()]);
+    buf_.swap(next);
+    head_ = 0;
+  }
+  std::vector<Op> buf_;
+  size_t head_ = 0, count_ = 0;
+};
+
 struct Ctx;
 struct Capture;
 
@@ -122,7 +149,7 @@ struct Stream {
   std::shared_ptr<Timeline> tl = std::make_shared<Timeline>();
   std::mutex m;
   std::condition_variable cv;
-  std::deque<Op> q;
+  OpRing q;
   uint64_t enqueued = 0;  // guarded by m (and by ctx->order_mu for blocking/legacy streams)
   bool stop = false;
   std::thread worker;

@@ -167,8 +167,7 @@ static void worker_main(Stream* s) {
       std::unique_lock lk(s->m);
       s->cv.wait(lk, [&] { return s->stop || !s->q.empty(); });
       if (s->q.empty()) return;  // stop requested and drained
-      op = std::move(s->q.front());
-      s->q.pop_front();
+      op = s->q.pop_front();
     }
     execute(op, s);
     s->tl->advance(op.seq);
@@ -261,9 +260,9 @@ CUresult resolve_stream(CUstream h, bool ptds, Stream** out) {
 // Pushes under s->m; caller holds ctx->order_mu where the stream takes part in legacy ordering.
 static uint64_t push_locked(Stream* s, Op&& op) {
   std::lock_guard lk(s->m);
-  op.seq = ++s->enqueued;
+  uint64_t seq = op.seq = ++s->enqueued;
   s->q.push_back(std::move(op));
-  return op.seq;
+  return seq;
 }
 static void push_wait(Stream* s, const std::shared_ptr<Timeline>& tl, uint64_t seq) {
   Op w;
