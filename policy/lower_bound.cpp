@@ -79,7 +79,7 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget) {
       if (a.first_live[r] > i || a.last_live[r] < i) continue;
       const auto& acc = a.accesses[r];
       auto next = std::upper_bound(acc.begin(), acc.end(), i);
-      if (next == acc.end()) continue;  // already counted free
+      if (next == acc.end()) continue;                             // already counted free
       if (next != acc.begin() && *std::prev(next) == i) continue;  // touched by i
       if (next == acc.begin() && !a.live_at_start[r]) continue;    // fresh: already free
       const double bytes = static_cast<double>(t.regions[r].bytes);
@@ -123,8 +123,8 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget) {
     auto consider = [&](double lo_alpha, double hi_alpha) {
       double out_us, in_us;
       copy_terms(hi_alpha, &out_us, &in_us);
-      const double v = std::max(c_before, out_us) + l.dur_us +
-                       std::max(c_after + R(lo_alpha), in_us);
+      const double v =
+          std::max(c_before, out_us) + l.dur_us + std::max(c_after + R(lo_alpha), in_us);
       if (first || v < best) best = v, first = false;
     };
     for (std::size_t k = 0; k + 1 < grid.size(); ++k) consider(grid[k], grid[k + 1]);

@@ -41,8 +41,11 @@ inline Trace random_trace(std::mt19937_64& rng) {
   Trace t;
   t.device = {80ull << 30, 2e9 + (rng() % 50) * 1e9, 2e9 + (rng() % 50) * 1e9};
   for (std::size_t i = 0; i < n; ++i) {
-    t.launches.push_back({i, 0, 1.0 + static_cast<double>(rng() % 20),
-                          two_streams ? static_cast<std::uint32_t>(rng() % 2) : 0u, {},
+    t.launches.push_back({i,
+                          0,
+                          1.0 + static_cast<double>(rng() % 20),
+                          two_streams ? static_cast<std::uint32_t>(rng() % 2) : 0u,
+                          {},
                           "k" + std::to_string(rng() % 6)});
   }
   const std::size_t nr = 4 + rng() % 12;
