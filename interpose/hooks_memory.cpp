@@ -27,9 +27,7 @@ CUresult hook_cuMemAlloc_v2(CUdeviceptr* p, size_t n) {
 }
 
 CUresult hook_cuMemAllocPitch_v2(CUdeviceptr* p, size_t* pitch, size_t w, size_t h, unsigned elem) {
-  // Pitched allocations are left to the driver (its pitch rules are device-specific); they stay
-  // resident and, because gswap cannot size them in advance, are not counted in the budget.
-  return real().cuMemAllocPitch_v2(p, pitch, w, h, elem);
+  return arena_alloc_pitch(p, pitch, w, h, elem);
 }
 
 CUresult hook_cuMemFree_v2(CUdeviceptr p) {

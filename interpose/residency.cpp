@@ -839,6 +839,32 @@ CUresult arena_alloc(CUdeviceptr* out, std::size_t bytes, CUstream stream, bool 
   return e;
 }
 
+CUresult arena_alloc_pitch(CUdeviceptr* out, std::size_t* pitch, std::size_t width,
+                           std::size_t height, unsigned elem) {
+  auto forward = [&]() { return R().cuMemAllocPitch_v2(out, pitch, width, height, elem); };
+  if (!g || !g->inited || g->init_result != CUDA_SUCCESS) return forward();
+  std::lock_guard<std::mutex> lock(g->mutex);
+  if (!g->device_ready && !ensure_device()) return forward();
+  ScopedContext sc;
+  StallScope stall;
+  // The driver picks the pitch; room is made for a 512-byte-aligned row (the usual pitch
+  // alignment) and the real size is what gets counted.
+  std::uint64_t estimate = round_up(width, 512) * height;
+  CUresult e = make_room(estimate, nullptr, nullptr);
+  if (e != CUDA_SUCCESS) {
+    log_oom(estimate);
+    return e;
+  }
+  e = forward();
+  if (e == CUDA_SUCCESS && out && pitch) {
+    std::uint64_t bytes = static_cast<std::uint64_t>(*pitch) * height;
+    g->arena[*out] = bytes;
+    g->arena_bytes += bytes;
+    note_peak();
+  }
+  return e;
+}
+
 CUresult free_any(CUdeviceptr p, CUstream stream, bool async, bool per_thread) {
   auto forward = [&]() -> CUresult {
     if (!async) return R().cuMemFree_v2(p);

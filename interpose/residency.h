@@ -44,6 +44,10 @@ CUresult region_alloc(CUdeviceptr* out, std::size_t bytes, CUstream stream, bool
 // Small allocations go to the driver but count against the budget; room is made first.
 CUresult arena_alloc(CUdeviceptr* out, std::size_t bytes, CUstream stream, bool async,
                      bool per_thread, CUmemoryPool pool);
+// Pitched allocations are left to the driver (its pitch rules are device-specific) and counted
+// like the arena.
+CUresult arena_alloc_pitch(CUdeviceptr* out, std::size_t* pitch, std::size_t width,
+                           std::size_t height, unsigned elem);
 // Frees a region (stream-ordered) or an arena allocation; anything else is forwarded.
 CUresult free_any(CUdeviceptr p, CUstream stream, bool async, bool per_thread);
 

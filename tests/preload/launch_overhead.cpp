@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <vector>
 
 namespace {
@@ -99,28 +100,47 @@ int main(int argc, char** argv) {
   void* params[8];
   for (int k = 0; k < 8; ++k) params[k] = &args[k];
 
+  // Wall time and the launching thread's CPU time per launch. On a shared machine the thread CPU
+  // time is the steadier figure: it leaves out time the thread was preempted.
+  struct Sample {
+    double wall, cpu;
+  };
+  auto thread_ns = [] {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e9 + ts.tv_nsec;
+  };
   auto time_batch = [&](LaunchFn fn) {
+    double c0 = thread_ns();
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < per_batch; ++i) OK(fn(f, 1, 1, 1, 1, 1, 1, 0, s, params, nullptr));
     auto t1 = std::chrono::steady_clock::now();
+    double c1 = thread_ns();
     OK(stream_sync(s));
-    return std::chrono::duration<double, std::nano>(t1 - t0).count() / per_batch;
+    return Sample{std::chrono::duration<double, std::nano>(t1 - t0).count() / per_batch,
+                  (c1 - c0) / per_batch};
   };
-  time_batch(r_launch);  // warm up both paths (first launch fills gswap's layout cache)
+  time_batch(r_launch);  // warm up both paths (the first launch fills gswap's layout cache)
   time_batch(g_launch);
-  std::vector<double> real_ns, gswap_ns;
-  for (int b = 0; b < batches; ++b) {  // interleaved, so drift hits both paths alike
-    real_ns.push_back(time_batch(r_launch));
-    gswap_ns.push_back(time_batch(g_launch));
+  std::vector<double> real_wall, gswap_wall, real_cpu, gswap_cpu, added_wall, added_cpu;
+  for (int b = 0; b < batches; ++b) {  // interleaved pairs, so drift hits both paths alike
+    Sample r = time_batch(r_launch), g = time_batch(g_launch);
+    real_wall.push_back(r.wall);
+    gswap_wall.push_back(g.wall);
+    real_cpu.push_back(r.cpu);
+    gswap_cpu.push_back(g.cpu);
+    added_wall.push_back(g.wall - r.wall);
+    added_cpu.push_back(g.cpu - r.cpu);
   }
-  std::sort(real_ns.begin(), real_ns.end());
-  std::sort(gswap_ns.begin(), gswap_ns.end());
-  double r = real_ns[real_ns.size() / 2], g = gswap_ns[gswap_ns.size() / 2];
-  std::printf("launch_overhead: %zu live regions, 8 pointer parameters, %d launches x %d batches\n",
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::printf("launch_overhead: %zu live regions, 8 pointer parameters, %d launches x %d batch pairs\n",
               regions.size(), per_batch, batches);
-  std::printf("real driver:   median %.1f ns/launch (min %.1f)\n", r, real_ns.front());
-  std::printf("with libgswap: median %.1f ns/launch (min %.1f)\n", g, gswap_ns.front());
-  std::printf("added:         median %.1f ns/launch (min-to-min %.1f)\n", g - r,
-              gswap_ns.front() - real_ns.front());
+  std::printf("                 wall ns/launch   thread-CPU ns/launch   (medians)\n");
+  std::printf("real driver:     %10.1f       %10.1f\n", median(real_wall), median(real_cpu));
+  std::printf("with libgswap:   %10.1f       %10.1f\n", median(gswap_wall), median(gswap_cpu));
+  std::printf("added (paired):  %10.1f       %10.1f\n", median(added_wall), median(added_cpu));
   return 0;
 }
