@@ -37,6 +37,7 @@ Options:
   --python PY            python with torch (default: python3)
   --models LIST          PyTorch models (default: resnet50,gpt2)
   --maxbatch-budget SIZE fixed budget of the max-batch search (default: 8GiB)
+  --minitrain-args ARGS  minitrain's shape (default: "--layers 8 --width 1024 --batch 16384 --iters 10")
   --strict-targets       a missed performance target fails the run
   -h, --help             this text
 EOF
@@ -50,6 +51,7 @@ out=${OUT:-./gpu-results}
 py=python3
 models=resnet50,gpt2
 maxbatch_budget=8GiB
+minitrain_args="--layers 8 --width 1024 --batch 16384 --iters 10"
 strict=0
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -60,6 +62,7 @@ while [[ $# -gt 0 ]]; do
     --python) py=$2; shift 2 ;;
     --models) models=$2; shift 2 ;;
     --maxbatch-budget) maxbatch_budget=$2; shift 2 ;;
+    --minitrain-args) minitrain_args=$2; shift 2 ;;
     --strict-targets) strict=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "validate.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
@@ -227,6 +230,8 @@ gpu_test() {
   fi
   local tally
   tally=$(grep -E "checks, [0-9]+ failed" "$(log "$name")" | tail -n1)
+  # No tally: the program died before its end; its last words say why.
+  [[ -z $tally ]] && tally=$(grep -v '^# exit' "$(log "$name")" | tail -n1)
   if [[ $rc = 0 ]]; then record "$name" PASS "$tally"; else record "$name" FAIL "exit $rc; $tally; see logs/$name.log"; fi
 }
 if want gpu-tests; then
@@ -277,7 +282,9 @@ fi
 minitrain_case() {
   local tag=$1
   shift
-  local args=(--layers 8 --width 1024 --batch 16384 --iters 10 "$@")
+  local args
+  read -r -a args <<<"$minitrain_args"
+  args+=("$@")
   if ! run "minitrain_${tag}_driver" 300 "$minitrain" "${args[@]}"; then
     record "minitrain_${tag}" FAIL "bare run failed; see logs/minitrain_${tag}_driver.log"
     return
