@@ -41,12 +41,14 @@ inline int64_t now_ns() {
       .count();
 }
 
-// ---- configuration (read once at cuInit) ----
+// ---- configuration (read once at cuInit; declared in settings.def) ----
+using Size = uint64_t;
+using Rate = double;
+using Count = int;
 struct Config {
-  uint64_t capacity = 8ull << 30;
-  uint64_t granularity = 2ull << 20;
-  double h2d_bps = 0, d2h_bps = 0, d2d_bps = 0;
-  int device_count = 1;
+#define SC_SETTING(ident, env, type, dflt, doc) type ident{};
+#include "settings.def"
+#undef SC_SETTING
 };
 
 // ---- stream machinery ----

@@ -86,21 +86,33 @@ CUresult check_init() {
                                                          : CUDA_ERROR_NOT_INITIALIZED;
 }
 
+static void parse_setting(const char* env, const char* dflt, Size* out) {
+  *out = parse_bytes(dflt, 0);
+  *out = parse_bytes(std::getenv(env), *out);
+}
+static void parse_setting(const char* env, const char* dflt, Rate* out) {
+  const char* v = std::getenv(env);
+  *out = parse_rate(v && *v ? v : dflt);
+}
+static void parse_setting(const char* env, const char* dflt, Count* out) {
+  const char* v = std::getenv(env);
+  *out = std::atoi(v && *v ? v : dflt);
+}
+
 static void init_once() {
   Global& G = g();
   Config& c = G.cfg;
-  c.capacity = parse_bytes(std::getenv("SIMCUDA_CAPACITY"), c.capacity);
-  c.granularity = parse_bytes(std::getenv("SIMCUDA_GRANULARITY"), c.granularity);
+#define SC_SETTING(ident, env, type, dflt, doc) parse_setting(env, dflt, &c.ident);
+#include "settings.def"
+#undef SC_SETTING
   if (c.granularity == 0 || (c.granularity & (c.granularity - 1)) || c.granularity % 4096) {
-    std::fprintf(stderr, "simcuda: SIMCUDA_GRANULARITY must be a power of two >= 4KiB\n");
+    std::fprintf(stderr,
+                 "simcuda: SIMCUDA_GRANULARITY must be a power of two >= 4KiB; using 2MiB\n");
     c.granularity = 2ull << 20;
   }
-  c.h2d_bps = parse_rate(std::getenv("SIMCUDA_H2D_BPS"));
-  c.d2h_bps = parse_rate(std::getenv("SIMCUDA_D2H_BPS"));
-  c.d2d_bps = parse_rate(std::getenv("SIMCUDA_D2D_BPS"));
-  if (const char* n = std::getenv("SIMCUDA_DEVICE_COUNT")) {
-    int v = std::atoi(n);
-    if (v >= 1 && v <= 16) c.device_count = v;
+  if (c.device_count < 1 || c.device_count > 16) {
+    std::fprintf(stderr, "simcuda: SIMCUDA_DEVICE_COUNT must be 1..16; using 1\n");
+    c.device_count = 1;
   }
   for (int i = 0; i < c.device_count; ++i) {
     auto* d = new Device;

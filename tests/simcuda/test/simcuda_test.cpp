@@ -2,8 +2,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "sc_test.h"
 #include "simcuda.h"
@@ -109,4 +113,22 @@ TEST_F(Sim, ForkedChildWithoutCudaWorks) {
   EXPECT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 7);
   CK(cuStreamDestroy(s));
+}
+
+// The README's settings table must list every setting of settings.def with its default.
+TEST(SimcudaReadme, SettingsTableMatchesDeclarations) {
+  std::ifstream f(SIMCUDA_README);
+  ASSERT_TRUE(f.good()) << SIMCUDA_README;
+  std::vector<std::string> rows;
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind("| `SIMCUDA_", 0) == 0) rows.push_back(line);
+  size_t declared = 0;
+#define SC_SETTING(ident, env, type, dflt, doc)                                          \
+  ++declared;                                                                            \
+  EXPECT_TRUE(std::any_of(rows.begin(), rows.end(), [](const std::string& r) {           \
+    return r.find(std::string("| `") + env + "` | `" + dflt + "` | " + doc + " |") == 0; \
+  })) << env;
+#include "settings.def"
+#undef SC_SETTING
+  EXPECT_EQ(rows.size(), declared);
 }
