@@ -4,7 +4,8 @@
 # Run from the repository root. The build is made on a development machine and carried (the GPU
 # machine lacks the Debian libraries the full build needs): scripts/gpu/build-carry.sh makes it.
 # With --build-there, the GPU test programs are rebuilt here from tests/gpu with the toolkit's
-# CMake and nvcc; libgswap.so and minitrain still come from --build-dir.
+# CMake and nvcc, and libgswap.so too when --build-dir has none; minitrain (which needs CLI11)
+# always comes from --build-dir.
 #
 # Checks (names for --only; a group name selects its members):
 #   gpu-tests        tests/gpu programs on the bare driver and under libgswap (hook paths, VMM
@@ -31,7 +32,8 @@ usage() {
   cat <<'EOF'
 Options:
   --build-dir DIR        build to use (default: build); programs are found under it
-  --build-there          rebuild the tests/gpu programs here (toolkit CMake + nvcc) into DIR/gpu-standalone
+  --build-there          rebuild the tests/gpu programs (and libgswap.so when DIR has none) here,
+                         with the toolkit's CMake and nvcc, into DIR/gpu-standalone
   --only LIST            comma-separated checks or groups (default: all)
   --out DIR              results folder (default: $OUT or ./gpu-results)
   --python PY            python with torch (default: python3)
@@ -181,8 +183,15 @@ if [[ $build_there = 1 ]]; then
   echo "building tests/gpu into $bin (CUDNN_ROOT=${cudnn_root:-none})"
   gen=()
   command -v ninja >/dev/null && gen=(-G Ninja)
+  # Without a carried libgswap.so, build it here as well (it needs only the toolkit).
+  own_lib=OFF
+  if [[ ! -e $lib ]]; then
+    own_lib=ON
+    lib=$bin/interpose/libgswap.so
+  fi
   if ! cmake -S "$root/tests/gpu" -B "$bin" "${gen[@]}" -DCMAKE_CUDA_COMPILER="$cuda/bin/nvcc" \
-      -DGSWAP_LIBRARY="$lib" ${cudnn_root:+-DCUDNN_ROOT="$cudnn_root"} >"$out/logs/build-there.log" 2>&1 ||
+      -DGSWAP_LIBRARY="$lib" -DGSWAP_GPU_BUILD_LIBRARY=$own_lib \
+      ${cudnn_root:+-DCUDNN_ROOT="$cudnn_root"} >"$out/logs/build-there.log" 2>&1 ||
      ! cmake --build "$bin" -j "$(nproc)" >>"$out/logs/build-there.log" 2>&1; then
     echo "validate.sh: building tests/gpu failed; see $out/logs/build-there.log" >&2
     exit 2
