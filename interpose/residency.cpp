@@ -17,6 +17,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <new>
 #include <unordered_map>
@@ -49,6 +51,10 @@ struct Pending {
 
 struct State {
   std::mutex mutex;
+  // Serialises the calls that pin regions and then may wait for memory (restores): if two of
+  // them held pins while waiting, each could block the other's eviction into a false OOM.
+  // Lock order: restore_mutex, then mutex.
+  std::mutex restore_mutex;
   bool inited = false;
   CUresult init_result = CUDA_SUCCESS;
   Config config;
@@ -87,6 +93,14 @@ struct State {
   bool staging_busy[2] = {};
 
   bool untrackable_seen = false;
+
+  // The reclaim thread (started with the first swap-out or free): waits for the earliest pending
+  // event outside the mutex, reclaims, and wakes allocations waiting for memory.
+  pthread_t helper{};
+  bool helper_running = false;
+  bool stopping = false;
+  std::condition_variable work_cv;  // pending work appeared, or stop
+  std::condition_variable done_cv;  // something was reclaimed
 
   // Bytes.
   std::uint64_t resident = 0, evicting = 0, freeing = 0, pooled = 0, arena_bytes = 0;
@@ -187,6 +201,19 @@ class StallScope {
   bool restored_ = false;
 };
 
+// The residency mutex as held by a slow path that may wait for memory: make_room() releases it
+// while it waits for the reclaim thread, so other threads' slow paths go on meanwhile.
+thread_local std::unique_lock<std::mutex>* t_lock = nullptr;
+class SlowLock {
+ public:
+  SlowLock() : lock_(g->mutex), prev_(t_lock) { t_lock = &lock_; }
+  ~SlowLock() { t_lock = prev_; }
+
+ private:
+  std::unique_lock<std::mutex> lock_;
+  std::unique_lock<std::mutex>* prev_;
+};
+
 // --- summary, fork -------------------------------------------------------------------------
 
 void print_summary() {
@@ -209,7 +236,21 @@ void print_summary() {
   }
 }
 
+void stop_helper() {
+  if (!g || !g->helper_running) return;
+  {
+    std::lock_guard<std::mutex> lock(g->mutex);
+    g->stopping = true;
+    g->work_cv.notify_all();
+  }
+  pthread_join(g->helper, nullptr);
+  g->helper_running = false;
+}
+
 void at_exit() {
+  // The reclaim thread may be inside the driver: let it finish before the driver's own
+  // destructors run (they run after this handler, which was registered after the driver loaded).
+  if (g && g->owner_pid == ::getpid()) stop_helper();
   print_summary();
   telemetry::stop();
 }
@@ -225,7 +266,8 @@ void fork_child() {
   // fork). Start over: a child that uses CUDA initialises again on its own cuInit.
   g->mutex.unlock();
   Config cfg = g->config;
-  g->~State();
+  // Not destroyed: its condition variables may still count the parent's reclaim thread as a
+  // waiter, and destroying them would block. The old state's memory is simply left behind.
   g = new (g_state_storage) State();
   g->config = cfg;
   g_fast->active.store(false);
@@ -467,6 +509,39 @@ void finish_free(Region* r) {
   recycle(r);
 }
 
+void reclaim();
+
+void* helper_main(void*) {
+  CUcontext popped = nullptr;
+  bool pushed = g->ctx && R().cuCtxPushCurrent_v2(g->ctx) == CUDA_SUCCESS;
+  std::unique_lock<std::mutex> lock(g->mutex);
+  while (!g->stopping) {
+    // Nothing to do, or a stream capture is on (fact 8: no synchronisation from any thread).
+    if (g->pending.empty() || g_fast->capturing.load() > 0) {
+      g->work_cv.wait_for(lock, std::chrono::milliseconds(20));
+      continue;
+    }
+    CUevent ev = static_cast<CUevent>(g->pending.front().region->evict_event);
+    lock.unlock();
+    R().cuEventSynchronize(ev);  // events are never destroyed, so this handle stays valid
+    lock.lock();
+    reclaim();
+    g->done_cv.notify_all();
+  }
+  lock.unlock();
+  if (pushed) R().cuCtxPopCurrent_v2(&popped);
+  return nullptr;
+}
+
+// Starts the reclaim thread on first need; without it (pthread_create failed) waits happen in the
+// allocating thread instead.
+void wake_helper() {
+  if (!g->helper_running && !g->stopping) {
+    g->helper_running = pthread_create(&g->helper, nullptr, helper_main, nullptr) == 0;
+  }
+  g->work_cv.notify_one();
+}
+
 // Completes the swap-outs and frees whose events have passed. They complete in stream order, so
 // the scan stops at the first one still in flight unless `all` asks for a full pass.
 void reclaim() {
@@ -559,6 +634,7 @@ bool evict(Region* r) {
     R().cuEventRecord(static_cast<CUevent>(r->evict_event), g->evict_stream);
     g->evicting += r->mapped;
     g->pending.push_back({r, false});
+    wake_helper();
   } else {
     staged_d2h(r->host, r->base, r->size, g->evict_stream);
     unmap_to_pool(r);
@@ -580,8 +656,18 @@ void log_oom(std::uint64_t asked) {
 // Makes room for `bytes` more within the budget: reclaims, drops pooled handles, evicts LRU
 // victims (never those in `exclude` or pinned), and as a last resort waits for the earliest
 // swap-out in flight. Takes a pooled handle of the right size when `handle` is wanted.
+// True when some resident region outside `exclude` could be evicted but for a pin.
+bool pinned_by_others(const TouchSet* exclude) {
+  for (Region* r : g->live)
+    if (!r->must_stay && r->state.load() == kRegionResident && r->pins.load() != 0 &&
+        !in_set(exclude, r))
+      return true;
+  return false;
+}
+
 CUresult make_room(std::uint64_t bytes, const TouchSet* exclude,
                    CUmemGenericAllocationHandle* handle) {
+  int transient_retries = 0;
   for (;;) {
     reclaim();
     if (handle) {
@@ -622,7 +708,27 @@ CUresult make_room(std::uint64_t bytes, const TouchSet* exclude,
       }
     }
     if (!g->pending.empty()) {
-      wait_event(static_cast<CUevent>(g->pending.front().region->evict_event));
+      if (t_lock && g->helper_running) {
+        // Wait for the reclaim thread, releasing the mutex meanwhile (vDNN++: only an
+        // allocation over budget waits, and only for the earliest swap-out).
+        std::uint64_t t0 = now_ns();
+        g->done_cv.wait_for(*t_lock, std::chrono::milliseconds(5));
+        std::uint64_t dt = now_ns() - t0;
+        if (t_in_scope) {
+          t_waited_ns += dt;
+        } else {
+          g->stalls++;
+          g->stall_ns += dt;
+        }
+      } else {
+        wait_event(static_cast<CUevent>(g->pending.front().region->evict_event));
+      }
+      continue;
+    }
+    // Regions pinned by launches of other threads are only held between their check and their
+    // enqueue: give them a moment before calling it out of memory.
+    if (t_lock && transient_retries++ < 200 && pinned_by_others(exclude)) {
+      g->done_cv.wait_for(*t_lock, std::chrono::microseconds(500));
       continue;
     }
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -657,6 +763,12 @@ CUresult restore(Region* r, const TouchSet* exclude) {
   CUmemGenericAllocationHandle h = 0;
   CUresult e = make_room(r->mapped, exclude, &h);
   if (e != CUDA_SUCCESS) return e;
+  if (r->state.load() != kRegionEvicted) {
+    // Another thread brought it back while make_room waited: keep the handle for later.
+    g->handle_pool.emplace_back(h, r->mapped);
+    g->pooled += r->mapped;
+    return restore(r, exclude);
+  }
   if (!map_physical(r, h)) {
     R().cuMemRelease(h);
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -765,7 +877,7 @@ CUresult region_alloc(CUdeviceptr* out, std::size_t bytes, CUstream stream, bool
                       bool* handled) {
   *handled = false;
   if (!g || !out) return CUDA_SUCCESS;
-  std::lock_guard<std::mutex> lock(g->mutex);
+  SlowLock lock;
   if (!g->inited || g->init_result != CUDA_SUCCESS || !ensure_device()) return CUDA_SUCCESS;
   if (bytes < g->threshold || bytes == 0) return CUDA_SUCCESS;
   std::uint64_t mapped = round_up(bytes, g->granularity);
@@ -820,7 +932,7 @@ CUresult arena_alloc(CUdeviceptr* out, std::size_t bytes, CUstream stream, bool 
                       : R().cuMemAllocAsync(out, bytes, stream);
   };
   if (!g || !g->inited || g->init_result != CUDA_SUCCESS) return forward();
-  std::lock_guard<std::mutex> lock(g->mutex);
+  SlowLock lock;
   if (!g->device_ready && !ensure_device()) return forward();
   ScopedContext sc;
   StallScope stall;
@@ -843,7 +955,7 @@ CUresult arena_alloc_pitch(CUdeviceptr* out, std::size_t* pitch, std::size_t wid
                            std::size_t height, unsigned elem) {
   auto forward = [&]() { return R().cuMemAllocPitch_v2(out, pitch, width, height, elem); };
   if (!g || !g->inited || g->init_result != CUDA_SUCCESS) return forward();
-  std::lock_guard<std::mutex> lock(g->mutex);
+  SlowLock lock;
   if (!g->device_ready && !ensure_device()) return forward();
   ScopedContext sc;
   StallScope stall;
@@ -907,6 +1019,7 @@ CUresult free_any(CUdeviceptr p, CUstream stream, bool async, bool per_thread) {
     g->resident -= r->mapped;
     g->freeing += r->mapped;
     g->pending.push_back({r, true});
+    wake_helper();
   }
   telemetry::publish_counters(counters());
   return CUDA_SUCCESS;
@@ -938,9 +1051,13 @@ bool region_range(CUdeviceptr p, CUdeviceptr* base, std::size_t* size) {
 }
 
 CUresult prepare_slow(TouchSet& t, CUstream stream, bool per_thread, bool sync) {
-  std::lock_guard<std::mutex> lock(g->mutex);
+  std::lock_guard<std::mutex> one_restorer(g->restore_mutex);
+  SlowLock lock;
   ScopedContext sc;
   StallScope stall;
+  // Pin first: make_room may release the mutex while it waits, and another thread must not
+  // evict what this call has already made resident.
+  for (std::size_t i = 0; i < t.n; ++i) t.regions[i]->pins.fetch_add(1, std::memory_order_seq_cst);
   bool restored = false;
   for (std::size_t i = 0; i < t.n; ++i) {
     Region* r = t.regions[i];
@@ -950,6 +1067,8 @@ CUresult prepare_slow(TouchSet& t, CUstream stream, bool per_thread, bool sync) 
     stall.restored();
     CUresult e = restore(r, &t);
     if (e != CUDA_SUCCESS) {
+      for (std::size_t j = 0; j < t.n; ++j)
+        t.regions[j]->pins.fetch_sub(1, std::memory_order_release);
       std::uint64_t need = 0;
       for (std::size_t j = 0; j < t.n; ++j) need += t.regions[j]->mapped;
       log_oom(need);
@@ -957,13 +1076,13 @@ CUresult prepare_slow(TouchSet& t, CUstream stream, bool per_thread, bool sync) 
     }
   }
   if (!g->config.debug_skip_restore) wait_restores(t, stream, per_thread, sync);
-  for (std::size_t i = 0; i < t.n; ++i) t.regions[i]->pins.fetch_add(1, std::memory_order_seq_cst);
   if (restored) telemetry::publish_counters(counters());
   return CUDA_SUCCESS;
 }
 
 CUresult keep_resident(TouchSet& t, CUstream stream, bool per_thread) {
-  std::lock_guard<std::mutex> lock(g->mutex);
+  std::lock_guard<std::mutex> one_restorer(g->restore_mutex);
+  SlowLock lock;
   ScopedContext sc;
   for (std::size_t i = 0; i < t.n; ++i) t.regions[i]->must_stay = true;
   for (std::size_t i = 0; i < t.n; ++i) {
@@ -979,7 +1098,8 @@ CUresult keep_resident(TouchSet& t, CUstream stream, bool per_thread) {
 
 CUresult keep_all_resident(const char* why) {
   if (!g || !g_fast->active.load()) return CUDA_SUCCESS;
-  std::lock_guard<std::mutex> lock(g->mutex);
+  std::lock_guard<std::mutex> one_restorer(g->restore_mutex);
+  SlowLock lock;
   ScopedContext sc;
   if (!g->untrackable_seen) {
     GSWAP_LOG(kWarn, "%s: every allocation now stays resident (accesses cannot be seen)", why);

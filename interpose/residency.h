@@ -7,9 +7,9 @@
 //     buffers, pending swap-outs and frees, byte accounting) is owned by g_mutex in residency.cpp,
 //     held by whichever application thread is on a slow path (allocation, free, restore, memory
 //     queries) or by telemetry's thread applying a new budget.
-//   - gswap starts no thread of its own: finished swap-outs are reclaimed (unmap, handle back to
-//     the pool) by the next slow path that looks at them, which is also the only place that needs
-//     the memory. See README.md for why.
+//   - The reclaim thread (residency.cpp) waits for swap-out/free events outside the mutex, then
+//     takes it to unmap what finished and wake allocations waiting on a condition variable.
+//   - restore_mutex (taken before g_mutex) serialises the calls that pin regions and may wait.
 #pragma once
 
 #include <atomic>
