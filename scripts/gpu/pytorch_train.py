@@ -520,6 +520,40 @@ def self_test():
             args.gswap_lib = "/x/libgswap.so"
             self.assertEqual(trial_env(args)["LD_PRELOAD"], "/x/libgswap.so")
 
+        def test_search_runs_each_trial_in_a_subprocess(self):
+            import contextlib
+            import io
+            from unittest import mock
+
+            seen = []
+
+            def fake_run(cmd, env, capture_output, text, timeout):
+                batch = int(cmd[cmd.index("--batch") + 1])
+                seen.append((batch, env.get("LD_PRELOAD"), env.get("GSWAP_BUDGET")))
+                if batch == 64:  # a hung trial counts as a failure, not a crash of the search
+                    raise subprocess.TimeoutExpired(cmd, timeout, output=b"")
+                if batch <= 40:
+                    out = '{"event": "summary", "status": "ok", "step_ms_median": 1.0}\n'
+                    return subprocess.CompletedProcess(cmd, 0, out, "")
+                out = 'gswap: log line\n{"event": "summary", "status": "oom"}\n'
+                return subprocess.CompletedProcess(cmd, OOM_EXIT, out, "CUDA out of memory")
+
+            args = build_parser().parse_args(["--max-batch-search", "--start-batch", "8",
+                                              "--gswap-lib", "/x/libgswap.so",
+                                              "--gswap-budget", "8GiB"])
+            buf = io.StringIO()
+            with mock.patch.object(subprocess, "run", fake_run), contextlib.redirect_stdout(buf):
+                self.assertEqual(search(args), 0)
+            recs = parse_json_lines(buf.getvalue())
+            result = [r for r in recs if r["event"] == "max_batch"][-1]
+            self.assertEqual(result["max_batch"], 40)
+            self.assertTrue(result["gswap"])
+            trials = [r for r in recs if r["event"] == "trial"]
+            self.assertEqual([t["batch"] for t in trials], [b for b, _, _ in seen])
+            self.assertEqual([t["batch"] for t in trials[:4]], [8, 16, 32, 64])
+            self.assertFalse([t for t in trials if t["batch"] == 64][0]["ok"])
+            self.assertTrue(all(lib == "/x/libgswap.so" and b == "8GiB" for _, lib, b in seen))
+
     suite = unittest.defaultTestLoader.loadTestsFromTestCase(T)
     result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2).run(suite)
     return 0 if result.wasSuccessful() else 1
