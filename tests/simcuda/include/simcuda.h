@@ -122,6 +122,21 @@ typedef struct simcuda_module_desc {
 
 typedef const simcuda_module_desc* (*simcuda_module_entry_fn)(void);
 
+/* What cuTensorMapEncodeTiled / cuTensorMapEncodeIm2col write into the 128-byte CUtensorMap, so a
+ * host kernel that receives a CUtensorMap parameter can find the tensor it describes. Added after
+ * version 1 without changing any existing layout. */
+#define SIMCUDA_TENSOR_MAP_MAGIC 0x544d4150u /* "TMAP" */
+typedef struct simcuda_tensor_map {
+  uint32_t magic;              /* SIMCUDA_TENSOR_MAP_MAGIC */
+  uint32_t data_type;          /* CUtensorMapDataType */
+  uint32_t rank;               /* 1..5 */
+  uint32_t im2col;             /* 1 when made by cuTensorMapEncodeIm2col */
+  uint64_t global_address;     /* the tensor's device address */
+  uint64_t global_dim[5];      /* elements per dimension, innermost first */
+  uint64_t global_strides[4];  /* bytes between consecutive indices of dimensions 1..rank-1 */
+  uint32_t box_dim[5];         /* tiled: box size per dimension; im2col: channels, pixels */
+} simcuda_tensor_map;
+
 /* cuModuleLoadData accepts either the bytes of a module's shared library (an ELF image for the
  * host machine), or this prefix followed by a NUL-terminated path to one. */
 #define SIMCUDA_IMAGE_PATH_PREFIX "simcuda-module:"

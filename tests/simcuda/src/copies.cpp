@@ -325,3 +325,62 @@ SC_MEMSET2D_ASYNC(cuMemsetD2D16Async, unsigned short, 2, false)
 SC_MEMSET2D_ASYNC(cuMemsetD2D16Async_ptsz, unsigned short, 2, true)
 SC_MEMSET2D_ASYNC(cuMemsetD2D32Async, unsigned int, 4, false)
 SC_MEMSET2D_ASYNC(cuMemsetD2D32Async_ptsz, unsigned int, 4, true)
+
+static CUresult copy_3d_peer(const CUDA_MEMCPY3D_PEER* p, CUstream h, bool pt, bool sync) {
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  // All simulated devices share the host address space, so a peer copy is a plain 3D copy.
+  CUDA_MEMCPY3D c{};
+  c.srcXInBytes = p->srcXInBytes;
+  c.srcY = p->srcY;
+  c.srcZ = p->srcZ;
+  c.srcMemoryType = p->srcMemoryType;
+  c.srcHost = p->srcHost;
+  c.srcDevice = p->srcDevice;
+  c.srcArray = p->srcArray;
+  c.srcPitch = p->srcPitch;
+  c.srcHeight = p->srcHeight;
+  c.dstXInBytes = p->dstXInBytes;
+  c.dstY = p->dstY;
+  c.dstZ = p->dstZ;
+  c.dstMemoryType = p->dstMemoryType;
+  c.dstHost = p->dstHost;
+  c.dstDevice = p->dstDevice;
+  c.dstArray = p->dstArray;
+  c.dstPitch = p->dstPitch;
+  c.dstHeight = p->dstHeight;
+  c.WidthInBytes = p->WidthInBytes;
+  c.Height = p->Height;
+  c.Depth = p->Depth;
+  return copy_3d(&c, h, pt, sync);
+}
+SC_EXPORT CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER* p) {
+  return copy_3d_peer(p, nullptr, false, true);
+}
+SC_EXPORT CUresult cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER* p) {
+  return copy_3d_peer(p, nullptr, true, true);
+}
+SC_EXPORT CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER* p, CUstream h) {
+  return copy_3d_peer(p, h, false, false);
+}
+SC_EXPORT CUresult cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER* p, CUstream h) {
+  return copy_3d_peer(p, h, true, false);
+}
+
+// CUDA arrays are not simulated: no call creates one, so every array handle is invalid.
+static CUresult array_copy(const void* array) {
+  if (CUresult r = check_init()) return r;
+  (void)array;
+  return CUDA_ERROR_INVALID_HANDLE;
+}
+SC_EXPORT CUresult cuMemcpyAtoD_v2(CUdeviceptr d, CUarray a, size_t off, size_t n) {
+  return array_copy(a);
+}
+SC_EXPORT CUresult cuMemcpyAtoD_v2_ptds(CUdeviceptr d, CUarray a, size_t off, size_t n) {
+  return array_copy(a);
+}
+SC_EXPORT CUresult cuMemcpyDtoA_v2(CUarray a, size_t off, CUdeviceptr s, size_t n) {
+  return array_copy(a);
+}
+SC_EXPORT CUresult cuMemcpyDtoA_v2_ptds(CUarray a, size_t off, CUdeviceptr s, size_t n) {
+  return array_copy(a);
+}

@@ -322,3 +322,35 @@ TEST_F(Sim, AsyncAllocAndPools) {
   EXPECT_EQ(free_bytes(), f0);
   CK(cuStreamDestroy(s));
 }
+
+TEST_F(Sim, Copy3DPeerAndArraysAbsent) {
+  CUdeviceptr a, b;
+  CK(cuMemAlloc(&a, 4096));
+  CK(cuMemAlloc(&b, 4096));
+  CK(cuMemsetD8(a, 9, 4096));
+  CK(cuMemsetD8(b, 0, 4096));
+  CUDA_MEMCPY3D_PEER p{};
+  p.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  p.srcDevice = a;
+  p.srcContext = ctx;
+  p.srcPitch = 64;
+  p.srcHeight = 4;
+  p.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  p.dstDevice = b;
+  p.dstContext = ctx;
+  p.dstPitch = 128;
+  p.dstHeight = 4;
+  p.WidthInBytes = 16;
+  p.Height = 2;
+  p.Depth = 2;
+  CK(cuMemcpy3DPeer(&p));
+  uint8_t got[1024];
+  CK(cuMemcpyDtoH(got, b, sizeof got));
+  EXPECT_EQ(got[4 * 128 + 128 + 15], 9);  // z=1, y=1, last byte of the row
+  EXPECT_EQ(got[16], 0);
+  p.Depth = 40;  // runs past the source allocation
+  EXPECT_EQ(cuMemcpy3DPeer(&p), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemcpyAtoD(a, reinterpret_cast<CUarray>(0x10), 0, 16), CUDA_ERROR_INVALID_HANDLE);
+  CK(cuMemFree(a));
+  CK(cuMemFree(b));
+}

@@ -204,3 +204,32 @@ TEST_F(Sim, LibraryKernelsLaunchAsFunctions) {
   CK(cuMemFree(y));
   CK(cuLibraryUnload(lib));
 }
+
+TEST_F(Sim, TensorMapEncodeRecordsTheTensor) {
+  CUdeviceptr d;
+  CK(cuMemAlloc(&d, 1 << 20));
+  CUtensorMap map;
+  cuuint64_t dim[2] = {256, 64};
+  cuuint64_t strides[1] = {256 * 4};
+  cuuint32_t box[2] = {32, 8};
+  cuuint32_t es[2] = {1, 1};
+  CK(cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, reinterpret_cast<void*>(d),
+                            dim, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  simcuda_tensor_map t;
+  std::memcpy(&t, &map, sizeof t);
+  EXPECT_EQ(t.magic, SIMCUDA_TENSOR_MAP_MAGIC);
+  EXPECT_EQ(t.global_address, d);
+  EXPECT_EQ(t.rank, 2u);
+  EXPECT_EQ(t.global_dim[1], 64u);
+  EXPECT_EQ(t.global_strides[0], 1024u);
+  EXPECT_EQ(t.box_dim[0], 32u);
+  cuuint64_t bad_strides[1] = {1000};  // not a multiple of 16
+  EXPECT_EQ(cuTensorMapEncodeTiled(
+                &map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, reinterpret_cast<void*>(d), dim,
+                bad_strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+            CUDA_ERROR_INVALID_VALUE);
+  CK(cuMemFree(d));
+}
