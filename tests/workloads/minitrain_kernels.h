@@ -102,31 +102,57 @@ typedef struct mt_sgd_args {
 /* The parameters of each kernel, in declaration order: MT_PARAMS_<kernel>(F) calls F(struct, field)
  * once per parameter. The host module turns these into its simcuda parameter table and minitrain
  * compares them with what cuFuncGetParamInfo reports for whichever module it loaded. */
-#define MT_PARAMS_mt_linear_fwd(F)                                               \
-  F(mt_linear_fwd_args, x)                                                       \
-  F(mt_linear_fwd_args, w) F(mt_linear_fwd_args, b) F(mt_linear_fwd_args, y)     \
-      F(mt_linear_fwd_args, m) F(mt_linear_fwd_args, k) F(mt_linear_fwd_args, n) \
-          F(mt_linear_fwd_args, relu)
+/* One parameter per line; clang-format would reflow these lists differently on every pass. */
+/* clang-format off */
+#define MT_PARAMS_mt_linear_fwd(F) \
+  F(mt_linear_fwd_args, x) \
+  F(mt_linear_fwd_args, w) \
+  F(mt_linear_fwd_args, b) \
+  F(mt_linear_fwd_args, y) \
+  F(mt_linear_fwd_args, m) \
+  F(mt_linear_fwd_args, k) \
+  F(mt_linear_fwd_args, n) \
+  F(mt_linear_fwd_args, relu)
 #define MT_PARAMS_mt_loss(F) \
-  F(mt_loss_args, out) F(mt_loss_args, target) F(mt_loss_args, loss) F(mt_loss_args, count)
-#define MT_PARAMS_mt_loss_grad(F)                                                     \
-  F(mt_loss_grad_args, out)                                                           \
-  F(mt_loss_grad_args, target) F(mt_loss_grad_args, dout) F(mt_loss_grad_args, count) \
-      F(mt_loss_grad_args, scale)
+  F(mt_loss_args, out) \
+  F(mt_loss_args, target) \
+  F(mt_loss_args, loss) \
+  F(mt_loss_args, count)
+#define MT_PARAMS_mt_loss_grad(F) \
+  F(mt_loss_grad_args, out) \
+  F(mt_loss_grad_args, target) \
+  F(mt_loss_grad_args, dout) \
+  F(mt_loss_grad_args, count) \
+  F(mt_loss_grad_args, scale)
 #define MT_PARAMS_mt_relu_bwd(F) \
-  F(mt_relu_bwd_args, dy) F(mt_relu_bwd_args, y) F(mt_relu_bwd_args, count)
-#define MT_PARAMS_mt_grad_weight(F)                                               \
-  F(mt_grad_weight_args, x)                                                       \
-  F(mt_grad_weight_args, dy) F(mt_grad_weight_args, dw) F(mt_grad_weight_args, m) \
-      F(mt_grad_weight_args, k) F(mt_grad_weight_args, n)
+  F(mt_relu_bwd_args, dy) \
+  F(mt_relu_bwd_args, y) \
+  F(mt_relu_bwd_args, count)
+#define MT_PARAMS_mt_grad_weight(F) \
+  F(mt_grad_weight_args, x) \
+  F(mt_grad_weight_args, dy) \
+  F(mt_grad_weight_args, dw) \
+  F(mt_grad_weight_args, m) \
+  F(mt_grad_weight_args, k) \
+  F(mt_grad_weight_args, n)
 #define MT_PARAMS_mt_grad_bias(F) \
-  F(mt_grad_bias_args, dy) F(mt_grad_bias_args, db) F(mt_grad_bias_args, m) F(mt_grad_bias_args, n)
-#define MT_PARAMS_mt_grad_input(F)                                            \
-  F(mt_grad_input_args, dy)                                                   \
-  F(mt_grad_input_args, w) F(mt_grad_input_args, dx) F(mt_grad_input_args, m) \
-      F(mt_grad_input_args, k) F(mt_grad_input_args, n)
+  F(mt_grad_bias_args, dy) \
+  F(mt_grad_bias_args, db) \
+  F(mt_grad_bias_args, m) \
+  F(mt_grad_bias_args, n)
+#define MT_PARAMS_mt_grad_input(F) \
+  F(mt_grad_input_args, dy) \
+  F(mt_grad_input_args, w) \
+  F(mt_grad_input_args, dx) \
+  F(mt_grad_input_args, m) \
+  F(mt_grad_input_args, k) \
+  F(mt_grad_input_args, n)
 #define MT_PARAMS_mt_sgd(F) \
-  F(mt_sgd_args, p) F(mt_sgd_args, g) F(mt_sgd_args, count) F(mt_sgd_args, lr)
+  F(mt_sgd_args, p) \
+  F(mt_sgd_args, g) \
+  F(mt_sgd_args, count) \
+  F(mt_sgd_args, lr)
+/* clang-format on */
 
 /* Size of a struct member, for parameter tables. */
 #define MT_FIELD_SIZE(type, field) sizeof(((type*)0)->field)
