@@ -5,7 +5,9 @@
 #include <cuda.h>
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <cstdlib>
+#include <mutex>
 #include <string>
 
 #define CK(call) ASSERT_EQ((call), CUDA_SUCCESS) << #call
@@ -14,6 +16,29 @@ inline std::string module_path(const char* name) {
   const char* dir = std::getenv("SIMCUDA_TEST_MODULE_DIR");
   return std::string(dir ? dir : ".") + "/" + name + ".so";
 }
+
+// Holds a stream at a host function until released, so tests can observe "still busy" states
+// without depending on timing. Gates are heap-allocated and never freed: a worker may still be
+// leaving wait() after release() when a failing test unwinds.
+struct Gate {
+  std::mutex m;
+  std::condition_variable cv;
+  bool open = false;
+  static Gate* make() { return new Gate; }
+  static void CUDA_CB wait(void* p) {
+    auto* g = static_cast<Gate*>(p);
+    std::unique_lock lk(g->m);
+    g->cv.wait(lk, [&] { return g->open; });
+  }
+  CUresult block(CUstream s) { return cuLaunchHostFunc(s, wait, this); }
+  void release() {
+    {
+      std::lock_guard lk(m);
+      open = true;
+    }
+    cv.notify_all();
+  }
+};
 
 class Sim : public ::testing::Test {
  protected:

@@ -55,9 +55,13 @@ TEST_F(Sim, StreamRunsInOrder) {
   Log log;
   CUstream s;
   CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  Gate* gate = Gate::make();
+  CK(gate->block(s));
   for (int i = 0; i < 200; ++i)
-    CK(launch_append(i % 10 == 0 ? sleep_append : append, s, log.l(), log.c(), i));
-  EXPECT_EQ(cuStreamQuery(s), CUDA_ERROR_NOT_READY);  // 20 sleeps of 20 ms are still queued
+    CK(launch_append(i % 40 == 0 ? sleep_append : append, s, log.l(), log.c(), i));
+  CUresult busy_q = cuStreamQuery(s);
+  gate->release();
+  EXPECT_EQ(busy_q, CUDA_ERROR_NOT_READY);
   CK(cuStreamSynchronize(s));
   CK(cuStreamQuery(s));
   auto v = log.read();
@@ -134,19 +138,25 @@ TEST_F(Sim, LegacyStreamOrdersBlockingStreamsButNotNonBlocking) {
   CK(cuStreamSynchronize(blocking));
   EXPECT_EQ(log.read(), (std::vector<int32_t>{1, 2, 3}));
 
-  // A non-blocking stream does not wait for slow NULL-stream work.
+  // A non-blocking stream does not wait for NULL-stream work that cannot finish yet.
   CUevent done;
   CK(cuEventCreate(&done, CU_EVENT_DISABLE_TIMING));
-  uint64_t ns = 1'000'000'000;  // the NULL stream stays busy for 1 s
-  void* args[] = {&ns};
-  CK(cuLaunchKernel(busy, 1, 1, 1, 1, 1, 1, 0, CU_STREAM_LEGACY, args, nullptr));
+  Gate* gate = Gate::make();
+  CK(gate->block(CU_STREAM_LEGACY));
   CK(launch_append(append, nonblocking, log.l(), log.c(), 4));
   CK(cuEventRecord(done, nonblocking));
-  CK(cuEventSynchronize(done));
-  // Behaviour, not timing: the NULL stream's kernel is provably still queued or running.
-  EXPECT_EQ(cuStreamQuery(CU_STREAM_LEGACY), CUDA_ERROR_NOT_READY);
-  EXPECT_EQ(log.read().back(), 4);
+  CUresult waited = cuEventSynchronize(done);
+  CUresult legacy_busy = cuStreamQuery(CU_STREAM_LEGACY);
+  // A blocking stream's new work must wait behind the gated NULL stream.
+  CK(launch_append(append, blocking, log.l(), log.c(), 5));
+  CUresult blocking_busy = cuStreamQuery(blocking);
+  gate->release();
+  EXPECT_EQ(waited, CUDA_SUCCESS);
+  EXPECT_EQ(legacy_busy, CUDA_ERROR_NOT_READY);
+  EXPECT_EQ(blocking_busy, CUDA_ERROR_NOT_READY);
   CK(cuStreamSynchronize(nullptr));
+  CK(cuStreamSynchronize(blocking));
+  EXPECT_EQ(log.read(), (std::vector<int32_t>{1, 2, 3, 4, 5}));
   CK(cuEventDestroy(done));
   CK(cuStreamDestroy(blocking));
   CK(cuStreamDestroy(nonblocking));
@@ -155,10 +165,9 @@ TEST_F(Sim, LegacyStreamOrdersBlockingStreamsButNotNonBlocking) {
 TEST_F(Sim, PerThreadDefaultStreamsAreIndependent) {
   load_kernels();
   Log log;
-  // Thread A's per-thread stream is busy; thread B's per-thread stream completes regardless.
-  uint64_t ns = 1'000'000'000;
-  void* args[] = {&ns};
-  CK(cuLaunchKernel(busy, 1, 1, 1, 1, 1, 1, 0, CU_STREAM_PER_THREAD, args, nullptr));
+  // This thread's per-thread stream is held; another thread's per-thread stream completes anyway.
+  Gate* gate = Gate::make();
+  CK(gate->block(CU_STREAM_PER_THREAD));
   CUresult r = CUDA_ERROR_UNKNOWN, q = CUDA_ERROR_UNKNOWN;
   std::thread([&] {
     cuCtxSetCurrent(ctx);
@@ -170,12 +179,13 @@ TEST_F(Sim, PerThreadDefaultStreamsAreIndependent) {
     if (r == CUDA_SUCCESS) r = cuStreamSynchronize_ptsz(nullptr);
     q = cuStreamQuery(CU_STREAM_PER_THREAD);
   }).join();
+  CUresult mine = cuStreamQuery_ptsz(nullptr);
+  gate->release();
   EXPECT_EQ(r, CUDA_SUCCESS);
   EXPECT_EQ(q, CUDA_SUCCESS);
-  EXPECT_EQ(cuStreamQuery_ptsz(nullptr), CUDA_ERROR_NOT_READY);  // this thread's is still busy
+  EXPECT_EQ(mine, CUDA_ERROR_NOT_READY);  // this thread's is still held
   CK(cuStreamSynchronize(CU_STREAM_PER_THREAD));
-  auto v = log.read();
-  EXPECT_EQ(v, std::vector<int32_t>{5});
+  EXPECT_EQ(log.read(), std::vector<int32_t>{5});
 }
 
 TEST_F(Sim, ThrottledCopiesStayCorrect) {
