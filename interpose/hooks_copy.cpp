@@ -9,14 +9,23 @@
 namespace gswap::interpose {
 namespace {
 
+// dst/src: the device bytes written and read (0, 0 for a host or array side).
 template <class Enqueue>
-CUresult access(CUdeviceptr a, std::size_t an, CUdeviceptr b, std::size_t bn, CUstream s, bool pt,
-                bool sync, Enqueue&& enqueue) {
+CUresult access(CUdeviceptr dst, std::size_t dn, CUdeviceptr src, std::size_t sn, CUstream s,
+                bool pt, bool sync, Enqueue&& enqueue) {
   FastState& fs = fast();
   if (!fs.active.load(std::memory_order_acquire)) return enqueue();
   TouchSet t;
-  t.add_range(fs.map, a, an);
-  t.add_range(fs.map, b, bn);
+  t.add_range(fs.map, dst, dn);
+  t.add_range(fs.map, src, sn);
+  if (t.n) {
+    Region* d = dn ? fs.map.find(dst) : nullptr;
+    Region* r = sn ? fs.map.find(src) : nullptr;
+    std::uint64_t bit = fs.streams.bit(reinterpret_cast<std::uintptr_t>(s), pt);
+    telemetry::copy(fs.seq.load(std::memory_order_relaxed),
+                    static_cast<std::uint32_t>(__builtin_ctzll(bit)), r ? r->id : 0, d ? d->id : 0,
+                    dn ? dn : sn);
+  }
   if (t.n && fs.capturing.load(std::memory_order_relaxed) > 0) {
     CUresult e = keep_resident(t, s, pt);
     if (e != CUDA_SUCCESS) return e;
@@ -102,10 +111,10 @@ CUresult hook_cuMemcpyHtoD_v2_ptds(CUdeviceptr d, const void* h, size_t n) {
                 [&] { return GSWAP_R.cuMemcpyHtoD_v2_ptds(d, h, n); });
 }
 CUresult hook_cuMemcpyDtoH_v2(void* h, CUdeviceptr s, size_t n) {
-  return access(s, n, 0, 0, nullptr, false, true, [&] { return GSWAP_R.cuMemcpyDtoH_v2(h, s, n); });
+  return access(0, 0, s, n, nullptr, false, true, [&] { return GSWAP_R.cuMemcpyDtoH_v2(h, s, n); });
 }
 CUresult hook_cuMemcpyDtoH_v2_ptds(void* h, CUdeviceptr s, size_t n) {
-  return access(s, n, 0, 0, nullptr, true, true,
+  return access(0, 0, s, n, nullptr, true, true,
                 [&] { return GSWAP_R.cuMemcpyDtoH_v2_ptds(h, s, n); });
 }
 CUresult hook_cuMemcpyDtoD_v2(CUdeviceptr d, CUdeviceptr s, size_t n) {
@@ -124,11 +133,11 @@ CUresult hook_cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr d, const void* h, size_t n, 
                 [&] { return GSWAP_R.cuMemcpyHtoDAsync_v2_ptsz(d, h, n, st); });
 }
 CUresult hook_cuMemcpyDtoHAsync_v2(void* h, CUdeviceptr s, size_t n, CUstream st) {
-  return access(s, n, 0, 0, st, false, false,
+  return access(0, 0, s, n, st, false, false,
                 [&] { return GSWAP_R.cuMemcpyDtoHAsync_v2(h, s, n, st); });
 }
 CUresult hook_cuMemcpyDtoHAsync_v2_ptsz(void* h, CUdeviceptr s, size_t n, CUstream st) {
-  return access(s, n, 0, 0, st, true, false,
+  return access(0, 0, s, n, st, true, false,
                 [&] { return GSWAP_R.cuMemcpyDtoHAsync_v2_ptsz(h, s, n, st); });
 }
 CUresult hook_cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) {
@@ -140,11 +149,11 @@ CUresult hook_cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, 
                 [&] { return GSWAP_R.cuMemcpyDtoDAsync_v2_ptsz(d, s, n, st); });
 }
 CUresult hook_cuMemcpyDtoA_v2(CUarray a, size_t off, CUdeviceptr s, size_t n) {
-  return access(s, n, 0, 0, nullptr, false, true,
+  return access(0, 0, s, n, nullptr, false, true,
                 [&] { return GSWAP_R.cuMemcpyDtoA_v2(a, off, s, n); });
 }
 CUresult hook_cuMemcpyDtoA_v2_ptds(CUarray a, size_t off, CUdeviceptr s, size_t n) {
-  return access(s, n, 0, 0, nullptr, true, true,
+  return access(0, 0, s, n, nullptr, true, true,
                 [&] { return GSWAP_R.cuMemcpyDtoA_v2_ptds(a, off, s, n); });
 }
 CUresult hook_cuMemcpyAtoD_v2(CUdeviceptr d, CUarray a, size_t off, size_t n) {

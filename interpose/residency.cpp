@@ -29,6 +29,7 @@
 #include "interpose/driver.h"
 #include "interpose/log.h"
 #include "interpose/telemetry.h"
+#include "interpose/va_space.h"
 
 namespace gswap::interpose {
 namespace {
@@ -75,8 +76,7 @@ struct State {
   CUstream restore_stream = nullptr;
   CUevent slot_events[64] = {};
 
-  // VA free list inside the reservation: address -> size, coalesced.
-  std::map<std::uint64_t, std::uint64_t> va_free;
+  VaSpace va;  // free addresses inside the reservation
 
   // Regions.
   std::vector<Region*> live;  // allocated and not freed
@@ -274,6 +274,7 @@ void fork_child() {
   g_fast->map.reset();
   g_fast->streams.reset();
   g_fast->capturing.store(0);
+  g_fast->all_stay.store(false);
   telemetry::after_fork_child();
 }
 
@@ -325,42 +326,13 @@ bool ensure_device() {
   g->threshold = g->config.swap_threshold.bytes ? g->config.swap_threshold.bytes : gran;
   g->va_base = base;
   g->va_span = span;
-  g->va_free[base] = span;
+  g->va.init(base, span);
   g->device_ready = true;
   char a[32], b[32];
   GSWAP_LOG(kInfo, "device %d: budget %s of %s, granularity %llu, threshold %llu", dev,
             format_bytes(g->budget, a, 32), format_bytes(g->physical_total, b, 32),
             (unsigned long long)gran, (unsigned long long)g->threshold);
   return true;
-}
-
-// --- VA allocator ------------------------------------------------------------------------
-
-CUdeviceptr va_alloc(std::uint64_t bytes) {
-  for (auto it = g->va_free.begin(); it != g->va_free.end(); ++it) {
-    if (it->second < bytes) continue;
-    std::uint64_t addr = it->first, size = it->second;
-    g->va_free.erase(it);
-    if (size > bytes) g->va_free[addr + bytes] = size - bytes;
-    return addr;
-  }
-  return 0;
-}
-
-void va_release(std::uint64_t addr, std::uint64_t bytes) {
-  auto next = g->va_free.lower_bound(addr);
-  if (next != g->va_free.end() && addr + bytes == next->first) {
-    bytes += next->second;
-    next = g->va_free.erase(next);
-  }
-  if (next != g->va_free.begin()) {
-    auto prev = std::prev(next);
-    if (prev->first + prev->second == addr) {
-      prev->second += bytes;
-      return;
-    }
-  }
-  g->va_free[addr] = bytes;
 }
 
 // --- host buffers --------------------------------------------------------------------------
@@ -505,7 +477,7 @@ void recycle(Region* r) {
 
 void finish_free(Region* r) {
   host_release(r);
-  va_release(r->base, r->mapped);
+  g->va.release(r->base, r->mapped);
   recycle(r);
 }
 
@@ -515,8 +487,14 @@ void* helper_main(void*) {
   CUcontext popped = nullptr;
   bool pushed = g->ctx && R().cuCtxPushCurrent_v2(g->ctx) == CUDA_SUCCESS;
   std::unique_lock<std::mutex> lock(g->mutex);
+  std::uint64_t last_publish = 0;
   while (!g->stopping) {
     // Nothing to do, or a stream capture is on (fact 8: no synchronisation from any thread).
+    std::uint64_t now = now_ns();
+    if (now - last_publish >= 1000000000ull) {  // telemetry.h: at least once a second
+      telemetry::publish_counters(counters());
+      last_publish = now;
+    }
     if (g->pending.empty() || g_fast->capturing.load() > 0) {
       g->work_cv.wait_for(lock, std::chrono::milliseconds(20));
       continue;
@@ -881,7 +859,7 @@ CUresult region_alloc(CUdeviceptr* out, std::size_t bytes, CUstream stream, bool
   if (!g->inited || g->init_result != CUDA_SUCCESS || !ensure_device()) return CUDA_SUCCESS;
   if (bytes < g->threshold || bytes == 0) return CUDA_SUCCESS;
   std::uint64_t mapped = round_up(bytes, g->granularity);
-  CUdeviceptr va = va_alloc(mapped);
+  CUdeviceptr va = g->va.alloc(mapped);
   if (!va) {
     GSWAP_LOG_ONCE(
         kWarn,
@@ -903,7 +881,7 @@ CUresult region_alloc(CUdeviceptr* out, std::size_t bytes, CUstream stream, bool
   }
   if (e != CUDA_SUCCESS) {
     if (e == CUDA_ERROR_OUT_OF_MEMORY) log_oom(mapped);
-    va_release(va, mapped);
+    g->va.release(va, mapped);
     recycle(r);
     return e;
   }
@@ -1098,6 +1076,9 @@ CUresult keep_resident(TouchSet& t, CUstream stream, bool per_thread) {
 
 CUresult keep_all_resident(const char* why) {
   if (!g || !g_fast->active.load()) return CUDA_SUCCESS;
+  // Once everything stays, regions created later stay too (new_region) and are born resident:
+  // graph replays then cost one load.
+  if (g_fast->all_stay.load(std::memory_order_acquire)) return CUDA_SUCCESS;
   std::lock_guard<std::mutex> one_restorer(g->restore_mutex);
   SlowLock lock;
   ScopedContext sc;
@@ -1120,6 +1101,7 @@ CUresult keep_all_resident(const char* why) {
       r->restore_pending.store(0);
     }
   }
+  g_fast->all_stay.store(true, std::memory_order_release);
   return CUDA_SUCCESS;
 }
 

@@ -27,7 +27,8 @@ struct FastState {
   std::atomic<bool> active{false};    // some region exists: launches must be scanned
   std::atomic<std::uint64_t> seq{0};  // call sequence number
   std::atomic<std::uint64_t> launches{0};
-  std::atomic<int> capturing{0};  // streams in capture
+  std::atomic<int> capturing{0};      // streams in capture
+  std::atomic<bool> all_stay{false};  // every region stays resident (graphs, untrackable calls)
   RegionMap map;
   StreamTable streams;
 };
