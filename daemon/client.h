@@ -123,6 +123,12 @@ class Client : public proto::EventSink {
   const std::vector<proto::PlanEntry>& plan() const { return plan_; }
   std::uint64_t plan_generation() const { return generation_; }
   std::int64_t connected_at() const { return connected_at_; }
+  // The budget the process asked for itself (GSWAP_BUDGET), 0 when none.
+  std::uint64_t requested_budget() const { return requested_budget_; }
+  void set_requested_budget(std::uint64_t b) { requested_budget_ = b; }
+  // What produced the current plan entries ("none", "capuchin", or why there is no plan).
+  const std::string& planner() const { return planner_; }
+  void set_planner(std::string p) { planner_ = std::move(p); }
 
   // EventSink
   void on_alloc(std::uint64_t seq, std::uint32_t stream, std::uint64_t region, std::uint64_t base,
@@ -163,6 +169,8 @@ class Client : public proto::EventSink {
   std::uint64_t generation_ = 0;
   std::vector<proto::PlanEntry> plan_;
   std::int64_t connected_at_ = 0;
+  std::uint64_t requested_budget_ = 0;
+  std::string planner_ = "none";
 };
 
 }  // namespace gswap::daemon

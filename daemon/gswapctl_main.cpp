@@ -160,7 +160,8 @@ int cmd_policy(std::optional<long> pid, bool json) {
     for (const auto& e : c["entries"])
       t.add({std::to_string(e["region"].get<std::uint64_t>()), e["action"].get<std::string>(),
              std::to_string(e["evict_after"].get<std::uint64_t>()),
-             std::to_string(e["restore_at"].get<std::uint64_t>())});
+             e["restore_at"].is_null() ? "on demand"
+                                       : std::to_string(e["restore_at"].get<std::uint64_t>())});
     std::cout << t.render("  ");
   }
   if (clients.empty()) std::cout << "no clients\n";
@@ -211,7 +212,8 @@ std::string find_first(const std::vector<std::string>& candidates) {
 
 int cmd_run(const std::string& budget, const std::string& config_file,
             std::vector<std::string> command) {
-  if (command.empty()) throw Failure("run: no command given (gswapctl run [--budget B] -- CMD...)");
+  if (command.empty())
+    throw Failure("run: no command given after -- (gswapctl run [--budget B] -- CMD...)");
   Config config = load_config(config_file);
   std::string dir = self_dir();
   std::string lib = find_first(
@@ -307,14 +309,26 @@ int main(int argc, char** argv) {
   std::vector<std::string> run_cmd;
   run->add_option("--budget", run_budget, "memory budget (6GiB, 75%)");
   run->add_option("--config", run_config, "JSON config file");
-  run->prefix_command();  // everything after the options (or after --) is the command
+  run->footer("The command follows `--`: gswapctl run --budget 6GiB -- python train.py");
 
 #ifdef GSWAP_HAVE_SIMULATE
   gswap::policy::cli::add_simulate_command(app);
 #endif
 
+  // `run`'s command is everything after the first `--`; CLI11 sees only what comes before it, so
+  // the command's own flags are never parsed as ours.
+  int parsed_argc = argc;
+  if (argc > 1 && std::string_view(argv[1]) == "run") {
+    for (int i = 2; i < argc; ++i) {
+      if (std::string_view(argv[i]) == "--") {
+        parsed_argc = i;
+        run_cmd.assign(argv + i + 1, argv + argc);
+        break;
+      }
+    }
+  }
   try {
-    app.parse(argc, argv);
+    app.parse(parsed_argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
@@ -325,13 +339,7 @@ int main(int argc, char** argv) {
           policy_dump->count("--pid") ? std::optional<long>(policy_pid) : std::nullopt, json);
     if (*trace_dump) return cmd_trace(trace_pid, trace_out);
     if (*check) return cmd_config_check(check_file);
-    if (*run) {
-      // With prefix_command, everything after the options (and after --) is the command.
-      std::vector<std::string> rest = run->remaining();
-      if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
-      run_cmd.insert(run_cmd.end(), rest.begin(), rest.end());
-      return cmd_run(run_budget, run_config, run_cmd);
-    }
+    if (*run) return cmd_run(run_budget, run_config, run_cmd);
   } catch (const std::exception& e) {
     std::cerr << "gswapctl: " << e.what() << "\n";
     return 1;

@@ -18,6 +18,8 @@
 #include <fmt/format.h>
 
 #include "daemon/control.h"
+#include "policy/analysis.h"
+#include "policy/capuchin.h"
 #include "policy/trace_json.h"
 
 namespace gswap::daemon {
@@ -179,7 +181,7 @@ void Server::tick(int timeout_ms) {
       published_iteration_[i] = clients_[i]->iteration().length;
       log_->info("pid {}: iteration of {} launches ({})", clients_[i]->pid(),
                  clients_[i]->iteration().length, clients_[i]->iteration().source);
-      clients_[i]->publish_plan(clients_[i]->budget(), {});
+      replan(*clients_[i]);
     }
   }
 }
@@ -194,15 +196,10 @@ void Server::accept_one() {
       close(fd);
       continue;
     }
-    if (!allowed(cred.uid, cred.gid)) {
-      std::string msg =
-          fmt::format("uid {} gid {} may not use this gswapd (uid {}); see allow_uids", cred.uid,
-                      cred.gid, geteuid());
-      log_->warn("refused pid {}: {}", cred.pid, msg);
-      refuse(fd, proto::HelloStatus::kNotAllowed, msg);
-      continue;
-    }
-    pending_.push_back({fd, cred.pid, cred.uid, cred.gid, now_ms() + kHandshakeTimeoutMs});
+    // A peer that is not allowed is still read: refusing only after its hello lets it receive
+    // the reason instead of a broken pipe.
+    pending_.push_back({fd, cred.pid, cred.uid, cred.gid, now_ms() + kHandshakeTimeoutMs,
+                        !allowed(cred.uid, cred.gid)});
   }
 }
 
@@ -221,6 +218,13 @@ void Server::handshake(Pending& p) {
   ssize_t n = recv(p.fd, buf, sizeof buf, MSG_DONTWAIT);
   if (n <= 0) {
     close(p.fd);
+    return;
+  }
+  if (p.not_allowed) {
+    std::string msg = fmt::format("uid {} gid {} may not use this gswapd (uid {}); see allow_uids",
+                                  p.uid, p.gid, geteuid());
+    log_->warn("refused pid {}: {}", p.pid, msg);
+    refuse(p.fd, proto::HelloStatus::kNotAllowed, msg);
     return;
   }
   proto::Hello h{};
@@ -260,6 +264,7 @@ void Server::handshake(Pending& p) {
   }
   std::string exe(h.exe, strnlen(h.exe, sizeof h.exe));
   auto client = std::make_unique<Client>(p.fd, p.pid, p.uid, exe, limits_);
+  client->set_requested_budget(h.requested_budget_bytes);
   std::string error;
   if (!client->init_shm(&error)) {
     log_->error("pid {}: cannot set up shared memory: {}", p.pid, error);
@@ -315,11 +320,49 @@ void Server::rebalance() {
   for (const auto& c : clients_) {
     double share = sum > 0 ? config_.weight_for(c->exe()) / sum : 0;
     auto budget = static_cast<std::uint64_t>(static_cast<long double>(total) * share);
-    c->publish_plan(budget, c->plan());
+    if (budget != c->budget()) {
+      c->publish_plan(budget, c->plan());
+      if (c->iteration().length) replan(*c);  // the plan depends on the budget
+    }
   }
   if (!clients_.empty())
     log_->info("budget {} bytes shared among {} client{}", total, clients_.size(),
                clients_.size() == 1 ? "" : "s");
+}
+
+void Server::replan(Client& c) {
+  constexpr std::size_t kMaxPlannedLaunches = 20000;  // keeps one planning pass well under 100 ms
+  policy::Trace trace = c.last_iteration_trace(gpu_.total_bytes);
+  std::vector<proto::PlanEntry> entries;
+  if (trace.launches.empty()) {
+    c.set_planner("none");
+  } else if (trace.launches.size() > kMaxPlannedLaunches) {
+    c.set_planner(fmt::format("none: iteration of {} launches is above the planning limit of {}",
+                              trace.launches.size(), kMaxPlannedLaunches));
+  } else {
+    std::uint64_t budget = c.budget();
+    if (c.requested_budget() && c.requested_budget() < budget) budget = c.requested_budget();
+    policy::Analysis a = policy::analyze(trace);
+    policy::Plan plan = policy::plan_capuchin(a, budget);
+    if (!plan.feasible) {
+      c.set_planner("capuchin: infeasible: " + plan.reason);
+    } else {
+      c.set_planner("capuchin");
+      for (const policy::PlanEntry& e : plan.entries) {
+        proto::PlanEntry w{};
+        w.region_id = e.region;
+        w.action = static_cast<std::uint32_t>(e.kind == policy::EvictKind::kSwap
+                                                  ? proto::PlanAction::kSwap
+                                                  : proto::PlanAction::kRecompute);
+        w.evict_after = e.evict_after;
+        w.restore_at = e.trigger == policy::kNoLaunch ? ~0ull : e.trigger;
+        entries.push_back(w);
+      }
+    }
+    log_->debug("pid {}: {} plan entries for {} launches ({})", c.pid(), entries.size(),
+                trace.launches.size(), c.planner());
+  }
+  c.publish_plan(c.budget(), entries);
 }
 
 void Server::serve_control(int fd) {
@@ -414,7 +457,8 @@ nlohmann::json Server::policy_json(const Client& c) const {
          {"action",
           e.action == static_cast<std::uint32_t>(proto::PlanAction::kSwap) ? "swap" : "recompute"},
          {"evict_after", e.evict_after},
-         {"restore_at", e.restore_at}});
+         {"restore_at",
+          e.restore_at == ~0ull ? nlohmann::json(nullptr) : nlohmann::json(e.restore_at)}});
   return {{"pid", c.pid()},
           {"exe", c.exe()},
           {"generation", c.plan_generation()},
@@ -422,7 +466,7 @@ nlohmann::json Server::policy_json(const Client& c) const {
           {"mode", c.iteration().length ? "measured" : "passive"},
           {"iteration_length", c.iteration().length},
           {"iteration_first_seq", c.iteration().first_seq},
-          {"planner", "none"},
+          {"planner", c.planner()},
           {"entries", entries}};
 }
 

@@ -47,6 +47,7 @@ class Server {
     uid_t uid;
     gid_t gid;
     std::int64_t deadline_ms;
+    bool not_allowed;  // refused by SO_PEERCRED; told so once its hello arrives
   };
   void accept_one();
   void handshake(Pending& p);
@@ -54,6 +55,8 @@ class Server {
   void serve_control(int fd);
   void drop(std::size_t index, const std::string& why);
   void rebalance();
+  // Plans the client's last complete iteration under its budget and publishes the plan.
+  void replan(Client& c);
   bool allowed(uid_t uid, gid_t gid) const;
   nlohmann::json client_json(const Client& c) const;
   nlohmann::json policy_json(const Client& c) const;

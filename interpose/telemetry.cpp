@@ -1,22 +1,650 @@
-// telemetry.cpp: the library's side of the gswapd channel.
-// Until the daemon link is built, every event is dropped: the library runs in passive mode.
+// telemetry.cpp: the library's side of the gswapd channel (contract in telemetry.h).
+//
+// Threads and ownership:
+//   - Application threads call the event functions. Each thread owns one staging ring (claimed
+//     lock-free from a fixed pool on its first event, released by a pthread key destructor when the
+//     thread exits) and is its only producer. Events are never blocked on: a full staging ring, no
+//     free staging slot, or no daemon means the event is dropped and counted.
+//   - The telemetry thread (started by start()) owns the daemon connection: the socket, the
+//     shared memory mapping, the shm ring's producer side and the status block. It is the only
+//     consumer of every staging ring and the only producer of the shm ring, which keeps that ring
+//     single-producer. It also reads the plan area and calls the BudgetCallback.
+//   - publish_counters() may be called from any thread: it stores relaxed atomics the telemetry
+//     thread copies into the status block (each counter is consistent; the set is a snapshot).
+//   - start/stop/after_fork_child run on whatever thread the interposer calls them from, never
+//     concurrently with each other.
+// No exceptions (built with -fno-exceptions), no allocation on the event path, no libc locks.
 #include "interpose/telemetry.h"
 
-namespace gswap::interpose::telemetry {
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
-void start(const StartInfo&) {}
-void stop() {}
-void after_fork_child() {}
-bool connected() { return false; }
-void region_alloc(std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t, std::uint32_t) {}
-void region_free(std::uint64_t, std::uint64_t) {}
-void launch(std::uint64_t, std::uint32_t, std::uint64_t, const std::uint64_t*, std::uint32_t) {}
-void copy(std::uint64_t, std::uint32_t, std::uint64_t, std::uint64_t, std::uint64_t) {}
-void eviction(std::uint64_t, std::uint64_t) {}
-void restore(std::uint64_t, std::uint64_t, bool) {}
-void stall(std::uint64_t, std::uint64_t) {}
-void gpu_timing(std::uint64_t, std::uint64_t, std::uint64_t) {}
-void iteration_mark(std::uint64_t) {}
-void publish_counters(const Counters&) {}
+#include <atomic>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "interpose/log.h"
+#include "proto/ring.h"
+#include "proto/seqlock.h"
+#include "proto/wire.h"
+
+extern char** environ;
+
+namespace gswap::interpose::telemetry {
+namespace {
+
+namespace p = gswap::proto;
+
+constexpr std::uint32_t kStagingRecords = 2048;  // per thread; a power of two
+constexpr int kMaxStaging = 64;                  // threads that can report at once
+constexpr long kReconnectMs = 500;
+constexpr long kRefusedRetryMs = 5000;
+constexpr long kSpawnRetryMs = 10000;
+
+struct Staging {
+  std::atomic<int> owned;  // 0 free, 1 owned by a thread
+  std::atomic<std::uint64_t> head;
+  std::atomic<std::uint64_t> tail;
+  std::atomic<std::uint64_t> dropped;
+  p::EventRecord slots[kStagingRecords];
+};
+
+enum class Mode { kOff, kConnect, kSpawn };
+
+struct Shared {
+  std::atomic<bool> enabled{false};  // a daemon is connected: stage events
+  std::atomic<bool> stop{false};
+  std::atomic<bool> connected{false};
+  std::atomic<std::uint64_t> dropped_no_slot{0};
+  std::atomic<std::uint64_t> counters[10] = {};  // Counters, in declaration order
+  std::atomic<std::uint64_t> applied_budget{0};
+};
+
+// Telemetry-thread state (see the ownership notes above).
+struct Connection {
+  int fd = -1;
+  unsigned char* base = nullptr;
+  std::uint64_t bytes = 0;
+  p::RingProducer ring;
+  p::StatusBlock* status = nullptr;
+  p::PlanBlock* plan = nullptr;
+  std::uint64_t plan_generation = 0;
+};
+
+Shared g;
+Staging* g_staging = nullptr;  // kMaxStaging entries, mmap'ed at start
+pthread_key_t g_key;
+bool g_key_made = false;
+pthread_t g_thread;
+bool g_thread_running = false;
+Mode g_mode = Mode::kOff;
+StartInfo g_info;
+std::uint8_t g_uuid[16];
+char g_uuid_text[48];
+char g_socket_path[sizeof(sockaddr_un::sun_path)];
+char g_daemon_path[1024];
+Connection g_conn;
+int g_last_refusal = -1;
+thread_local Staging* t_staging = nullptr;
+
+long now_ms() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void sleep_ms(long ms) {
+  timespec ts{ms / 1000, (ms % 1000) * 1000000};
+  nanosleep(&ts, nullptr);
+}
+
+void release_slot(void* slot) {
+  static_cast<Staging*>(slot)->owned.store(0, std::memory_order_release);
+}
+
+// First event of a thread: claim a staging ring. Lock-free; done once per thread.
+Staging* claim() {
+  if (!g_staging) return nullptr;
+  for (int i = 0; i < kMaxStaging; ++i) {
+    int expected = 0;
+    if (g_staging[i].owned.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
+      t_staging = &g_staging[i];
+      if (g_key_made) pthread_setspecific(g_key, t_staging);
+      return t_staging;
+    }
+  }
+  return nullptr;
+}
+
+// The event path: copy n records into this thread's staging ring, or drop and count.
+inline void emit(const p::EventRecord* recs, std::uint32_t n) {
+  if (g_mode == Mode::kOff) return;
+  Staging* s = t_staging ? t_staging : claim();
+  if (!s) {
+    g.dropped_no_slot.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  if (!g.enabled.load(std::memory_order_relaxed)) {
+    s->dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  std::uint64_t h = s->head.load(std::memory_order_relaxed);
+  std::uint64_t t = s->tail.load(std::memory_order_acquire);
+  if (h - t + n > kStagingRecords) {
+    s->dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  for (std::uint32_t i = 0; i < n; ++i)
+    std::memcpy(&s->slots[(h + i) & (kStagingRecords - 1)], &recs[i], sizeof(p::EventRecord));
+  s->head.store(h + n, std::memory_order_release);
+}
+
+inline p::EventRecord record(p::EventType type, std::uint64_t seq, std::uint32_t stream = 0) {
+  p::EventRecord r{};
+  r.type = static_cast<std::uint16_t>(type);
+  r.seq = seq;
+  r.stream = stream;
+  return r;
+}
+
+// ---- telemetry thread ---------------------------------------------------------------------
+
+void disconnect(const char* why) {
+  if (g_conn.base) munmap(g_conn.base, g_conn.bytes);
+  if (g_conn.fd >= 0) close(g_conn.fd);
+  g_conn = Connection{};
+  g.enabled.store(false, std::memory_order_relaxed);
+  if (g.connected.exchange(false))
+    GSWAP_LOG(kInfo, "gswapd connection closed (%s); continuing in passive mode", why);
+}
+
+// Returns true when connected; *refused is set when the daemon answered with a refusal.
+bool try_connect(bool* refused, bool* absent) {
+  *refused = false;
+  *absent = false;
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, g_socket_path, sizeof addr.sun_path);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    *absent = errno == ENOENT || errno == ECONNREFUSED;
+    close(fd);
+    return false;
+  }
+  timeval tv{2, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  p::Hello h{};
+  h.magic = p::kHelloMagic;
+  h.version = p::kProtocolVersion;
+  h.kind = static_cast<std::uint32_t>(p::PeerKind::kLibrary);
+  h.pid = static_cast<std::int32_t>(getpid());
+  std::memcpy(h.gpu_uuid, g_uuid, 16);
+  h.device_total_bytes = g_info.device_total_bytes;
+  h.requested_budget_bytes = g_info.budget_bytes;
+  // NUL-padded, not necessarily terminated (see proto::Hello).
+  std::size_t exe_len = strnlen(program_invocation_short_name, sizeof h.exe);
+  std::memcpy(h.exe, program_invocation_short_name, exe_len);
+  if (send(fd, &h, sizeof h, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof h)) {
+    close(fd);
+    return false;
+  }
+  p::HelloReply reply{};
+  iovec iov{&reply, sizeof reply};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  m.msg_control = control;
+  m.msg_controllen = sizeof control;
+  ssize_t n = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
+  int shm_fd = -1;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+        c->cmsg_len == CMSG_LEN(sizeof(int)))
+      std::memcpy(&shm_fd, CMSG_DATA(c), sizeof(int));
+  auto fail = [&](const char* what) {
+    if (shm_fd >= 0) close(shm_fd);
+    close(fd);
+    GSWAP_LOG(kWarn, "gswapd at %s: %s; continuing in passive mode", g_socket_path, what);
+    return false;
+  };
+  if (n != static_cast<ssize_t>(sizeof reply) || reply.magic != p::kReplyMagic)
+    return fail("no valid handshake reply");
+  if (reply.version != p::kProtocolVersion) {
+    *refused = true;
+    if (g_last_refusal != 1000) {
+      g_last_refusal = 1000;
+      GSWAP_LOG(kWarn, "gswapd speaks protocol version %u, this library %u; not connecting",
+                reply.version, p::kProtocolVersion);
+    }
+    if (shm_fd >= 0) close(shm_fd);
+    close(fd);
+    return false;
+  }
+  if (reply.status != 0) {
+    *refused = true;
+    reply.message[sizeof reply.message - 1] = '\0';
+    if (g_last_refusal != reply.status) {  // log each distinct refusal once, not every retry
+      g_last_refusal = reply.status;
+      GSWAP_LOG(kWarn, "gswapd refused this process: %s (%s); continuing in passive mode",
+                reply.message, p::hello_status_name(static_cast<p::HelloStatus>(reply.status)));
+    }
+    if (shm_fd >= 0) close(shm_fd);
+    close(fd);
+    return false;
+  }
+  if (shm_fd < 0) return fail("no shared memory passed");
+  struct stat st {};
+  if (fstat(shm_fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) != reply.shm_bytes ||
+      reply.shm_bytes < sizeof(p::ShmHeader) || reply.shm_bytes > (1ull << 32))
+    return fail("shared memory of an unexpected size");
+  void* base = mmap(nullptr, reply.shm_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, shm_fd, 0);
+  close(shm_fd);
+  shm_fd = -1;
+  if (base == MAP_FAILED) return fail("cannot map the shared memory");
+  p::ShmHeader hdr;
+  std::memcpy(&hdr, base, sizeof hdr);
+  if (const char* bad = p::validate_shm_header(hdr, reply.shm_bytes)) {
+    munmap(base, reply.shm_bytes);
+    return fail(bad);
+  }
+  auto* b = static_cast<unsigned char*>(base);
+  auto* rc = reinterpret_cast<p::RingControl*>(b + hdr.ring_control_offset);
+  g_conn.fd = fd;
+  g_conn.base = b;
+  g_conn.bytes = reply.shm_bytes;
+  g_conn.ring =
+      p::RingProducer(&rc->head, &rc->tail, reinterpret_cast<p::EventRecord*>(b + hdr.ring_offset),
+                      hdr.ring_capacity);
+  g_conn.status = reinterpret_cast<p::StatusBlock*>(b + hdr.status_offset);
+  g_conn.plan = reinterpret_cast<p::PlanBlock*>(b + hdr.plan_offset);
+  // Events staged while disconnected were already counted as dropped; start clean.
+  for (int i = 0; i < kMaxStaging; ++i)
+    g_staging[i].tail.store(g_staging[i].head.load(std::memory_order_acquire),
+                            std::memory_order_release);
+  g_last_refusal = -1;
+  g.connected.store(true);
+  g.enabled.store(true, std::memory_order_relaxed);
+  GSWAP_LOG(kInfo, "connected to gswapd at %s", g_socket_path);
+  return true;
+}
+
+// Starts gswapd for this GPU (GSWAP_DAEMON=spawn). posix_spawn, not fork: fork would run the
+// interposer's atfork handlers in this helper thread. gswapd detaches itself (fork, setsid, fork)
+// and its first process exits once the socket listens, so waiting for it is short.
+void spawn_daemon() {
+  if (!g_daemon_path[0]) {
+    GSWAP_LOG_ONCE(kWarn, "GSWAP_DAEMON=spawn: no gswapd found (set GSWAP_DAEMON_PATH)");
+    return;
+  }
+  // The daemon must not load this library (it would try to spawn itself).
+  static char* envp[512];
+  int k = 0;
+  for (char** e = environ; *e && k < 509; ++e)
+    if (std::strncmp(*e, "LD_PRELOAD=", 11) != 0 && std::strncmp(*e, "GSWAP_DAEMON=", 13) != 0)
+      envp[k++] = *e;
+  static char off[] = "GSWAP_DAEMON=off";
+  envp[k++] = off;
+  envp[k] = nullptr;
+  char* argv[] = {g_daemon_path, const_cast<char*>("--gpu"), g_uuid_text, nullptr};
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, g_daemon_path, nullptr, &attr, argv, envp);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) {
+    GSWAP_LOG(kWarn, "cannot start %s: %s", g_daemon_path, strerror(rc));
+    return;
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  GSWAP_LOG(kInfo, "started %s for %s (exit %d)", g_daemon_path, g_uuid_text,
+            WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
+// Moves whole groups from every staging ring into the shared ring. When the shared ring is full
+// the groups wait in staging; staging then fills and the application drops (never blocks).
+void drain() {
+  for (int i = 0; i < kMaxStaging; ++i) {
+    Staging& s = g_staging[i];
+    std::uint64_t t = s.tail.load(std::memory_order_relaxed);
+    std::uint64_t h = s.head.load(std::memory_order_acquire);
+    while (t < h) {
+      p::EventRecord group[p::kMaxGroupRecords];
+      std::memcpy(&group[0], &s.slots[t & (kStagingRecords - 1)], sizeof(p::EventRecord));
+      std::uint32_t n = 1;
+      if (group[0].type == static_cast<std::uint16_t>(p::EventType::kLaunch))
+        n = p::launch_records(group[0].count);
+      if (n > h - t) break;  // cannot happen: groups are published whole
+      for (std::uint32_t k = 1; k < n; ++k)
+        std::memcpy(&group[k], &s.slots[(t + k) & (kStagingRecords - 1)], sizeof(p::EventRecord));
+      if (g_conn.base) {
+        if (!g_conn.ring.push(group, n)) break;
+      } else {
+        s.dropped.fetch_add(1, std::memory_order_relaxed);
+      }
+      t += n;
+      s.tail.store(t, std::memory_order_release);
+    }
+  }
+}
+
+void publish_status() {
+  p::StatusPayload st{};
+  std::uint64_t w[10];
+  for (int i = 0; i < 10; ++i) w[i] = g.counters[i].load(std::memory_order_relaxed);
+  static_assert(offsetof(p::StatusPayload, launches) == 9 * 8, "counters lead StatusPayload");
+  std::memcpy(&st, w, sizeof w);
+  std::uint64_t dropped = g.dropped_no_slot.load(std::memory_order_relaxed);
+  for (int i = 0; i < kMaxStaging; ++i)
+    dropped += g_staging[i].dropped.load(std::memory_order_relaxed);
+  st.dropped_events = dropped;
+  st.applied_budget = g.applied_budget.load(std::memory_order_relaxed);
+  std::uint64_t words[p::kStatusWords];
+  std::memcpy(words, &st, sizeof st);
+  p::seqlock_write(&g_conn.status->seq, g_conn.status->words, words, p::kStatusWords);
+}
+
+void read_plan() {
+  std::uint64_t words[p::kPlanHeaderWords];
+  auto* area = reinterpret_cast<std::atomic<std::uint64_t>*>(g_conn.plan + 1);
+  if (!p::seqlock_read(&g_conn.plan->seq, area, words, p::kPlanHeaderWords)) return;
+  p::PlanHeader ph;
+  std::memcpy(&ph, words, sizeof ph);
+  if (ph.generation == g_conn.plan_generation) return;
+  g_conn.plan_generation = ph.generation;
+  if (ph.budget_bytes == 0) return;
+  // The daemon's share caps this process's own budget; it never raises it above GSWAP_BUDGET.
+  std::uint64_t b = ph.budget_bytes;
+  if (g_info.budget_bytes && g_info.budget_bytes < b) b = g_info.budget_bytes;
+  if (b == g.applied_budget.load(std::memory_order_relaxed)) return;
+  g.applied_budget.store(b, std::memory_order_relaxed);
+  if (g_info.on_budget) g_info.on_budget(b);
+}
+
+bool peer_closed() {
+  pollfd pfd{g_conn.fd, POLLIN, 0};
+  if (poll(&pfd, 1, 0) <= 0) return false;
+  char c;
+  ssize_t n = recv(g_conn.fd, &c, 1, MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) || n > 0;
+}
+
+void* thread_main(void*) {
+  long next_try = 0, next_spawn = 0;
+  while (!g.stop.load()) {
+    if (g_conn.base) {
+      if (peer_closed()) {
+        disconnect("daemon exited");
+        next_try = now_ms() + kReconnectMs;
+        continue;
+      }
+      if (g_conn.ring.corrupt()) {
+        disconnect("daemon wrote an impossible ring tail");
+        next_try = now_ms() + kReconnectMs;
+        continue;
+      }
+      drain();
+      publish_status();
+      read_plan();
+      sleep_ms(2);
+    } else {
+      drain();  // discards (and counts) anything staged before the daemon went away
+      long now = now_ms();
+      if (now >= next_try) {
+        bool refused = false, absent = false;
+        if (!try_connect(&refused, &absent)) {
+          next_try = now + (refused ? kRefusedRetryMs : kReconnectMs);
+          if (absent && g_mode == Mode::kSpawn && now >= next_spawn) {
+            next_spawn = now + kSpawnRetryMs;
+            spawn_daemon();
+            next_try = 0;
+          }
+        }
+      }
+      if (!g_conn.base) sleep_ms(50);
+    }
+  }
+  if (g_conn.base) {
+    drain();
+    publish_status();
+  }
+  disconnect("process exiting");
+  return nullptr;
+}
+
+void find_daemon_path() {
+  g_daemon_path[0] = '\0';
+  if (const char* e = std::getenv("GSWAP_DAEMON_PATH"); e && *e) {
+    std::strncpy(g_daemon_path, e, sizeof g_daemon_path - 1);
+    return;
+  }
+  // Beside the library: <build>/interpose/libgswap.so -> <build>/bin/gswapd; an installed
+  // <prefix>/lib/libgswap.so -> <prefix>/bin/gswapd; or gswapd in the library's own folder.
+  Dl_info info{};
+  if (!dladdr(reinterpret_cast<void*>(&find_daemon_path), &info) || !info.dli_fname) return;
+  char dir[900];
+  std::strncpy(dir, info.dli_fname, sizeof dir - 1);
+  dir[sizeof dir - 1] = '\0';
+  char* slash = std::strrchr(dir, '/');
+  if (!slash) return;
+  *slash = '\0';
+  const char* rel[] = {"/../bin/gswapd", "/gswapd"};
+  for (const char* r : rel) {
+    char cand[1024];
+    std::snprintf(cand, sizeof cand, "%s%s", dir, r);
+    if (access(cand, X_OK) == 0) {
+      std::snprintf(g_daemon_path, sizeof g_daemon_path, "%s", cand);
+      return;
+    }
+  }
+}
+
+void start_thread() {
+  g.stop.store(false);
+  if (pthread_create(&g_thread, nullptr, thread_main, nullptr) == 0)
+    g_thread_running = true;
+  else
+    GSWAP_LOG(kWarn, "cannot start the telemetry thread; running without gswapd");
+}
+
+}  // namespace
+
+void start(const StartInfo& info) {
+  if (g_thread_running) return;
+  const char* mode = std::getenv("GSWAP_DAEMON");
+  g_mode = Mode::kConnect;
+  if (mode && std::strcmp(mode, "off") == 0)
+    g_mode = Mode::kOff;
+  else if (mode && std::strcmp(mode, "spawn") == 0)
+    g_mode = Mode::kSpawn;
+  else if (mode && *mode && std::strcmp(mode, "connect") != 0)
+    GSWAP_LOG(kWarn, "GSWAP_DAEMON=%s is not off|connect|spawn; using connect", mode);
+  if (g_mode == Mode::kOff || !info.gpu_uuid) {
+    g_mode = Mode::kOff;
+    return;
+  }
+  g_info = info;
+  std::memcpy(g_uuid, info.gpu_uuid, 16);
+  g_info.gpu_uuid = reinterpret_cast<const char*>(g_uuid);
+  p::format_uuid(g_uuid, g_uuid_text);
+  g.applied_budget.store(info.budget_bytes);
+  char dir[sizeof g_socket_path];
+  const char* rd = std::getenv("GSWAP_RUNTIME_DIR");
+  const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+  if (rd && *rd)
+    std::snprintf(dir, sizeof dir, "%s", rd);
+  else if (xdg && *xdg)
+    std::snprintf(dir, sizeof dir, "%s/gswap", xdg);
+  else
+    std::snprintf(dir, sizeof dir, "/run/gswap");
+  int n = std::snprintf(g_socket_path, sizeof g_socket_path, "%s/%s.sock", dir, g_uuid_text);
+  if (n < 0 || static_cast<std::size_t>(n) >= sizeof g_socket_path) {
+    GSWAP_LOG(kWarn, "runtime dir %s is too long for a socket path; running without gswapd", dir);
+    g_mode = Mode::kOff;
+    return;
+  }
+  if (g_mode == Mode::kSpawn) find_daemon_path();
+  void* mem = mmap(nullptr, sizeof(Staging) * kMaxStaging, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) {
+    g_mode = Mode::kOff;
+    return;
+  }
+  g_staging = static_cast<Staging*>(mem);  // zero pages: every slot free and empty
+  if (!g_key_made) g_key_made = pthread_key_create(&g_key, release_slot) == 0;
+  start_thread();
+}
+
+void stop() {
+  if (!g_thread_running) return;
+  g.stop.store(true);
+  pthread_join(g_thread, nullptr);
+  g_thread_running = false;
+}
+
+void after_fork_child() {
+  if (g_mode == Mode::kOff || !g_staging) return;
+  // The parent's telemetry thread does not exist here, and its socket and mapping belong to the
+  // parent's registration: forget them without writing to them, then register anew.
+  if (g_conn.base) munmap(g_conn.base, g_conn.bytes);
+  if (g_conn.fd >= 0) close(g_conn.fd);
+  g_conn = Connection{};
+  g.enabled.store(false);
+  g.connected.store(false);
+  for (int i = 0; i < kMaxStaging; ++i) {
+    Staging& s = g_staging[i];
+    if (&s != t_staging) s.owned.store(0);
+    s.head.store(0);
+    s.tail.store(0);
+    s.dropped.store(0);
+  }
+  g.dropped_no_slot.store(0);
+  g_thread_running = false;
+  start_thread();
+}
+
+bool connected() {
+  return g.connected.load(std::memory_order_relaxed);
+}
+
+void region_alloc(std::uint64_t region_id, std::uint64_t base, std::uint64_t bytes,
+                  std::uint64_t seq, std::uint32_t stream) {
+  if (region_id == 0 || bytes == 0) return;  // not representable on the wire
+  p::EventRecord r = record(p::EventType::kAlloc, seq, stream);
+  r.w[0] = region_id;
+  r.w[1] = base;
+  r.w[2] = bytes;
+  emit(&r, 1);
+}
+
+void region_free(std::uint64_t region_id, std::uint64_t seq) {
+  if (region_id == 0) return;
+  p::EventRecord r = record(p::EventType::kFree, seq);
+  r.w[0] = region_id;
+  emit(&r, 1);
+}
+
+void launch(std::uint64_t seq, std::uint32_t stream, std::uint64_t function_id,
+            const std::uint64_t* region_ids, std::uint32_t num_regions) {
+  if (g_mode == Mode::kOff) return;
+  p::EventRecord recs[p::kMaxGroupRecords];
+  std::uint32_t kept = 0;
+  bool truncated = false;
+  // Region id 0 means "none" on the wire; skip any, and cap the list at what a group carries.
+  p::EventRecord& head = recs[0];
+  head = record(p::EventType::kLaunch, seq, stream);
+  head.w[0] = function_id;
+  std::uint32_t rec = 0, slot = 1;
+  for (std::uint32_t i = 0; i < num_regions; ++i) {
+    if (region_ids[i] == 0) continue;
+    if (kept == p::kMaxLaunchRegions) {
+      truncated = true;
+      break;
+    }
+    if (rec == 0 && slot == 1 + p::kLaunchInlineRegions) {
+      rec = 1;
+      slot = 0;
+      recs[rec] = record(p::EventType::kLaunchMore, seq, stream);
+    } else if (rec > 0 && slot == p::kLaunchMoreRegions) {
+      ++rec;
+      slot = 0;
+      recs[rec] = record(p::EventType::kLaunchMore, seq, stream);
+    }
+    recs[rec].w[slot++] = region_ids[i];
+    if (rec > 0) recs[rec].count = static_cast<std::uint16_t>(slot);
+    ++kept;
+  }
+  head.count = static_cast<std::uint16_t>(kept);
+  if (truncated) head.flags = p::kLaunchTruncated;
+  emit(recs, rec + 1);
+}
+
+void copy(std::uint64_t seq, std::uint32_t stream, std::uint64_t src_region,
+          std::uint64_t dst_region, std::uint64_t bytes) {
+  p::EventRecord r = record(p::EventType::kCopy, seq, stream);
+  r.w[0] = src_region;
+  r.w[1] = dst_region;
+  r.w[2] = bytes;
+  emit(&r, 1);
+}
+
+void eviction(std::uint64_t region_id, std::uint64_t bytes) {
+  if (region_id == 0) return;
+  p::EventRecord r = record(p::EventType::kEviction, 0);
+  r.w[0] = region_id;
+  r.w[1] = bytes;
+  emit(&r, 1);
+}
+
+void restore(std::uint64_t region_id, std::uint64_t bytes, bool late) {
+  if (region_id == 0) return;
+  p::EventRecord r = record(p::EventType::kRestore, 0);
+  r.w[0] = region_id;
+  r.w[1] = bytes;
+  r.w[2] = late ? 1 : 0;
+  emit(&r, 1);
+}
+
+void stall(std::uint64_t seq, std::uint64_t ns) {
+  p::EventRecord r = record(p::EventType::kStall, seq);
+  r.w[0] = ns;
+  emit(&r, 1);
+}
+
+void gpu_timing(std::uint64_t seq, std::uint64_t start_ns, std::uint64_t duration_ns) {
+  p::EventRecord r = record(p::EventType::kGpuTiming, seq);
+  r.w[0] = start_ns;
+  r.w[1] = duration_ns;
+  emit(&r, 1);
+}
+
+void iteration_mark(std::uint64_t seq) {
+  p::EventRecord r = record(p::EventType::kIterationMark, seq);
+  emit(&r, 1);
+}
+
+void publish_counters(const Counters& c) {
+  const std::uint64_t v[10] = {c.budget, c.resident, c.peak_resident, c.swapped_out, c.swapped_in,
+                               c.stalls, c.stall_ns, c.pinned,        c.regions,     c.launches};
+  for (int i = 0; i < 10; ++i) g.counters[i].store(v[i], std::memory_order_relaxed);
+}
 
 }  // namespace gswap::interpose::telemetry

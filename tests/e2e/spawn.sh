@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Scenario: GSWAP_DAEMON=spawn starts gswapd (found beside libgswap.so or via GSWAP_DAEMON_PATH)
+# when none runs; the client then registers with it. `gswapctl run` does the same by itself.
+source "$(dirname "$0")/lib.sh"
+start_train "$RT/train.out" GSWAP_DAEMON=spawn GSWAP_DAEMON_PATH="$GSWAPD" GSWAP_LOG=info
+wait_for "the spawned daemon to list the client" 30 "status_has $TRAIN_PID"
+wait "$TRAIN_PID" || fail "minitrain failed: $(tail -n 5 "$RT/train.out")"
+ls "$GSWAP_RUNTIME_DIR"/*.lock >/dev/null || fail "no lock file"
+spawned=$(head -c 20 "$GSWAP_RUNTIME_DIR"/*.lock | tr -dc 0-9)
+wait_for "the spawned daemon to log the client's exit" 10 \
+  "grep -q 'client pid $TRAIN_PID .*disconnected' $GSWAP_RUNTIME_DIR/gswapd-*.log"
+
+# gswapctl run: starts the daemon itself (in a fresh runtime dir), preloads the library, passes the
+# budget on, and returns the command's exit code and output.
+kill -9 "$spawned"
+export GSWAP_RUNTIME_DIR=$RT/run2
+ref=$(reference_checksum)
+"$GSWAPCTL" run --budget 512MiB -- "$MINITRAIN" "${TRAIN_ARGS[@]}" >"$RT/run.out" 2>&1 ||
+  fail "gswapctl run failed: $(tail -n 5 "$RT/run.out")"
+[[ $(checksum_of "$RT/run.out") == "$ref" ]] || fail "gswapctl run changed the checksum"
+ls "$GSWAP_RUNTIME_DIR"/*.sock >/dev/null || fail "gswapctl run did not start gswapd"
+"$GSWAPCTL" run -- sh -c 'exit 7' && fail "exit code not passed through"
+[[ $? == 7 ]] || fail "exit code not 7"
+"$GSWAPCTL" run -- sh -c 'echo "$LD_PRELOAD"' | grep -q libgswap.so || fail "LD_PRELOAD not set"
+echo "PASS spawn"
