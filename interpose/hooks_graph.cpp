@@ -1,21 +1,94 @@
 // hooks_graph.cpp: accesses gswap cannot see per launch (fact 4 and 8): graph replays, stream
 // capture and TMA descriptors. What they touch stays resident.
+//
+// Graphs gswap saw captured are "known": every region their launches touched was made
+// must-stay during the capture, so replaying them needs nothing. A replay of any other graph
+// (built node by node, or captured before gswap was loaded) may reference anything: everything
+// live at that time stays resident from then on (logged once).
+//
+// Locking: g_graphs_mutex owns the two sets; it is taken at capture end, instantiation,
+// destruction and graph launch, never on the kernel-launch path.
+#include <mutex>
+#include <unordered_set>
+
 #include "interpose/driver.h"
 #include "interpose/hooks.h"
 #include "interpose/residency.h"
 
 namespace gswap::interpose {
+namespace {
+
+std::mutex g_graphs_mutex;
+std::unordered_set<CUgraph>* g_captured = new std::unordered_set<CUgraph>();       // never freed:
+std::unordered_set<CUgraphExec>* g_known = new std::unordered_set<CUgraphExec>();  // used at exit
+
+void instantiated(CUresult e, CUgraphExec* exec, CUgraph graph) {
+  if (e != CUDA_SUCCESS || !exec) return;
+  std::lock_guard<std::mutex> lock(g_graphs_mutex);
+  if (g_captured->count(graph))
+    g_known->insert(*exec);
+  else
+    g_known->erase(*exec);  // a recycled handle must not inherit an old graph's status
+}
+
+CUresult before_replay(CUgraphExec exec) {
+  {
+    std::lock_guard<std::mutex> lock(g_graphs_mutex);
+    if (g_known->count(exec)) return CUDA_SUCCESS;
+  }
+  return keep_all_resident("cuGraphLaunch of a graph gswap did not see captured");
+}
+
+}  // namespace
 
 CUresult hook_cuGraphLaunch(CUgraphExec g, CUstream s) {
-  // A replay bypasses the launch hooks: everything live may be referenced by the graph.
-  CUresult e = keep_all_resident("cuGraphLaunch");
+  CUresult e = before_replay(g);
   if (e != CUDA_SUCCESS) return e;
   return real().cuGraphLaunch(g, s);
 }
 CUresult hook_cuGraphLaunch_ptsz(CUgraphExec g, CUstream s) {
-  CUresult e = keep_all_resident("cuGraphLaunch");
+  CUresult e = before_replay(g);
   if (e != CUDA_SUCCESS) return e;
   return real().cuGraphLaunch_ptsz(g, s);
+}
+
+CUresult hook_cuGraphInstantiate_v2(CUgraphExec* exec, CUgraph graph, CUgraphNode* err, char* log,
+                                    size_t size) {
+  CUresult e = real().cuGraphInstantiate_v2(exec, graph, err, log, size);
+  instantiated(e, exec, graph);
+  return e;
+}
+CUresult hook_cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph,
+                                          unsigned long long flags) {
+  CUresult e = real().cuGraphInstantiateWithFlags(exec, graph, flags);
+  instantiated(e, exec, graph);
+  return e;
+}
+CUresult hook_cuGraphInstantiateWithParams(CUgraphExec* exec, CUgraph graph,
+                                           CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
+  CUresult e = real().cuGraphInstantiateWithParams(exec, graph, params);
+  instantiated(e, exec, graph);
+  return e;
+}
+CUresult hook_cuGraphInstantiateWithParams_ptsz(CUgraphExec* exec, CUgraph graph,
+                                                CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
+  CUresult e = real().cuGraphInstantiateWithParams_ptsz(exec, graph, params);
+  instantiated(e, exec, graph);
+  return e;
+}
+CUresult hook_cuGraphExecDestroy(CUgraphExec exec) {
+  {
+    std::lock_guard<std::mutex> lock(g_graphs_mutex);
+    g_known->erase(exec);
+  }
+  return real().cuGraphExecDestroy(exec);
+}
+CUresult hook_cuGraphDestroy(CUgraph graph) {
+  {
+    std::lock_guard<std::mutex> lock(g_graphs_mutex);
+    g_captured->erase(graph);
+  }
+  return real().cuGraphDestroy(graph);
 }
 
 CUresult hook_cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode) {
@@ -28,14 +101,24 @@ CUresult hook_cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode mode)
   if (e == CUDA_SUCCESS) capture_begin(s, mode);
   return e;
 }
+namespace {
+void captured(CUresult e, CUgraph* g) {
+  if (e != CUDA_SUCCESS || !g || !*g) return;
+  std::lock_guard<std::mutex> lock(g_graphs_mutex);
+  g_captured->insert(*g);
+}
+}  // namespace
+
 CUresult hook_cuStreamEndCapture(CUstream s, CUgraph* g) {
   CUresult e = real().cuStreamEndCapture(s, g);
   capture_end(s);
+  captured(e, g);
   return e;
 }
 CUresult hook_cuStreamEndCapture_ptsz(CUstream s, CUgraph* g) {
   CUresult e = real().cuStreamEndCapture_ptsz(s, g);
   capture_end(s);
+  captured(e, g);
   return e;
 }
 

@@ -7,6 +7,8 @@
 //                                CUDA-free work and exits; the parent keeps computing correctly
 //   edge MODULE.so swap          three regions over a budget of two, each launched in turn (the
 //                                residency-bug check runs this with GSWAP_DEBUG_SKIP_RESTORE=1)
+//   edge MODULE.so graph         a launch captured into a graph keeps its region resident while
+//                                other regions swap; replays of the graph find it mapped
 //   edge MODULE.so init          cuInit only (a refused configuration makes it fail)
 //
 // The budget comes from GSWAP_BUDGET; sizes are chosen from the MiB figure passed in GSWAP_BUDGET.
@@ -105,11 +107,43 @@ int run_fork(unsigned long long region_bytes) {
   return 0;
 }
 
+int run_graph(unsigned long long region_bytes) {
+  unsigned long long n = region_bytes / 4;
+  CUstream s;
+  PCHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr a;
+  PCHECK(cuMemAlloc(&a, region_bytes));
+  PCHECK(cuMemsetD32(a, 1u, n));
+  PCHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  PCHECK(launch_add(g_add, s, a, n, 1));
+  CUgraph graph;
+  PCHECK(cuStreamEndCapture(s, &graph));
+  CUgraphExec exec;
+  PCHECK(cuGraphInstantiate(&exec, graph, 0));
+  // Two more regions: with the graph's region kept resident they only fit one at a time.
+  CUdeviceptr b[2];
+  for (auto& p : b) {
+    PCHECK(cuMemAlloc(&p, region_bytes));
+    PCHECK(cuMemsetD32(p, 0u, n));
+  }
+  for (int round = 0; round < 3; ++round) {
+    for (auto& p : b) PCHECK(launch_add(g_add, s, p, n, 2));
+    PCHECK(cuGraphLaunch(exec, s));  // adds 1 to a, through no hook of gswap's
+  }
+  PCHECK(cuStreamSynchronize(s));
+  PEXPECT(all_equal(a, n, 4u, nullptr));
+  for (auto& p : b) PEXPECT(all_equal(p, n, 6u, nullptr));
+  PCHECK(cuGraphExecDestroy(exec));
+  PCHECK(cuGraphDestroy(graph));
+  std::printf("graph: captured region stayed resident across replays, others swapped\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: edge MODULE.so oom|fork|swap|init [region-MiB]\n");
+    std::fprintf(stderr, "usage: edge MODULE.so oom|fork|swap|graph|init [region-MiB]\n");
     return 2;
   }
   std::string mode = argv[2];
@@ -127,6 +161,7 @@ int main(int argc, char** argv) {
   if (mode == "oom") return run_oom(region_bytes);
   if (mode == "fork") return run_fork(region_bytes);
   if (mode == "swap") return run_swap(region_bytes);
+  if (mode == "graph") return run_graph(region_bytes);
   std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
   return 2;
 }
