@@ -93,11 +93,14 @@ static void* map_anon(size_t len) {
   return p == MAP_FAILED ? nullptr : p;
 }
 
-static CUresult linear_alloc(CUdeviceptr* dptr, size_t n, RangeKind kind, unsigned flags) {
+// `stream_ordered` allocations (cuMemAllocAsync and friends) are legal during stream capture;
+// the synchronous allocators are not.
+static CUresult linear_alloc(CUdeviceptr* dptr, size_t n, RangeKind kind, unsigned flags,
+                             bool stream_ordered = false) {
   Ctx* c = nullptr;
   if (CUresult r = need_ctx(&c)) return r;
   if (!dptr || n == 0) return CUDA_ERROR_INVALID_VALUE;
-  if (capture_violation()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (!stream_ordered && capture_violation()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   if (CUresult r = reserve_capacity(c->device, charge(n))) return r;
   size_t len = round_up(n, kPage);
   void* p = map_anon(len);
@@ -181,7 +184,7 @@ static CUresult alloc_async(CUdeviceptr* dptr, size_t n, CUstream h, bool pt) {
   Stream* s = nullptr;
   if (CUresult r = resolve_stream(h, pt, &s)) return r;
   // The allocation exists at once, which satisfies every stream-ordered use of it.
-  return linear_alloc(dptr, n, RangeKind::Linear, 0);
+  return linear_alloc(dptr, n, RangeKind::Linear, 0, true);
 }
 SC_EXPORT CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t n, CUstream h) {
   return alloc_async(dptr, n, h, false);

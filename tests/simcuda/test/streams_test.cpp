@@ -261,6 +261,8 @@ TEST_F(Sim, GraphCaptureAndReplay) {
   CK(launch_append(append, s, log.l(), log.c(), 10));
   CK(cuMemsetD32Async(log.log + 100 * 4, 77, 1, s));
   CK(launch_append(append, s, log.l(), log.c(), 11));
+  CUdeviceptr scratch;
+  CK(cuMemAllocAsync(&scratch, 4096, s));  // stream-ordered allocation is legal in a capture
   CUgraph graph;
   CK(cuStreamEndCapture(s, &graph));
   CK(cuStreamSynchronize(s));
@@ -275,6 +277,7 @@ TEST_F(Sim, GraphCaptureAndReplay) {
   CK(cuGraphExecDestroy(exec));
   CK(cuGraphDestroy(graph));
   EXPECT_EQ(cuGraphDestroy(graph), CUDA_ERROR_INVALID_HANDLE);
+  CK(cuMemFree(scratch));
   CK(cuStreamDestroy(s));
 }
 
