@@ -19,6 +19,7 @@ namespace gswap::policy {
 namespace {
 
 constexpr double kEps = 1e-9;
+constexpr std::size_t kMaxLineage = 16;  // sources visited while substituting dropped ones
 
 // One copy engine's schedule: disjoint busy intervals sorted by start.
 class Engine {
@@ -32,9 +33,18 @@ class Engine {
     }
     return t;
   }
+  // Touching intervals are merged, so a saturated engine is one interval, not thousands.
   void insert(double s, double len) {
     auto p = std::make_pair(s, s + len);
-    busy_.insert(std::lower_bound(busy_.begin(), busy_.end(), p), p);
+    auto it = busy_.insert(std::lower_bound(busy_.begin(), busy_.end(), p), p);
+    if (it != busy_.begin() && std::prev(it)->second >= it->first - kEps) {
+      std::prev(it)->second = std::max(std::prev(it)->second, it->second);
+      it = busy_.erase(it) - 1;
+    }
+    while (std::next(it) != busy_.end() && std::next(it)->first <= it->second + kEps) {
+      it->second = std::max(it->second, std::next(it)->second);
+      busy_.erase(std::next(it));
+    }
   }
 
  private:
@@ -77,7 +87,8 @@ class Planner {
         budget_(static_cast<std::int64_t>(budget)),
         o_(o),
         cur_(std::vector<std::int64_t>(a.live_bytes.begin(), a.live_bytes.end())),
-        chosen_(t_.regions.size()) {
+        chosen_(t_.regions.size()),
+        readers_(t_.regions.size()) {
     bw_out_ = t_.device.d2h_bytes_per_s / 1e6;
     bw_in_ = t_.device.h2d_bytes_per_s / 1e6;
   }
@@ -116,35 +127,55 @@ class Planner {
     // recompute (highest MSPS), lazily re-evaluated since both only get worse as plans fill.
     using Item = std::pair<double, std::size_t>;  // (cost per byte, candidate)
     std::priority_queue<Item, std::vector<Item>, std::greater<Item>> swaps, recomputes;
+    auto key = [&](std::size_t k, bool is_swap) -> std::optional<double> {
+      const double by = static_cast<double>(bytes(cands_[k].r));
+      if (is_swap) {
+        auto ev = eval_swap(cands_[k]);
+        return ev ? std::optional<double>(ev->exposure / by) : std::nullopt;
+      }
+      auto ev = eval_recompute(cands_[k]);
+      return ev ? std::optional<double>(ev->cost / by) : std::nullopt;  // 1 / MSPS
+    };
     for (std::size_t k = 0; k < cands_.size(); ++k) {
       if (taken_[k]) continue;
-      if (o_.allow_swap) swaps.emplace(0.0, k);
+      if (o_.allow_swap)
+        if (auto v = key(k, true)) swaps.emplace(*v, k);
       if (o_.allow_recompute && !cands_[k].wrap && t_.regions[cands_[k].r].recompute)
-        recomputes.emplace(0.0, k);
+        if (auto v = key(k, false)) recomputes.emplace(*v, k);
     }
+    // Keys only grow as the plan fills (engines get busier, sources get dropped), so a stored key
+    // is a lower bound: once the best re-evaluated value is no worse than the next stored key, it
+    // is the true best. Re-evaluation is capped per step to keep planning near-linear; the cap
+    // only matters when many candidates tie closely.
+    constexpr int kMaxProbes = 8;
     auto best = [&](auto& heap, bool is_swap) -> std::optional<Item> {
+      std::optional<Item> found;
+      std::vector<Item> back;
+      int probes = 0;
       while (!heap.empty()) {
-        auto [key, k] = heap.top();
+        auto [stored, k] = heap.top();
+        if (found && (stored >= found->first - kEps || probes >= kMaxProbes)) break;
         heap.pop();
         if (taken_[k]) continue;
-        double per_byte;
-        if (is_swap) {
-          auto ev = eval_swap(cands_[k]);
-          if (!ev) continue;
-          per_byte = ev->exposure / static_cast<double>(bytes(cands_[k].r));
+        auto v = key(k, is_swap);
+        if (!v) continue;  // no longer relieves anything
+        ++probes;
+        if (!found || *v < found->first) {
+          if (found) back.push_back(*found);
+          found = Item{*v, k};
         } else {
-          auto ev = eval_recompute(cands_[k]);
-          if (!ev) continue;
-          per_byte = ev->cost / static_cast<double>(bytes(cands_[k].r));  // 1 / MSPS
+          back.push_back({*v, k});
         }
-        if (heap.empty() || per_byte <= heap.top().first + kEps) return Item{per_byte, k};
-        heap.emplace(per_byte, k);
       }
-      return std::nullopt;
+      for (const Item& it : back) heap.push(it);
+      return found;
     };
     while (cur_.max_all() > budget_) {
-      auto s = best(swaps, true);
       auto r = best(recomputes, false);
+      // Stored keys are lower bounds, so a swap heap whose smallest key is already worse than the
+      // best recompute cannot win this step and need not be re-evaluated.
+      std::optional<Item> s;
+      if (!r || swaps.empty() || swaps.top().first <= r->first) s = best(swaps, true);
       if (!s && !r) break;
       if (s && (!r || s->first <= r->first)) {
         if (r) recomputes.push(*r);
@@ -197,10 +228,9 @@ class Planner {
 
   std::optional<SwapEval> eval_swap(const Cand& c) const {
     // A swap must not take away a source that a chosen recomputation reads inside the gap.
-    for (const ChosenRecompute& q : recomputes_) {
-      bool inside = c.wrap ? (q.b > c.e || q.b < c.b) : (c.e < q.b && q.b < c.b);
-      if (inside && std::find(q.sources.begin(), q.sources.end(), c.r) != q.sources.end())
-        return std::nullopt;
+    for (std::size_t qi : readers_[c.r]) {
+      const ChosenRecompute& q = recomputes_[qi];
+      if (c.wrap ? (q.b > c.e || q.b < c.b) : (c.e < q.b && q.b < c.b)) return std::nullopt;
     }
     const std::size_t n = a_.n;
     const std::int64_t b = static_cast<std::int64_t>(bytes(c.r));
@@ -251,7 +281,9 @@ class Planner {
     std::vector<RegionId> work = reg.recompute->sources;
     std::size_t guard = 0;
     while (!work.empty()) {
-      if (++guard > 4096) return std::nullopt;  // a cyclic lineage cannot be recomputed
+      // Long chains of dropped sources are never worth recomputing (each link is paid again),
+      // and a cyclic lineage cannot be recomputed at all.
+      if (++guard > kMaxLineage) return std::nullopt;
       RegionId id = work.back();
       work.pop_back();
       auto it = a_.index.find(id);
@@ -271,11 +303,8 @@ class Planner {
     // Repeated recomputation: chosen targets that read this region while it is dropped will
     // recompute it again.
     std::size_t dependents = 0;
-    for (const ChosenRecompute& q : recomputes_) {
-      if (c.e < q.b && q.b < c.b &&
-          std::find(q.sources.begin(), q.sources.end(), c.r) != q.sources.end())
-        ++dependents;
-    }
+    for (std::size_t qi : readers_[c.r])
+      if (c.e < recomputes_[qi].b && recomputes_[qi].b < c.b) ++dependents;
     ev.cost += reg.recompute->cost_us * static_cast<double>(dependents);
     ev.cost = std::max(ev.cost, 1e-3);
     return ev;
@@ -312,16 +341,24 @@ class Planner {
     if (ev.temp_bytes > 0) cur_.add(c.b, c.b, ev.temp_bytes);
     chosen_[c.r].push_back({c.e, c.b, EvictKind::kRecompute, false});
     // Earlier targets that read this region inside its gap now read its sources instead.
-    for (ChosenRecompute& q : recomputes_) {
-      auto it = std::find(q.sources.begin(), q.sources.end(), c.r);
-      if (c.e < q.b && q.b < c.b && it != q.sources.end()) {
-        q.sources.erase(it);
-        for (std::size_t s : ev.sources)
-          if (std::find(q.sources.begin(), q.sources.end(), s) == q.sources.end())
-            q.sources.push_back(s);
-        q.cost += t_.regions[c.r].recompute->cost_us;
+    std::vector<std::size_t>& rd = readers_[c.r];
+    for (std::size_t j = 0; j < rd.size();) {
+      ChosenRecompute& q = recomputes_[rd[j]];
+      if (!(c.e < q.b && q.b < c.b)) {
+        ++j;
+        continue;
       }
+      q.sources.erase(std::find(q.sources.begin(), q.sources.end(), c.r));
+      for (std::size_t s : ev.sources)
+        if (std::find(q.sources.begin(), q.sources.end(), s) == q.sources.end()) {
+          q.sources.push_back(s);
+          readers_[s].push_back(rd[j]);
+        }
+      q.cost += t_.regions[c.r].recompute->cost_us;
+      rd[j] = rd.back();
+      rd.pop_back();
     }
+    for (std::size_t s : ev.sources) readers_[s].push_back(recomputes_.size());
     recomputes_.push_back({c.r, c.e, c.b, ev.cost, std::move(ev.sources)});
     taken_[k] = true;
     PlanEntry e;
@@ -344,6 +381,7 @@ class Planner {
   std::vector<bool> taken_;
   std::vector<std::vector<Chosen>> chosen_;  // per region
   std::vector<ChosenRecompute> recomputes_;
+  std::vector<std::vector<std::size_t>> readers_;  // per region: recomputes_ reading it
 };
 
 std::size_t latest_start_at_or_before(const Analysis& a, double t) {

@@ -97,7 +97,7 @@ class Sim {
         if (rs_[r].st != St::kResident) ++res_.access_violations;
       }
       const double start = T;
-      res_.stall_us += (start - t0) - (res_.recompute_us - rc_before);
+      res_.stall_us += std::max(0.0, (start - t0) - (res_.recompute_us - rc_before));
       const double end = start + l.dur_us;
       stream_end[l.stream] = end;
       prev_start = start;
