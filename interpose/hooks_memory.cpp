@@ -71,6 +71,59 @@ CUresult hook_cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdevicep
   return real().cuMemGetAddressRange_v2(base, size, p);
 }
 
+namespace {
+// Attributes of a region address answered without the driver: an evicted region is unmapped, and
+// the driver would describe gswap's reservation rather than the application's allocation.
+bool region_attribute(CUpointer_attribute a, void* data, CUdeviceptr p) {
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  CUcontext ctx = nullptr;
+  CUdevice dev = 0;
+  if (!data || !region_range(p, &base, &size) || !region_owner(&ctx, &dev)) return false;
+  switch (a) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+      *static_cast<CUcontext*>(data) = ctx;
+      return true;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+      *static_cast<unsigned int*>(data) = CU_MEMORYTYPE_DEVICE;
+      return true;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+      *static_cast<CUdeviceptr*>(data) = p;
+      return true;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+      *static_cast<int*>(data) = dev;
+      return true;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+      *static_cast<CUdeviceptr*>(data) = base;
+      return true;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+      *static_cast<size_t*>(data) = size;
+      return true;
+    default:
+      return false;  // the driver answers (the region may need to be resident)
+  }
+}
+}  // namespace
+
+CUresult hook_cuPointerGetAttribute(void* data, CUpointer_attribute a, CUdeviceptr p) {
+  if (region_attribute(a, data, p)) return CUDA_SUCCESS;
+  return real().cuPointerGetAttribute(data, a, p);
+}
+
+CUresult hook_cuPointerGetAttributes(unsigned int n, CUpointer_attribute* attrs, void** data,
+                                     CUdeviceptr p) {
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  if (!attrs || !data || !region_range(p, &base, &size))
+    return real().cuPointerGetAttributes(n, attrs, data, p);
+  // Ask the driver for the rest first, then overwrite what gswap knows better.
+  CUresult e = real().cuPointerGetAttributes(n, attrs, data, p);
+  bool all_ours = true;
+  for (unsigned int i = 0; i < n; ++i)
+    all_ours = region_attribute(attrs[i], data[i], p) && all_ours;
+  return all_ours ? CUDA_SUCCESS : e;
+}
+
 CUresult hook_cuIpcGetMemHandle(CUipcMemHandle* h, CUdeviceptr p) {
   // Another process may map it: it must never move (fact 11).
   CUresult e = keep_resident_at(p, "cuIpcGetMemHandle");

@@ -1028,6 +1028,13 @@ bool region_range(CUdeviceptr p, CUdeviceptr* base, std::size_t* size) {
   return true;
 }
 
+bool region_owner(CUcontext* ctx, CUdevice* device) {
+  if (!g || !g->device_ready) return false;
+  *ctx = g->ctx;
+  *device = g->device;
+  return true;
+}
+
 CUresult prepare_slow(TouchSet& t, CUstream stream, bool per_thread, bool sync) {
   std::lock_guard<std::mutex> one_restorer(g->restore_mutex);
   SlowLock lock;

@@ -55,6 +55,8 @@ CUresult free_any(CUdeviceptr p, CUstream stream, bool async, bool per_thread);
 bool memory_info(std::size_t* free, std::size_t* total);  // false before init: forward
 std::uint64_t budget_total(std::uint64_t physical);
 bool region_range(CUdeviceptr p, CUdeviceptr* base, std::size_t* size);
+// The context and device regions belong to (false before the first region).
+bool region_owner(CUcontext* ctx, CUdevice* device);
 
 // Slow path of an access: makes every region of t resident (restoring, evicting others), has
 // the caller's stream (or, for sync calls, the host) wait for restores, and pins them all.

@@ -6,7 +6,8 @@
 //   edge MODULE.so fork          the application forks while regions are swapped; the child does
 //                                CUDA-free work and exits; the parent keeps computing correctly
 //   edge MODULE.so swap          three regions over a budget of two, each launched in turn (the
-//                                residency-bug check runs this with GSWAP_DEBUG_SKIP_RESTORE=1)
+//                                residency-bug check runs this with GSWAP_DEBUG_SKIP_RESTORE=1);
+//                                pointer attributes of a swapped-out region stay right
 //   edge MODULE.so graph         a launch captured into a graph keeps its region resident while
 //                                other regions swap; replays of the graph find it mapped
 //   edge MODULE.so init          cuInit only (a refused configuration makes it fail)
@@ -66,6 +67,17 @@ int run_swap(unsigned long long region_bytes) {
   for (int k = 0; k < 3; ++k) {
     PCHECK(cuMemAlloc(&b[k], region_bytes));
     PCHECK(cuMemsetD32(b[k], 5u, n));
+  }
+  // The first region has been swapped out by now: its attributes still describe the allocation.
+  for (int k = 0; k < 3; ++k) {
+    size_t range = 0;
+    CUdeviceptr start = 0, base = 0;
+    unsigned type = 0;
+    PCHECK(cuPointerGetAttribute(&range, CU_POINTER_ATTRIBUTE_RANGE_SIZE, b[k] + 100));
+    PCHECK(cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, b[k] + 100));
+    PCHECK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, b[k]));
+    PCHECK(cuMemGetAddressRange(&base, &range, b[k] + 4));
+    PEXPECT(range == region_bytes && start == b[k] && base == b[k] && type == CU_MEMORYTYPE_DEVICE);
   }
   for (int round = 0; round < 3; ++round)
     for (int k = 0; k < 3; ++k) PCHECK(launch_add(g_add, nullptr, b[k], n, 1));
