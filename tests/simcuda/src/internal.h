@@ -91,8 +91,10 @@ struct Op {
   size_t dpitch = 0, dheight = 0, spitch = 0, sheight = 0;
   uint32_t value = 0;
   uint8_t elem = 1;
-  // HostFn
+  // HostFn (cuLaunchHostFunc) or, when callback is set, a cuStreamAddCallback callback
   CUhostFn fn = nullptr;
+  CUstreamCallback callback = nullptr;
+  CUstream callback_stream = nullptr;
   void* user = nullptr;
   // Wait / Record / FreeAsync
   std::shared_ptr<Timeline> wait_tl;

@@ -52,6 +52,8 @@ Op Op::clone() const {
   o.elem = elem;
   o.fn = fn;
   o.user = user;
+  o.callback = callback;
+  o.callback_stream = callback_stream;
   o.wait_tl = wait_tl;
   o.wait_seq = wait_seq;
   o.rec = rec;
@@ -146,7 +148,11 @@ void execute(Op& op, Stream* s) {
       run_memset(op);
       break;
     case OpKind::HostFn:
-      op.fn(op.user);
+      if (op.callback) {
+        op.callback(op.callback_stream, CUDA_SUCCESS, op.user);
+      } else {
+        op.fn(op.user);
+      }
       break;
     case OpKind::Wait:
       op.wait_tl->wait(op.wait_seq);
@@ -409,8 +415,9 @@ static CUresult stream_sync(CUstream h, bool pt) {
   if (CUresult r = resolve_stream(h, pt, &s)) return r;
   if (s->capture.load()) {
     capture_violation();
+    // Synchronising a capturing stream invalidates its capture whatever the mode.
     std::lock_guard lk(g().capture_mu);
-    s->capture.load()->invalidated = true;
+    if (Capture* cap = s->capture.load()) cap->invalidated = true;
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
   if (s->legacy) {
@@ -495,6 +502,26 @@ SC_EXPORT CUresult cuLaunchHostFunc(CUstream h, CUhostFn fn, void* user) {
 }
 SC_EXPORT CUresult cuLaunchHostFunc_ptsz(CUstream h, CUhostFn fn, void* user) {
   return launch_host_func(h, fn, user, true);
+}
+
+static CUresult add_callback(CUstream h, CUstreamCallback cb, void* user, unsigned flags, bool pt) {
+  Stream* s = nullptr;
+  if (CUresult r = resolve_stream(h, pt, &s)) return r;
+  if (!cb || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  Op op;
+  op.kind = OpKind::HostFn;
+  op.callback = cb;
+  op.callback_stream = h;  // the callback receives the handle it was registered with
+  op.user = user;
+  return submit(s, std::move(op));
+}
+SC_EXPORT CUresult cuStreamAddCallback(CUstream h, CUstreamCallback cb, void* user,
+                                       unsigned int flags) {
+  return add_callback(h, cb, user, flags, false);
+}
+SC_EXPORT CUresult cuStreamAddCallback_ptsz(CUstream h, CUstreamCallback cb, void* user,
+                                            unsigned int flags) {
+  return add_callback(h, cb, user, flags, true);
 }
 
 static CUresult stream_get_flags(CUstream h, unsigned* flags, bool pt) {

@@ -50,6 +50,10 @@ void CUDA_CB host_append(void* p) {
   pair->first->push_back(pair->second);
 }
 
+void CUDA_CB stream_callback(CUstream, CUresult status, void* p) {
+  if (status == CUDA_SUCCESS) host_append(p);
+}
+
 }  // namespace
 
 TEST_F(Sim, StreamRunsInOrder) {
@@ -88,9 +92,11 @@ TEST_F(Sim, CrossStreamWaitOnEvent) {
   std::vector<int> host_log;
   std::pair<std::vector<int>*, int> arg{&host_log, 3};
   CK(cuLaunchHostFunc(b, host_append, &arg));
+  std::pair<std::vector<int>*, int> arg2{&host_log, 4};
+  CK(cuStreamAddCallback(b, stream_callback, &arg2, 0));
   CK(cuStreamSynchronize(b));
   EXPECT_EQ(log.read(), (std::vector<int32_t>{1, 2}));
-  EXPECT_EQ(host_log, std::vector<int>{3});
+  EXPECT_EQ(host_log, (std::vector<int>{3, 4}));
   CK(cuEventQuery(e));
   CK(cuEventDestroy(e));
   EXPECT_EQ(cuEventQuery(e), CUDA_ERROR_INVALID_HANDLE);
