@@ -28,24 +28,26 @@ namespace {
 void* wrap_proc(const char* symbol, void* p, int version, cuuint64_t flags) {
   for (std::size_t i = 0; i < kNumHooks; ++i)
     if (real_pointer(kHooks[i]) == p) return kHooks[i].wrapper;
-  // Not one of the real pointers we loaded (a driver that hands out other addresses): fall back
-  // on name, flavour and version from hooks.def.
-  bool want_pt = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+  // Not one of the real pointers we loaded (a driver whose table hands out other addresses):
+  // name the pointer exactly with dladdr. Guessing from the API name and version could pick an
+  // ABI with another signature (cuGraphInstantiate at 12.0 is cuGraphInstantiateWithFlags).
   const HookEntry* best = nullptr;
-  for (std::size_t i = 0; i < kNumHooks; ++i) {
-    const HookEntry& e = kHooks[i];
-    if (std::strcmp(e.api, symbol) != 0 || e.version > version) continue;
-    if (e.per_thread != want_pt) continue;
-    if (!best || e.version > best->version) best = &e;
+  Dl_info info;
+  if (dladdr(p, &info) != 0 && info.dli_saddr == p && info.dli_sname) {
+    best = hook_by_symbol(info.dli_sname);
+    if (best && real_pointer(*best) != nullptr) {
+      GSWAP_LOG(kDebug, "cuGetProcAddress(%s, %d, %llu): %s by address", symbol, version,
+                (unsigned long long)flags, best->symbol);
+      return best->wrapper;
+    }
   }
-  if (best && real_pointer(*best) != nullptr) {
-    GSWAP_LOG(kDebug, "cuGetProcAddress(%s, %d): matched by name to %s", symbol, version,
-              best->symbol);
-    return best->wrapper;
-  }
-  if (best || std::strncmp(symbol, "cuMemcpy", 8) == 0 ||
+  bool ours = false;
+  for (std::size_t i = 0; i < kNumHooks && !ours; ++i)
+    ours = std::strcmp(kHooks[i].api, symbol) == 0;
+  if (ours || std::strncmp(symbol, "cuMemcpy", 8) == 0 ||
       std::strncmp(symbol, "cuMemset", 8) == 0 || std::strncmp(symbol, "cuLaunch", 8) == 0) {
-    GSWAP_LOG(kWarn,
+    // Info, not warn: the runtime resolves every entry point at start, used or not.
+    GSWAP_LOG(kInfo,
               "cuGetProcAddress(%s, %d) returned an ABI gswap does not hook; its accesses are not "
               "tracked",
               symbol, version);

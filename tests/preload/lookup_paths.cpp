@@ -72,6 +72,20 @@ int main(int argc, char** argv) {
         !load("cuMemFree", &api.free) || !load("cuMemcpyHtoD", &api.htod) ||
         !load("cuMemcpyDtoH", &api.dtoh))
       return fail("cuGetProcAddress could not find an entry point");
+    // The requested ABI is honoured: the per-thread-stream flag gives the _ptsz wrapper, the
+    // legacy flag the plain one, and an old version the old ABI (which gswap does not wrap).
+    void *pt = nullptr, *legacy = nullptr, *v1 = nullptr;
+    CUdriverProcAddressQueryResult st;
+    if (get("cuLaunchKernel", &pt, CUDA_VERSION, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+            &st) ||
+        get("cuLaunchKernel", &legacy, CUDA_VERSION, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &st))
+      return fail("cuGetProcAddress(cuLaunchKernel) failed");
+    if (pt != dlsym(lib, "cuLaunchKernel_ptsz") || legacy != dlsym(lib, "cuLaunchKernel") ||
+        pt == legacy)
+      return fail("the per-thread-stream flag was not honoured");
+    if (get("cuMemAlloc", &v1, 3000, CU_GET_PROC_ADDRESS_DEFAULT, &st) == CUDA_SUCCESS &&
+        v1 == reinterpret_cast<void*>(api.alloc))
+      return fail("cudaVersion 3000 got the _v2 ABI");
   } else if (mode == "dlsym") {
     auto load = [&](const char* name, void* slot) -> bool {
       *static_cast<void**>(slot) = dlsym(lib, name);
