@@ -1011,6 +1011,7 @@ std::uint64_t budget_total(std::uint64_t physical) {
 bool memory_info(std::size_t* free, std::size_t* total) {
   if (!g || !g->inited || g->init_result != CUDA_SUCCESS) return false;
   std::lock_guard<std::mutex> lock(g->mutex);
+  ScopedContext sc;  // reclaim() may unmap
   reclaim();
   std::uint64_t t = g->physical_total ? std::min(g->budget, g->physical_total) : g->budget;
   std::uint64_t in_use = g->used() - g->pooled;  // pooled handles are free to the application
@@ -1077,7 +1078,9 @@ CUresult keep_resident(TouchSet& t, CUstream stream, bool per_thread) {
       return e;
     }
   }
-  wait_restores(t, stream, per_thread, stream == nullptr && !per_thread);
+  // The host waits: the caller's stream may be capturing, and a capture must not depend on an
+  // event recorded outside it.
+  wait_restores(t, stream, per_thread, true);
   return CUDA_SUCCESS;
 }
 
