@@ -50,7 +50,8 @@ bool load_driver() {
   void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
   if (!h) {
     t_loading = false;
-    GSWAP_LOG(kError, "cannot open libcuda.so.1: %s", dlerror());
+    // Info only: programs probe for CUDA this way, and one without a driver is not an error.
+    GSWAP_LOG(kInfo, "cannot open libcuda.so.1: %s", dlerror());
     return false;
   }
 #define GSWAP_HOOK(sym, api, ver, pt, ret, params, args) \

@@ -55,9 +55,12 @@ void* wrap_proc(const char* symbol, void* p, int version, cuuint64_t flags) {
   return p;
 }
 
+// The handle names libcuda.so.1 (or the global scope). Cheap: no library is loaded here.
 bool is_driver_handle(void* handle) {
   if (handle == RTLD_DEFAULT || handle == RTLD_NEXT) return true;
-  void* h = driver_handle();
+  if (void* h = driver_handle()) return handle == h;
+  void* h = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
+  if (h) dlclose(h);  // NOLOAD took a reference; give it back
   return h != nullptr && handle == h;
 }
 
@@ -90,7 +93,7 @@ CUresult hook_cuGetProcAddress_v2(const char* symbol, void** pfn, int version, c
 void* dlsym_impl(void* handle, const char* name) {
   if (name && name[0] == 'c' && name[1] == 'u' && !loading_driver_on_this_thread()) {
     if (const HookEntry* e = hook_by_symbol(name)) {
-      if (load_driver() && is_driver_handle(handle) && real_pointer(*e) != nullptr)
+      if (is_driver_handle(handle) && load_driver() && real_pointer(*e) != nullptr)
         return e->wrapper;
     }
   }
