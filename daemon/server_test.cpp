@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "daemon/control.h"
+#include "policy/trace_json.h"
 #include "proto/ring.h"
 #include "proto/seqlock.h"
 
@@ -199,6 +200,66 @@ TEST_F(ServerTest, ClientExitIsReaped) {
   close(shm);
   server_->tick(0);
   EXPECT_EQ(server_->num_clients(), 0u);
+}
+
+TEST_F(ServerTest, DetectsTheIterationDumpsItsTraceAndPlansIt) {
+  int fd = connect_raw();
+  proto::Hello h = hello();
+  int shm = -1;
+  proto::HelloReply r = exchange(fd, &h, sizeof h, &shm);
+  ASSERT_EQ(r.status, 0);
+  auto* base = static_cast<unsigned char*>(
+      mmap(nullptr, r.shm_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, shm, 0));
+  const auto& hdr = *reinterpret_cast<proto::ShmHeader*>(base);
+  auto* rc = reinterpret_cast<proto::RingControl*>(base + hdr.ring_control_offset);
+  proto::RingProducer ring(&rc->head, &rc->tail,
+                           reinterpret_cast<proto::EventRecord*>(base + hdr.ring_offset),
+                           hdr.ring_capacity);
+  std::uint64_t seq = 1;
+  for (std::uint64_t id = 1; id <= 4; ++id) {
+    proto::EventRecord e{};
+    e.type = static_cast<std::uint16_t>(proto::EventType::kAlloc);
+    e.seq = seq++;
+    e.w[0] = id;
+    e.w[1] = id << 32;
+    e.w[2] = 64ull << 20;
+    ASSERT_TRUE(ring.push(&e, 1));
+  }
+  // 256 iterations of 8 kernels; kernel k touches regions k%4+1 and (k+1)%4+1.
+  for (int it = 0; it < 256; ++it) {
+    for (std::uint64_t k = 0; k < 8; ++k) {
+      proto::EventRecord e{};
+      e.type = static_cast<std::uint16_t>(proto::EventType::kLaunch);
+      e.seq = seq++;
+      e.count = 2;
+      e.w[0] = 100 + k;
+      e.w[1] = k % 4 + 1;
+      e.w[2] = (k + 1) % 4 + 1;
+      ASSERT_TRUE(ring.push(&e, 1));
+    }
+    if (it % 64 == 63) server_->tick(0);
+  }
+  server_->tick(0);
+  nlohmann::json st = server_->status_json();
+  ASSERT_EQ(st["clients"].size(), 1u);
+  EXPECT_EQ(st["clients"][0]["iteration_length"], 8u);
+  EXPECT_EQ(st["clients"][0]["mode"], "measured");
+
+  nlohmann::json tr = server_->handle_request({{"cmd", "trace"}, {"pid", getpid()}});
+  ASSERT_TRUE(tr["ok"].get<bool>()) << tr.dump();
+  policy::Trace trace;
+  std::string error;
+  ASSERT_TRUE(policy::parse_trace_json(tr["trace_json"].get<std::string>(), &trace, &error))
+      << error;
+  EXPECT_EQ(trace.launches.size(), 8u);
+  EXPECT_EQ(trace.regions.size(), 4u);
+
+  nlohmann::json pol = server_->handle_request({{"cmd", "policy"}, {"pid", getpid()}});
+  ASSERT_TRUE(pol["ok"].get<bool>());
+  EXPECT_EQ(pol["clients"][0]["planner"].get<std::string>().rfind("capuchin", 0), 0u) << pol.dump();
+  munmap(base, r.shm_bytes);
+  close(shm);
+  close(fd);
 }
 
 TEST_F(ServerTest, ControlRequestsAreValidated) {
