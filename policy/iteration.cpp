@@ -22,11 +22,46 @@ namespace {
 // scores by about the noise rate for every period alike, so this tolerance only has to absorb
 // sampling error, which is small for the stream lengths that reach this code.
 constexpr double kTieTolerance = 0.005;
+constexpr std::size_t kConfirm = 3;  // symbols that must agree before following a shift
 
-double score(std::span<const std::uint64_t> s, std::size_t p) {
-  std::size_t n = s.size() - p, same = 0;
-  for (std::size_t i = 0; i < n; ++i) same += s[i] == s[i + p];
-  return n ? static_cast<double>(same) / static_cast<double>(n) : 0.0;
+// The fraction of symbols that recur one period later. Dropped or inserted launches shift the
+// later copy by one; the alignment follows such a shift when the next symbol confirms it, within
+// an eighth of the period, so a few missing launches do not ruin every later comparison. Since
+// the alignment can drift, a candidate near the true period ends up measuring the true one:
+// `effective` is the offset at which most matches were made.
+struct Score {
+  double match = 0;
+  std::size_t effective = 0;
+};
+
+Score score(std::span<const std::uint64_t> s, std::size_t p) {
+  const std::size_t n = s.size(), slack = p / 8 + 1;
+  std::vector<std::size_t> at(2 * slack + 1, 0);  // matches per offset p - slack .. p + slack
+  std::size_t o = p, same = 0, total = 0;
+  for (std::size_t i = 0; i + o < n; ++i, ++total) {
+    if (s[i] == s[i + o]) {
+      ++same;
+      ++at[o + slack - p];
+      continue;
+    }
+    // A miss. If the next kConfirm symbols line up at a nearby offset, a launch was dropped or
+    // inserted in one of the copies: follow the shift.
+    for (int d : {1, -1, 2, -2, 3, -3}) {
+      const std::size_t o2 = o + static_cast<std::size_t>(static_cast<long>(d));
+      if (o2 + slack < p || o2 > p + slack || o2 == 0 || i + 1 + o2 + kConfirm > n) continue;
+      bool ok = true;
+      for (std::size_t j = 1; j <= kConfirm && ok; ++j) ok = s[i + j] == s[i + j + o2];
+      if (ok) {
+        o = o2;
+        break;
+      }
+    }
+  }
+  Score sc;
+  sc.match = total ? static_cast<double>(same) / static_cast<double>(total) : 0.0;
+  sc.effective =
+      p + static_cast<std::size_t>(std::max_element(at.begin(), at.end()) - at.begin()) - slack;
+  return sc;
 }
 
 std::vector<std::size_t> candidate_periods(std::span<const std::uint64_t> s, std::size_t lo,
@@ -77,17 +112,18 @@ std::optional<PeriodResult> detect_iteration_period(std::span<const std::uint64_
   const std::size_t hi = std::min(options.max_period, n / repeats);
   if (hi < lo) return std::nullopt;
 
-  std::vector<std::pair<std::size_t, double>> scored;
+  std::vector<std::pair<std::size_t, double>> scored;  // (effective period, match)
   double best = 0;
   for (std::size_t p : candidate_periods(symbols, lo, hi)) {
-    double m = score(symbols, p);
-    if (m >= options.min_match) {
-      scored.emplace_back(p, m);
-      best = std::max(best, m);
+    Score sc = score(symbols, p);
+    if (sc.match >= options.min_match && sc.effective >= lo && sc.effective <= hi) {
+      scored.emplace_back(sc.effective, sc.match);
+      best = std::max(best, sc.match);
     }
   }
   if (scored.empty()) return std::nullopt;
-  for (auto [p, m] : scored) {  // ascending p
+  std::sort(scored.begin(), scored.end());
+  for (auto [p, m] : scored) {
     if (m + kTieTolerance >= best) {
       // Offset 0 is taken as an iteration boundary (the stream starts with a step), so the last
       // complete iteration begins at the largest multiple of p that leaves room for p symbols.

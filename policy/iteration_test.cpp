@@ -69,6 +69,28 @@ TEST(IterationTest, NoisyStreamWithReplacementsOnly) {
   EXPECT_LT(r->match, 1.0);
 }
 
+TEST(IterationTest, NoisyStreamWithDropsAndInsertions) {
+  // 2% of launches dropped or replaced, and stray launches inserted: alignment shifts by one
+  // now and then, and the period must still be found.
+  auto it = transformer_iteration(12);
+  std::mt19937_64 rng(5);
+  std::vector<std::uint64_t> s;
+  for (int r = 0; r < 4; ++r) {
+    for (std::uint64_t x : it) {
+      const auto d = rng() % 100;
+      if (d == 0) continue;                           // dropped
+      if (d == 1) s.push_back(rng() | (1ull << 63));  // a stray launch before it
+      s.push_back(d == 2 ? (rng() | (1ull << 63)) : x);
+    }
+  }
+  PeriodOptions o;
+  o.min_match = 0.8;
+  auto r = detect_iteration_period(s, o);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_NEAR(static_cast<double>(r->period), static_cast<double>(it.size()), 3.0);
+  EXPECT_GT(r->match, 0.9);
+}
+
 TEST(IterationTest, LongStreamUsesCandidateSearch) {
   // 3 x 20,000 symbols: too long for the exhaustive scan, so the recurrence candidates are used.
   std::mt19937_64 rng(11);
