@@ -34,16 +34,20 @@ struct Score {
   std::size_t effective = 0;
 };
 
-Score score(std::span<const std::uint64_t> s, std::size_t p) {
+Score score(std::span<const std::uint64_t> s, std::size_t p, double min_match) {
   const std::size_t n = s.size(), slack = p / 8 + 1;
   std::vector<std::size_t> at(2 * slack + 1, 0);  // matches per offset p - slack .. p + slack
   std::size_t o = p, same = 0, total = 0;
+  const auto max_misses =
+      static_cast<std::size_t>((1.0 - min_match) * static_cast<double>(n - p)) + kConfirm;
   for (std::size_t i = 0; i + o < n; ++i, ++total) {
     if (s[i] == s[i + o]) {
       ++same;
       ++at[o + slack - p];
       continue;
     }
+    // Hopeless candidates stop early: most periods tried are wrong, and every miss costs a search.
+    if (total - same > max_misses) return Score{};
     // A miss. If the next kConfirm symbols line up at a nearby offset, a launch was dropped or
     // inserted in one of the copies: follow the shift.
     for (int d : {1, -1, 2, -2, 3, -3}) {
@@ -115,7 +119,7 @@ std::optional<PeriodResult> detect_iteration_period(std::span<const std::uint64_
   std::vector<std::pair<std::size_t, double>> scored;  // (effective period, match)
   double best = 0;
   for (std::size_t p : candidate_periods(symbols, lo, hi)) {
-    Score sc = score(symbols, p);
+    Score sc = score(symbols, p, options.min_match);
     if (sc.match >= options.min_match && sc.effective >= lo && sc.effective <= hi) {
       scored.emplace_back(sc.effective, sc.match);
       best = std::max(best, sc.match);
