@@ -52,7 +52,8 @@ class Engine {
 };
 
 struct Chosen {
-  std::size_t e, b;
+  std::size_t e, back;  // off the device after access e, back from launch `back` on (the
+                        // trigger of a swap, the back-access of a recompute)
   EvictKind kind;
   bool wrap;
 };
@@ -220,18 +221,13 @@ class Planner {
   // Is region s off the device by a plan choice at launch p (a recompute there would need it)?
   const Chosen* evicted_at(std::size_t s, std::size_t p) const {
     for (const Chosen& c : chosen_[s]) {
-      if (!c.wrap && c.e < p && p < c.b) return &c;
-      if (c.wrap && (p > c.e || p < c.b)) return &c;
+      if (!c.wrap && c.e < p && p < c.back) return &c;
+      if (c.wrap && (p > c.e || p < c.back)) return &c;
     }
     return nullptr;
   }
 
   std::optional<SwapEval> eval_swap(const Cand& c) const {
-    // A swap must not take away a source that a chosen recomputation reads inside the gap.
-    for (std::size_t qi : readers_[c.r]) {
-      const ChosenRecompute& q = recomputes_[qi];
-      if (c.wrap ? (q.b > c.e || q.b < c.b) : (c.e < q.b && q.b < c.b)) return std::nullopt;
-    }
     const std::size_t n = a_.n;
     const std::int64_t b = static_cast<std::int64_t>(bytes(c.r));
     const double so = static_cast<double>(b) / bw_out_, si = static_cast<double>(b) / bw_in_;
@@ -252,6 +248,12 @@ class Planner {
       if (k != MaxSegmentTree::npos) t = k + 1;
     }
     ev.t = t;
+    // A swap must not take away a source that a chosen recomputation reads while it is off the
+    // device (before its trigger); once the restore has started, the recomputation waits for it.
+    for (std::size_t qi : readers_[c.r]) {
+      const ChosenRecompute& q = recomputes_[qi];
+      if (c.wrap ? (q.b > c.e || q.b < t) : (c.e < q.b && q.b < t)) return std::nullopt;
+    }
     std::int64_t covered_max;
     if (c.wrap) {
       covered_max = std::max(ev.f < n ? cur_.max(ev.f, n - 1) : INT64_MIN,
@@ -323,7 +325,7 @@ class Planner {
     }
     d2h_.insert(ev.out_start, so);
     h2d_.insert(ev.in_start, si);
-    chosen_[c.r].push_back({c.e, c.b, EvictKind::kSwap, c.wrap});
+    chosen_[c.r].push_back({c.e, ev.t, EvictKind::kSwap, c.wrap});
     taken_[k] = true;
     PlanEntry e;
     e.region = t_.regions[c.r].id;
