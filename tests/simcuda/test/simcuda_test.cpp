@@ -132,3 +132,33 @@ TEST(SimcudaReadme, SettingsTableMatchesDeclarations) {
 #undef SC_SETTING
   EXPECT_EQ(rows.size(), declared);
 }
+
+// Settings are read by the first cuInit, so this runs in a re-executed child that sets them first.
+static bool several_devices_child() {
+  setenv("SIMCUDA_DEVICE_COUNT", "2", 1);
+  setenv("SIMCUDA_CAPACITY", "64MiB", 1);
+  setenv("SIMCUDA_GRANULARITY", "64KiB", 1);
+  int n = 0;
+  CUcontext c0 = nullptr, c1 = nullptr;
+  CUdeviceptr p = 0;
+  size_t f0 = 0, f1 = 0, t = 0, gran = 0;
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 1;
+  if (cuInit(0) || cuDeviceGetCount(&n) || n != 2) return false;
+  if (cuDevicePrimaryCtxRetain(&c0, 0) || cuDevicePrimaryCtxRetain(&c1, 1) || c0 == c1)
+    return false;
+  if (cuCtxSetCurrent(c1) || cuMemAlloc(&p, 16 << 20) || cuMemGetInfo(&f1, &t)) return false;
+  if (t != (64u << 20) || f1 != (48u << 20)) return false;
+  if (cuCtxSetCurrent(c0) || cuMemGetInfo(&f0, &t) || f0 != (64u << 20)) return false;
+  if (cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) ||
+      gran != (64u << 10))
+    return false;
+  return cuMemAlloc(&p, 65u << 20) == CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+TEST(SimcudaSettings, SeveralDevicesWithTheirOwnCapacity) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(std::exit(several_devices_child() ? 0 : 1), ::testing::ExitedWithCode(0), "");
+}
