@@ -138,6 +138,30 @@ TEST(CapuchinTest, FeedbackMovesLateTriggersEarlierByFivePercent) {
   EXPECT_EQ(q.entries[0].trigger, 2u);
 }
 
+TEST(CapuchinTest, FeedbackRemovesLatenessTheSimulatorObserved) {
+  // X's 25 us restore starts with launch 8 (80 us) but launch 9 wants it at 90 us: 15 us late.
+  // Each round of feedback starts it at least 5% of SwapTime earlier, which here is one launch:
+  // launch 7 is still 5 us late, launch 6 is on time.
+  Trace t = empty_trace(10, 10.0, 4.0 * kMiB / 25e-6);
+  RegionId x = add_region(t, 4 * kMiB, 0, -1, {0, 9});
+  Analysis a = analyze(t);
+  Plan p;
+  p.entries.push_back({x, EvictKind::kSwap, 0, kNoLaunch, 8, 9, 25.0});
+  const std::uint64_t budget = 1ull << 30;
+  SimResult s = simulate(a, p, budget);
+  EXPECT_DOUBLE_EQ(s.lateness_us[0], 15.0);
+  std::vector<double> seen;
+  for (int round = 0; round < 5 && s.lateness_us[0] > 0; ++round) {
+    seen.push_back(s.lateness_us[0]);
+    p = apply_feedback(a, p, s.lateness_us);
+    s = simulate(a, p, budget);
+  }
+  EXPECT_EQ(seen, (std::vector<double>{15.0, 5.0}));
+  EXPECT_EQ(p.entries[0].trigger, 6u);
+  EXPECT_EQ(s.lateness_us[0], 0.0);
+  EXPECT_DOUBLE_EQ(s.step_time_us, 100.0);
+}
+
 TEST(CapuchinTest, ImpossibleBudgetIsReported) {
   SwapFixture f;
   Analysis a = analyze(f.t);
