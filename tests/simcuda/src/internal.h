@@ -142,8 +142,6 @@ struct Ctx;
 struct Capture;
 
 struct Stream {
-  static constexpr uint32_t kMagic = 0x5354524d;
-  uint32_t magic = kMagic;
   Ctx* ctx = nullptr;
   unsigned flags = 0;
   int priority = 0;
@@ -164,8 +162,6 @@ struct Stream {
 };
 
 struct Ctx {
-  static constexpr uint32_t kMagic = 0x43545821;
-  uint32_t magic = kMagic;
   int device = 0;
   bool primary = false;
   unsigned flags = 0;
@@ -183,8 +179,6 @@ struct Event {
 
 struct Module;
 struct Func {
-  static constexpr uint32_t kMagic = 0x46554e43;
-  uint32_t magic = kMagic;
   Module* mod = nullptr;
   const simcuda_kernel_desc* desc = nullptr;
   size_t params_bytes = 0;

@@ -101,7 +101,6 @@ CUresult unload(Module* m) {
   if (!remove_handle(g().modules, m)) return CUDA_ERROR_INVALID_HANDLE;
   for (Func* f : m->funcs) {
     remove_handle(g().funcs, f);
-    f->magic = 0;
   }
   // Kernels still queued would run code from the library: finish them before dlclose.
   if (Ctx* c = current_ctx(); c && live(g().ctxs, c)) sync_ctx(c);

@@ -211,7 +211,6 @@ void destroy_stream(Stream* s) {
   s->cv.notify_all();
   // Pending work completes before the worker exits, as the real driver finishes it too.
   if (s->worker.joinable()) s->worker.join();
-  s->magic = 0;
   // The Stream object is kept so that a stale handle reads as invalid instead of crashing.
 }
 
