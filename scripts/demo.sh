@@ -9,7 +9,7 @@ build=${GSWAP_BUILD_DIR:-$root/build}
 minitrain=$build/tests/workloads/minitrain
 simcuda_dir=$build/tests/simcuda
 libgswap=$build/interpose/libgswap.so
-args=(--layers 6 --width 1024 --batch 512 --iters 4 --streams 2)
+args=(--layers 12 --width 256 --batch 16384 --iters 3 --streams 2)
 
 run_pair() {  # $1: label, rest: environment for the driver
   local label=$1; shift
