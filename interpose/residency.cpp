@@ -793,15 +793,18 @@ void wait_restores(TouchSet& t, CUstream stream, bool per_thread, bool sync) {
 
 }  // namespace
 
+// The state exists from the moment the library is loaded, so a hook called before (or after a
+// failed) cuInit finds it empty rather than null. Never destroyed (see g_state_storage).
+__attribute__((constructor)) static void construct_state() {
+  g_fast = new (g_fast_storage) FastState();
+  g = new (g_state_storage) State();
+}
+
 FastState& fast() {
   return *g_fast;
 }
 
 CUresult init_process() {
-  if (!g) {
-    g_fast = new (g_fast_storage) FastState();
-    g = new (g_state_storage) State();
-  }
   std::lock_guard<std::mutex> lock(g->mutex);
   if (g->inited) return g->init_result;
   g->inited = true;
