@@ -241,7 +241,7 @@ struct Global {
   std::atomic<bool> initialized{false};
   std::vector<Device*> devices;
 
-  std::mutex handles_mu;
+  std::shared_mutex handles_mu;  // shared for lookups (every launch), exclusive for changes
   std::unordered_set<const void*> ctxs, streams, events, modules, funcs, graphs, execs;
 
   std::shared_mutex mem_mu;

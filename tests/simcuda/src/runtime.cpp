@@ -19,7 +19,7 @@ Global& g() {
 }
 
 bool live(const std::unordered_set<const void*>& set, const void* p) {
-  std::lock_guard lk(g().handles_mu);
+  std::shared_lock lk(g().handles_mu);
   return p && set.count(p) != 0;
 }
 void add_handle(std::unordered_set<const void*>& set, const void* p) {
