@@ -134,7 +134,10 @@ void Client::maybe_detect_iteration() {
     if (count > 0) iteration_ = {count, first, last, 1.0, "marks"};
     return;
   }
-  if (launches_since_detect_ < 1024 || launches_.size() < 8) return;
+  // Detection costs about the window's length; running it after every window/8 new launches (at
+  // least 256) keeps the cost per launch constant while short runs are still detected early.
+  std::size_t every = std::max<std::size_t>(256, launches_.size() / 8);
+  if (launches_since_detect_ < every || launches_.size() < 8) return;
   launches_since_detect_ = 0;
   std::vector<std::uint64_t> symbols;
   symbols.reserve(launches_.size());
