@@ -1,0 +1,88 @@
+// baselines_test.cpp: DELTA's release threshold, victim order and swap-or-recompute rule, and the
+// vDNN-style schedule, on hand-built traces.
+#include "policy/baselines.h"
+
+#include <gtest/gtest.h>
+
+#include "policy/simulator.h"
+#include "policy/test_traces.h"
+
+namespace gswap::policy {
+namespace {
+
+using testing::add_region;
+using testing::empty_trace;
+using testing::kMiB;
+
+// 8 launches of 10 us. A (8 MiB, used at 0 and 7) lives from the start; B (4 MiB) over 1..6;
+// C (4 MiB) over 3..4. The peak is 16 MiB; the budget is 15 MiB, so DELTA releases above
+// 11.25 MiB.
+struct DeltaFixture {
+  Trace t = empty_trace(8, 10.0, 8.0 * kMiB / 100e-6);  // 8 MiB take 100 us
+  RegionId a, b, c;
+  explicit DeltaFixture(double a_recompute_us) {
+    a = add_region(t, 8 * kMiB, 0, -1, {0, 7});
+    b = add_region(t, 4 * kMiB, 1, 6, {1, 6});
+    c = add_region(t, 4 * kMiB, 3, 4, {3, 4});
+    if (a_recompute_us > 0) t.regions[a - 1].recompute = Recompute{a_recompute_us, {}};
+  }
+};
+
+TEST(BaselinesTest, DeltaReleasesTheLargestStalestRegionAtThreeQuarters) {
+  DeltaFixture f(1.0);  // recomputing A (1 us) is cheaper than copying it (100 us)
+  Analysis an = analyze(f.t);
+  Plan p = plan_delta(an, 15 * kMiB);
+  // After launch 1, 12 MiB are in use. A scores 8 MiB x 10 us of staleness, B (just used)
+  // almost nothing: A goes, and 4 MiB is under the threshold, so B stays.
+  ASSERT_EQ(p.entries.size(), 1u);
+  EXPECT_EQ(p.entries[0].region, f.a);
+  EXPECT_EQ(p.entries[0].kind, EvictKind::kRecompute);
+  EXPECT_EQ(p.entries[0].evict_at, 2u);
+  EXPECT_EQ(p.entries[0].back_access, 7u);
+  SimResult s = simulate(an, p, 15 * kMiB);
+  ASSERT_TRUE(s.feasible);
+  EXPECT_LE(s.peak_resident_bytes, 15 * kMiB);
+  EXPECT_DOUBLE_EQ(s.recompute_us, 1.0);
+}
+
+TEST(BaselinesTest, DeltaOffloadsWhenRecomputingCostsMoreThanCopying) {
+  DeltaFixture f(500.0);
+  Analysis an = analyze(f.t);
+  Plan p = plan_delta(an, 15 * kMiB);
+  ASSERT_EQ(p.entries.size(), 1u);
+  EXPECT_EQ(p.entries[0].region, f.a);
+  EXPECT_EQ(p.entries[0].kind, EvictKind::kSwap);
+  // Prefetched once B and C are gone and A fits under the threshold again: after launch 6.
+  EXPECT_EQ(p.entries[0].trigger, 7u);
+}
+
+TEST(BaselinesTest, VdnnSwapsActivationsAcrossTheTurnAndPrefetchesOneStepAhead) {
+  // Activations X1, X2 written in the forward pass and read back in the backward pass; the peak
+  // (the turn) is at launch 4.
+  Trace t = empty_trace(9, 10.0, 1e10);
+  RegionId w = add_region(t, 4 * kMiB, 0, -1, {0, 8});
+  RegionId x1 = add_region(t, 4 * kMiB, 1, 7, {1, 7});
+  RegionId x2 = add_region(t, 4 * kMiB, 2, 6, {2, 6});
+  add_region(t, 4 * kMiB, 4, 4, {4});
+  Analysis a = analyze(t);
+  Plan p = plan_vdnn(a, 12 * kMiB);
+  ASSERT_EQ(p.entries.size(), 2u);
+  for (const PlanEntry& e : p.entries) {
+    EXPECT_NE(e.region, w);  // weights are not vDNN's business
+    EXPECT_EQ(e.trigger, e.back_access - 1);
+  }
+  EXPECT_EQ(p.entries[0].region, x1);
+  EXPECT_EQ(p.entries[0].evict_after, 1u);
+  EXPECT_EQ(p.entries[1].region, x2);
+  EXPECT_EQ(p.entries[1].back_access, 6u);
+}
+
+TEST(BaselinesTest, LruIsTheEmptyPlan) {
+  DeltaFixture f(0);
+  Analysis a = analyze(f.t);
+  EXPECT_TRUE(plan_lru(a, 15 * kMiB).entries.empty());
+  EXPECT_FALSE(plan_lru(a, 4 * kMiB).feasible);  // launch 0 touches 8 MiB
+}
+
+}  // namespace
+}  // namespace gswap::policy
