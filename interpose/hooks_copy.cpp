@@ -5,6 +5,7 @@
 #include "interpose/access.h"
 #include "interpose/driver.h"
 #include "interpose/hooks.h"
+#include "interpose/log.h"
 
 namespace gswap::interpose {
 namespace {
@@ -31,6 +32,24 @@ CUresult access(CUdeviceptr dst, std::size_t dn, CUdeviceptr src, std::size_t sn
     if (e != CUDA_SUCCESS) return e;
   }
   return with_access(t, s, pt, sync, enqueue);
+}
+
+// Fact 4: a small host-to-device copy may upload an array of device pointers (batched GEMM),
+// which kernels then follow without naming the regions in their parameters. Scan it; the regions
+// it names stay resident from now on. Large uploads (data batches) are not scanned.
+constexpr std::size_t kPointerScanMax = 16 << 10;
+
+CUresult scan_upload(const void* host, std::size_t n, CUstream s, bool pt) {
+  FastState& fs = fast();
+  if (!host || n < 8 || n > kPointerScanMax || !fs.active.load(std::memory_order_acquire))
+    return CUDA_SUCCESS;
+  TouchSet t;
+  scan_bytes(fs.map, host, n, &t);
+  if (t.n == 0) return CUDA_SUCCESS;
+  GSWAP_LOG_ONCE(
+      kInfo,
+      "a host-to-device copy carries device pointers; the allocations it names stay resident");
+  return keep_resident(t, s, pt);
 }
 
 // The device bytes a 2D/3D copy side covers: from its first to its last byte.
@@ -104,9 +123,11 @@ CUresult hook_cuMemcpyPeerAsync_ptsz(CUdeviceptr d, CUcontext dc, CUdeviceptr s,
                 [&] { return GSWAP_R.cuMemcpyPeerAsync_ptsz(d, dc, s, sc, n, st); });
 }
 CUresult hook_cuMemcpyHtoD_v2(CUdeviceptr d, const void* h, size_t n) {
+  if (CUresult e = scan_upload(h, n, nullptr, false); e != CUDA_SUCCESS) return e;
   return access(d, n, 0, 0, nullptr, false, true, [&] { return GSWAP_R.cuMemcpyHtoD_v2(d, h, n); });
 }
 CUresult hook_cuMemcpyHtoD_v2_ptds(CUdeviceptr d, const void* h, size_t n) {
+  if (CUresult e = scan_upload(h, n, nullptr, true); e != CUDA_SUCCESS) return e;
   return access(d, n, 0, 0, nullptr, true, true,
                 [&] { return GSWAP_R.cuMemcpyHtoD_v2_ptds(d, h, n); });
 }
@@ -125,10 +146,12 @@ CUresult hook_cuMemcpyDtoD_v2_ptds(CUdeviceptr d, CUdeviceptr s, size_t n) {
                 [&] { return GSWAP_R.cuMemcpyDtoD_v2_ptds(d, s, n); });
 }
 CUresult hook_cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void* h, size_t n, CUstream st) {
+  if (CUresult e = scan_upload(h, n, st, false); e != CUDA_SUCCESS) return e;
   return access(d, n, 0, 0, st, false, false,
                 [&] { return GSWAP_R.cuMemcpyHtoDAsync_v2(d, h, n, st); });
 }
 CUresult hook_cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr d, const void* h, size_t n, CUstream st) {
+  if (CUresult e = scan_upload(h, n, st, true); e != CUDA_SUCCESS) return e;
   return access(d, n, 0, 0, st, true, false,
                 [&] { return GSWAP_R.cuMemcpyHtoDAsync_v2_ptsz(d, h, n, st); });
 }

@@ -10,6 +10,8 @@
 //                                pointer attributes of a swapped-out region stay right
 //   edge MODULE.so graph         a launch captured into a graph keeps its region resident while
 //                                other regions swap; replays of the graph find it mapped
+//   edge MODULE.so indirect      a kernel follows an array of device pointers uploaded with
+//                                cuMemcpyHtoD; the regions it names stay resident while others swap
 //   edge MODULE.so init          cuInit only (a refused configuration makes it fail)
 //
 // The budget comes from GSWAP_BUDGET; sizes are chosen from the MiB figure passed in GSWAP_BUDGET.
@@ -25,7 +27,7 @@
 
 namespace {
 
-CUfunction g_add, g_touch3;
+CUfunction g_add, g_touch3, g_add_indirect;
 
 struct Three {
   CUdeviceptr p[3];
@@ -151,11 +153,37 @@ int run_graph(unsigned long long region_bytes) {
   return 0;
 }
 
+int run_indirect(unsigned long long region_bytes) {
+  unsigned long long n = region_bytes / 4;
+  CUdeviceptr named[2], other[2], array;
+  for (auto& p : named) {
+    PCHECK(cuMemAlloc(&p, region_bytes));
+    PCHECK(cuMemsetD32(p, 0u, n));
+  }
+  PCHECK(cuMemAlloc(&array, sizeof named));  // small: the never-evicted arena
+  PCHECK(cuMemcpyHtoD(array, named, sizeof named));
+  for (auto& p : other) {
+    PCHECK(cuMemAlloc(&p, region_bytes));
+    PCHECK(cuMemsetD32(p, 0u, n));
+  }
+  unsigned long long count = 2;
+  void* params[] = {&array, &count, &n};
+  for (int round = 0; round < 3; ++round) {
+    for (auto& p : other) PCHECK(launch_add(g_add, nullptr, p, n, 1));  // pushes the others out
+    PCHECK(cuLaunchKernel(g_add_indirect, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr));
+  }
+  PCHECK(cuCtxSynchronize());
+  for (auto& p : named) PEXPECT(all_equal(p, n, 3u, nullptr));
+  for (auto& p : other) PEXPECT(all_equal(p, n, 3u, nullptr));
+  std::printf("indirect: regions named only in device memory stayed resident\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: edge MODULE.so oom|fork|swap|graph|init [region-MiB]\n");
+    std::fprintf(stderr, "usage: edge MODULE.so oom|fork|swap|graph|indirect|init [region-MiB]\n");
     return 2;
   }
   std::string mode = argv[2];
@@ -170,10 +198,12 @@ int main(int argc, char** argv) {
   PCHECK(cuModuleLoad(&mod, argv[1]));
   PCHECK(cuModuleGetFunction(&g_add, mod, "add"));
   PCHECK(cuModuleGetFunction(&g_touch3, mod, "touch3"));
+  PCHECK(cuModuleGetFunction(&g_add_indirect, mod, "add_indirect"));
   if (mode == "oom") return run_oom(region_bytes);
   if (mode == "fork") return run_fork(region_bytes);
   if (mode == "swap") return run_swap(region_bytes);
   if (mode == "graph") return run_graph(region_bytes);
+  if (mode == "indirect") return run_indirect(region_bytes);
   std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
   return 2;
 }

@@ -67,14 +67,31 @@ static const simcuda_param noop8_params[] = {
     {0, 8}, {8, 8}, {16, 8}, {24, 8}, {32, 8}, {40, 8}, {48, 8}, {56, 8},
 };
 
+struct add_indirect_args {
+  uint32_t** ptrs;
+  uint64_t count;
+  uint64_t n;
+};
+static void add_indirect(const simcuda_launch* l) {
+  const struct add_indirect_args* a = (const struct add_indirect_args*)l->params;
+  for (uint64_t k = 0; k < a->count; ++k)
+    for (uint64_t i = 0; i < a->n; ++i) a->ptrs[k][i] += 1;
+}
+static const simcuda_param add_indirect_params[] = {
+    {offsetof(struct add_indirect_args, ptrs), sizeof(void*)},
+    {offsetof(struct add_indirect_args, count), sizeof(uint64_t)},
+    {offsetof(struct add_indirect_args, n), sizeof(uint64_t)},
+};
+
 static const simcuda_kernel_desc kernels[] = {
     {"add", add, 3, add_params, 0, NULL},
     {"add_from", add_from, 3, add_from_params, 0, NULL},
     {"touch3", touch3, 2, touch3_params, 0, NULL},
     {"noop8", noop8, 8, noop8_params, 0, NULL},
+    {"add_indirect", add_indirect, 3, add_indirect_params, 0, NULL},
 };
 
 SIMCUDA_EXPORT const simcuda_module_desc* SIMCUDA_MODULE_ENTRY(void) {
-  static const simcuda_module_desc m = {SIMCUDA_ABI_VERSION, 4, kernels};
+  static const simcuda_module_desc m = {SIMCUDA_ABI_VERSION, 5, kernels};
   return &m;
 }
