@@ -1,0 +1,63 @@
+// analysis_test.cpp: lifetimes, the live-bytes curve, working sets and the ideal timeline; and
+// the segment tree the planner keeps its memory curve in.
+#include "policy/analysis.h"
+
+#include <gtest/gtest.h>
+
+#include "policy/segment_tree.h"
+#include "policy/test_traces.h"
+
+namespace gswap::policy {
+namespace {
+
+using testing::add_region;
+using testing::empty_trace;
+using testing::kMiB;
+
+TEST(AnalysisTest, LifetimesAndLiveBytes) {
+  Trace t = empty_trace(6, 10.0, 1e9);
+  add_region(t, 4 * kMiB, 0, -1, {0, 5});  // persistent
+  add_region(t, 2 * kMiB, 2, 3, {2, 3});   // allocated before 2, freed after 3
+  add_region(t, 1 * kMiB, 1, 4, {});       // never touched: still occupies memory
+  Analysis a = analyze(t);
+  EXPECT_TRUE(a.live_at_start[0] && a.live_at_end[0]);
+  EXPECT_EQ(a.first_live[1], 2u);
+  EXPECT_EQ(a.last_live[1], 3u);
+  EXPECT_FALSE(a.live_at_end[1]);
+  EXPECT_EQ(a.live_bytes, (std::vector<std::uint64_t>{4 * kMiB, 5 * kMiB, 7 * kMiB, 7 * kMiB,
+                                                      5 * kMiB, 4 * kMiB}));
+  EXPECT_EQ(a.peak_bytes, 7 * kMiB);
+  EXPECT_EQ(a.peak_launch, 2u);
+  EXPECT_EQ(a.working_set[2], 2 * kMiB);
+  EXPECT_EQ(a.max_working_set, 4 * kMiB);
+  EXPECT_FALSE(a.evictable(2));  // no accesses
+  EXPECT_TRUE(impossible_budget_reason(a, 4 * kMiB).empty());
+  EXPECT_NE(impossible_budget_reason(a, 3 * kMiB).find("launch 0"), std::string::npos);
+}
+
+TEST(AnalysisTest, IdealTimelineRunsStreamsConcurrentlyInIssueOrder) {
+  Trace t = empty_trace(4, 10.0, 1e9);
+  t.launches[1].stream = 1;  // overlaps launch 0
+  t.launches[2].stream = 1;  // waits for launch 1 on its stream
+  t.launches[3].dur_us = 5;  // stream 0: waits for launch 0, and starts no earlier than 2
+  Analysis a = analyze(t);
+  EXPECT_EQ(a.start_us, (std::vector<double>{0, 0, 10, 10}));
+  EXPECT_DOUBLE_EQ(a.ideal_step_us, 20.0);
+  EXPECT_EQ(a.first_start_at_or_after(5.0), 2u);
+}
+
+TEST(SegmentTreeTest, RangeAddMaxAndLastAbove) {
+  MaxSegmentTree st(std::vector<std::int64_t>{1, 5, 2, 8, 3});
+  EXPECT_EQ(st.max_all(), 8);
+  st.add(2, 4, 10);  // 1 5 12 18 13
+  EXPECT_EQ(st.max(0, 1), 5);
+  EXPECT_EQ(st.max(2, 2), 12);
+  EXPECT_EQ(st.find_last_above(0, 4, 12), 4u);
+  EXPECT_EQ(st.find_last_above(0, 2, 11), 2u);
+  EXPECT_EQ(st.find_last_above(0, 1, 5), MaxSegmentTree::npos);
+  st.add(3, 3, -20);  // 1 5 12 -2 13
+  EXPECT_EQ(st.find_last_above(0, 3, 4), 2u);
+}
+
+}  // namespace
+}  // namespace gswap::policy
