@@ -1,9 +1,10 @@
 // link_test.cpp: the library's daemon link (interpose/telemetry.cpp) against an in-process gswapd
 // server: events from many threads arrive, long launch region lists survive the continuation
 // records, the budget share reaches the BudgetCallback (capped by the process's own budget), and
-// the link survives the daemon going away and coming back.
+// the link survives the daemon going away and coming back, and a forked child registers anew.
 #include <gtest/gtest.h>
 #include <spdlog/sinks/null_sink.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -124,6 +125,32 @@ TEST(DaemonLink, EventsBudgetAndReconnect) {
   EXPECT_TRUE(serve_until(*server, [&] {
     return server->status_json()["clients"][0]["dropped_events"].get<std::uint64_t>() >= 1;
   }));
+  // fork: the child forgets the parent's registration and registers as a client of its own.
+  pid_t child = fork();
+  if (child == 0) {
+    tel::after_fork_child();
+    for (int i = 0; i < 500 && !tel::connected(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    bool ok = tel::connected();
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // long enough to be seen
+    tel::stop();
+    _exit(ok ? 0 : 1);
+  }
+  ASSERT_GT(child, 0);
+  auto has_pid = [&](pid_t pid) {
+    nlohmann::json st = server->status_json();
+    for (const auto& cl : st["clients"])
+      if (cl["pid"] == pid) return true;
+    return false;
+  };
+  EXPECT_TRUE(serve_until(*server, [&] { return has_pid(child); }));
+  EXPECT_TRUE(has_pid(getpid()));  // the parent's registration is untouched
+  int status = 0;
+  while (waitpid(child, &status, WNOHANG) == 0) server->tick(10);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_TRUE(serve_until(*server, [&] { return !has_pid(child); }));
+  EXPECT_TRUE(tel::connected());
+
   tel::stop();
   EXPECT_TRUE(serve_until(*server, [&] { return server->num_clients() == 0; }));
   server.reset();

@@ -90,7 +90,9 @@ pthread_key_t g_key;
 bool g_key_made = false;
 pthread_t g_thread;
 bool g_thread_running = false;
-Mode g_mode = Mode::kOff;
+// Written by start() while other threads may already emit events, hence atomic (relaxed: a thread
+// that sees a stale kOff only drops an event it would have dropped anyway while connecting).
+std::atomic<Mode> g_mode{Mode::kOff};
 StartInfo g_info;
 std::uint8_t g_uuid[16];
 char g_uuid_text[48];
@@ -131,7 +133,7 @@ Staging* claim() {
 
 // The event path: copy n records into this thread's staging ring, or drop and count.
 inline void emit(const p::EventRecord* recs, std::uint32_t n) {
-  if (g_mode == Mode::kOff) return;
+  if (g_mode.load(std::memory_order_relaxed) == Mode::kOff) return;
   Staging* s = t_staging ? t_staging : claim();
   if (!s) {
     g.dropped_no_slot.fetch_add(1, std::memory_order_relaxed);
@@ -412,7 +414,7 @@ void* thread_main(void*) {
         bool refused = false, absent = false;
         if (!try_connect(&refused, &absent)) {
           next_try = now + (refused ? kRefusedRetryMs : kReconnectMs);
-          if (absent && g_mode == Mode::kSpawn && now >= next_spawn) {
+          if (absent && g_mode.load() == Mode::kSpawn && now >= next_spawn) {
             next_spawn = now + kSpawnRetryMs;
             spawn_daemon();
             next_try = 0;
@@ -469,18 +471,15 @@ void start_thread() {
 
 void start(const StartInfo& info) {
   if (g_thread_running) return;
-  const char* mode = std::getenv("GSWAP_DAEMON");
-  g_mode = Mode::kConnect;
-  if (mode && std::strcmp(mode, "off") == 0)
-    g_mode = Mode::kOff;
-  else if (mode && std::strcmp(mode, "spawn") == 0)
-    g_mode = Mode::kSpawn;
-  else if (mode && *mode && std::strcmp(mode, "connect") != 0)
-    GSWAP_LOG(kWarn, "GSWAP_DAEMON=%s is not off|connect|spawn; using connect", mode);
-  if (g_mode == Mode::kOff || !info.gpu_uuid) {
-    g_mode = Mode::kOff;
-    return;
-  }
+  const char* mode_env = std::getenv("GSWAP_DAEMON");
+  Mode mode = Mode::kConnect;
+  if (mode_env && std::strcmp(mode_env, "off") == 0)
+    mode = Mode::kOff;
+  else if (mode_env && std::strcmp(mode_env, "spawn") == 0)
+    mode = Mode::kSpawn;
+  else if (mode_env && *mode_env && std::strcmp(mode_env, "connect") != 0)
+    GSWAP_LOG(kWarn, "GSWAP_DAEMON=%s is not off|connect|spawn; using connect", mode_env);
+  if (mode == Mode::kOff || !info.gpu_uuid) return;
   g_info = info;
   std::memcpy(g_uuid, info.gpu_uuid, 16);
   g_info.gpu_uuid = reinterpret_cast<const char*>(g_uuid);
@@ -498,18 +497,15 @@ void start(const StartInfo& info) {
   int n = std::snprintf(g_socket_path, sizeof g_socket_path, "%s/%s.sock", dir, g_uuid_text);
   if (n < 0 || static_cast<std::size_t>(n) >= sizeof g_socket_path) {
     GSWAP_LOG(kWarn, "runtime dir %s is too long for a socket path; running without gswapd", dir);
-    g_mode = Mode::kOff;
     return;
   }
-  if (g_mode == Mode::kSpawn) find_daemon_path();
+  if (mode == Mode::kSpawn) find_daemon_path();
   void* mem = mmap(nullptr, sizeof(Staging) * kMaxStaging, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) {
-    g_mode = Mode::kOff;
-    return;
-  }
+  if (mem == MAP_FAILED) return;
   g_staging = static_cast<Staging*>(mem);  // zero pages: every slot free and empty
   if (!g_key_made) g_key_made = pthread_key_create(&g_key, release_slot) == 0;
+  g_mode.store(mode);  // events may be staged from here on
   start_thread();
 }
 
@@ -521,7 +517,7 @@ void stop() {
 }
 
 void after_fork_child() {
-  if (g_mode == Mode::kOff || !g_staging) return;
+  if (g_mode.load() == Mode::kOff || !g_staging) return;
   // The parent's telemetry thread does not exist here, and its socket and mapping belong to the
   // parent's registration: forget them without writing to them, then register anew.
   if (g_conn.base) munmap(g_conn.base, g_conn.bytes);
@@ -564,7 +560,7 @@ void region_free(std::uint64_t region_id, std::uint64_t seq) {
 
 void launch(std::uint64_t seq, std::uint32_t stream, std::uint64_t function_id,
             const std::uint64_t* region_ids, std::uint32_t num_regions) {
-  if (g_mode == Mode::kOff) return;
+  if (g_mode.load(std::memory_order_relaxed) == Mode::kOff) return;
   p::EventRecord recs[p::kMaxGroupRecords];
   std::uint32_t kept = 0;
   bool truncated = false;
