@@ -14,6 +14,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <random>
 
 #include "daemon/control.h"
 #include "policy/iteration.h"
@@ -274,6 +275,36 @@ TEST_F(ServerTest, DetectsTheIterationDumpsItsTraceAndPlansIt) {
   munmap(base, r.shm_bytes);
   close(shm);
   close(fd);
+}
+
+// Randomized garbage rings through the daemon's own client path (the decoder fuzz test covers a
+// million batches; this one proves the Client reports them so the server drops the client).
+TEST(ClientFuzz, GarbageRingsAreReportedNeverCrash) {
+  std::mt19937_64 rng(7);
+  ClientLimits limits;
+  limits.ring_capacity = 64;
+  limits.plan_capacity = 4;
+  int dropped = 0, rounds = 2000;
+  for (int round = 0; round < rounds; ++round) {
+    Client c(-1, 1, 0, "fuzz", limits);
+    std::string error;
+    ASSERT_TRUE(c.init_shm(&error)) << error;
+    unsigned char* b = c.shm().base();
+    const proto::ShmHeader& h = c.shm().header();
+    auto* rc = reinterpret_cast<proto::RingControl*>(b + h.ring_control_offset);
+    auto* slots = reinterpret_cast<unsigned char*>(b + h.ring_offset);
+    std::size_t n = 1 + rng() % 64;
+    for (std::size_t i = 0; i < n * sizeof(proto::EventRecord); ++i)
+      slots[i] = static_cast<unsigned char>(rng());
+    for (std::size_t i = 0; i < n; ++i)  // mostly known types, so deeper checks are reached
+      reinterpret_cast<proto::EventRecord*>(slots)[i].type = static_cast<std::uint16_t>(rng() % 12);
+    rc->head.store(round % 10 == 0 ? rng() : n);  // sometimes an impossible head
+    if (!c.poll(&error)) {
+      EXPECT_FALSE(error.empty());
+      ++dropped;
+    }
+  }
+  EXPECT_GT(dropped, rounds * 9 / 10);
 }
 
 TEST_F(ServerTest, ControlRequestsAreValidated) {
