@@ -84,6 +84,10 @@ void report_ready(int fd, char code, const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A daemon started by the library inherits the application's descriptors (pipes to its parent,
+  // sockets); holding them would keep a `$(...)` or a pipeline around the application waiting
+  // forever. gswapd needs none of them.
+  close_range(3, ~0u, 0);
   CLI::App app{"gswapd: the gswap daemon for one GPU"};
   std::string gpu, config_file, log_file, log_level;
   bool foreground = false;

@@ -22,4 +22,12 @@ ls "$GSWAP_RUNTIME_DIR"/*.sock >/dev/null || fail "gswapctl run did not start gs
 "$GSWAPCTL" run -- sh -c 'exit 7' && fail "exit code not passed through"
 [[ $? == 7 ]] || fail "exit code not 7"
 "$GSWAPCTL" run -- sh -c 'echo "$LD_PRELOAD"' | grep -q libgswap.so || fail "LD_PRELOAD not set"
+# A spawned daemon must not hold the application's pipes: capturing the output of a program that
+# spawned gswapd returns when the program exits.
+export GSWAP_RUNTIME_DIR=$RT/run3
+out=$(timeout 60 env GSWAP_DAEMON=spawn GSWAP_DAEMON_PATH="$GSWAPD" LD_PRELOAD="$LIBGSWAP" \
+  "$MINITRAIN" "${TRAIN_ARGS[@]}" 2>&1) || fail "captured run failed or hung: $out"
+[[ $(grep -o 'checksum: [0-9a-fx]*' <<<"$out" | awk '{print $2}') == "$ref" ]] ||
+  fail "captured run changed the checksum"
+ls "$GSWAP_RUNTIME_DIR"/*.sock >/dev/null || fail "the captured run did not spawn gswapd"
 echo "PASS spawn"
