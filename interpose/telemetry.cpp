@@ -131,24 +131,22 @@ Staging* claim() {
   return nullptr;
 }
 
+// Counts an event that cannot be sent (no daemon, no slot, staging full).
+inline void count_drop(Staging* s) {
+  if (s)
+    s->dropped.fetch_add(1, std::memory_order_relaxed);
+  else
+    g.dropped_no_slot.fetch_add(1, std::memory_order_relaxed);
+}
+
 // The event path: copy n records into this thread's staging ring, or drop and count.
 inline void emit(const p::EventRecord* recs, std::uint32_t n) {
   if (g_mode.load(std::memory_order_relaxed) == Mode::kOff) return;
   Staging* s = t_staging ? t_staging : claim();
-  if (!s) {
-    g.dropped_no_slot.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  if (!g.enabled.load(std::memory_order_relaxed)) {
-    s->dropped.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
+  if (!s || !g.enabled.load(std::memory_order_relaxed)) return count_drop(s);
   std::uint64_t h = s->head.load(std::memory_order_relaxed);
   std::uint64_t t = s->tail.load(std::memory_order_acquire);
-  if (h - t + n > kStagingRecords) {
-    s->dropped.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
+  if (h - t + n > kStagingRecords) return count_drop(s);
   for (std::uint32_t i = 0; i < n; ++i)
     std::memcpy(&s->slots[(h + i) & (kStagingRecords - 1)], &recs[i], sizeof(p::EventRecord));
   s->head.store(h + n, std::memory_order_release);
@@ -561,6 +559,10 @@ void region_free(std::uint64_t region_id, std::uint64_t seq) {
 void launch(std::uint64_t seq, std::uint32_t stream, std::uint64_t function_id,
             const std::uint64_t* region_ids, std::uint32_t num_regions) {
   if (g_mode.load(std::memory_order_relaxed) == Mode::kOff) return;
+  if (!g.enabled.load(std::memory_order_relaxed)) {
+    // Passive: skip building the records (the launch path is the hottest one).
+    return count_drop(t_staging ? t_staging : claim());
+  }
   p::EventRecord recs[p::kMaxGroupRecords];
   std::uint32_t kept = 0;
   bool truncated = false;
