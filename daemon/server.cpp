@@ -32,6 +32,7 @@ std::int64_t now_ms() {
 }
 
 constexpr std::int64_t kHandshakeTimeoutMs = 5000;
+constexpr std::size_t kMaxPending = 256;
 constexpr int kTickMs = 10;
 
 bool mkdir_p(const std::string& path, mode_t mode) {
@@ -190,6 +191,12 @@ void Server::accept_one() {
   for (int k = 0; k < 16; ++k) {
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) return;
+    if (pending_.size() >= kMaxPending) {
+      // Connections that never say hello must not grow the daemon without bound.
+      log_->warn("{} connections await their hello; closing a new one", pending_.size());
+      close(fd);
+      continue;
+    }
     ucred cred{};
     socklen_t len = sizeof cred;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
