@@ -126,7 +126,11 @@ std::optional<PeriodResult> detect_iteration_period(std::span<const std::uint64_
     }
   }
   if (scored.empty()) return std::nullopt;
-  std::sort(scored.begin(), scored.end());
+  // Shortest period first; for one period, the best score first (several candidates can drift to
+  // the same effective period, and the one that needed no shift scores highest).
+  std::sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : a.second > b.second;
+  });
   for (auto [p, m] : scored) {
     if (m + kTieTolerance >= best) {
       // Offset 0 is taken as an iteration boundary (the stream starts with a step), so the last

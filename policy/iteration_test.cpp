@@ -46,6 +46,20 @@ TEST(IterationTest, FindsCleanPeriod) {
   EXPECT_DOUBLE_EQ(r->match, 1.0);
 }
 
+// A candidate one short of the period drifts onto the true one with a shift; the exact candidate
+// must still be the one reported, with its perfect score.
+TEST(IterationTest, ExactShortRepeatReportsPerfectMatch) {
+  std::vector<std::uint64_t> s;
+  for (int it = 0; it < 256; ++it)
+    for (std::uint64_t k = 0; k < 8; ++k) s.push_back(100 + k);
+  PeriodOptions opt;
+  opt.max_period = s.size() / 2;
+  auto r = detect_iteration_period(s, opt);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->period, 8u);
+  EXPECT_DOUBLE_EQ(r->match, 1.0);
+}
+
 TEST(IterationTest, RepeatedLayersDoNotWin) {
   auto it = transformer_iteration(24);
   auto s = repeat_with_noise(it, 3, 0.0, 2);
