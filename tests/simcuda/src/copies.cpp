@@ -100,11 +100,9 @@ CUresult side_of(CUmemorytype t, const void* host, CUdeviceptr dev, size_t off, 
   return CUDA_SUCCESS;
 }
 
-CUresult copy_3d(const CUDA_MEMCPY3D* c, CUstream h, bool pt, bool sync) {
-  if (CUresult r = check_init()) return r;
-  if (!c) return CUDA_ERROR_INVALID_VALUE;
+// Validates a 3D copy (WidthInBytes > 0) and builds its op; touches no memory.
+CUresult build_3d(const CUDA_MEMCPY3D* c, Op* out) {
   size_t w = c->WidthInBytes, hgt = c->Height ? c->Height : 1, dep = c->Depth ? c->Depth : 1;
-  if (w == 0) return CUDA_SUCCESS;
   size_t sp = c->srcPitch ? c->srcPitch : w, dp = c->dstPitch ? c->dstPitch : w;
   size_t sh = c->srcHeight ? c->srcHeight : hgt, dh = c->dstHeight ? c->dstHeight : hgt;
   if (w > sp || w > dp || hgt > sh || hgt > dh) return CUDA_ERROR_INVALID_VALUE;
@@ -118,7 +116,7 @@ CUresult copy_3d(const CUDA_MEMCPY3D* c, CUstream h, bool pt, bool sync) {
     return r;
   if (CUresult r = side_of(c->dstMemoryType, c->dstHost, c->dstDevice, 0, doff + dext, &d, &dd))
     return r;
-  Op op;
+  Op& op = *out;
   op.kind = OpKind::Copy;
   op.src = s + soff;
   op.dst = const_cast<uint8_t*>(d) + doff;
@@ -130,7 +128,119 @@ CUresult copy_3d(const CUDA_MEMCPY3D* c, CUstream h, bool pt, bool sync) {
   op.sheight = sh;
   op.dheight = dh;
   op.dir = dir_of(sd, dd);
+  return CUDA_SUCCESS;
+}
+
+CUresult copy_3d(const CUDA_MEMCPY3D* c, CUstream h, bool pt, bool sync) {
+  if (CUresult r = check_init()) return r;
+  if (!c) return CUDA_ERROR_INVALID_VALUE;
+  if (c->WidthInBytes == 0) return CUDA_SUCCESS;
+  Op op;
+  if (CUresult r = build_3d(c, &op)) return r;
   return issue(std::move(op), h, pt, sync);
+}
+
+// ---- batch copies (cuMemcpyBatchAsync_v2, cuMemcpy3DBatchAsync_v2) ----
+// Every copy of a batch is validated before any is enqueued, so a rejected batch leaves the
+// stream untouched. The copies then run in list order (CUDA promises no order within a batch,
+// so this is one of the allowed orders), each on the copy engine of its direction.
+
+bool src_order_ok(CUmemcpySrcAccessOrder o) {
+  return o == CU_MEMCPY_SRC_ACCESS_ORDER_STREAM ||
+         o == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL || o == CU_MEMCPY_SRC_ACCESS_ORDER_ANY;
+}
+
+// Batches may not go to the legacy NULL stream (a per-thread default stream is fine).
+CUresult batch_stream(CUstream h, bool pt, Stream** out) {
+  if (CUresult r = resolve_stream(h, pt, out)) return r;
+  return (*out)->legacy ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+// Enqueues validated ops in order. A source read "during the API call" must be finished when
+// the call returns, so such a batch waits for its stream (unless it is being captured).
+CUresult submit_batch(Stream* s, std::vector<Op>& ops, bool during_call) {
+  for (Op& op : ops)
+    if (CUresult r = submit(s, std::move(op))) return r;
+  if (during_call && !s->capture.load(std::memory_order_acquire)) sync_stream(s);
+  return CUDA_SUCCESS;
+}
+
+CUresult copy_batch(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count,
+                    CUmemcpyAttributes* attrs, size_t* idxs, size_t num_attrs, CUstream h,
+                    bool pt) {
+  if (CUresult r = check_init()) return r;
+  if (count == 0 || !dsts || !srcs || !sizes || num_attrs == 0 || num_attrs > count || !attrs ||
+      !idxs || idxs[0] != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  bool during_call = false;
+  for (size_t a = 0; a < num_attrs; ++a) {
+    if (a > 0 && idxs[a] <= idxs[a - 1]) return CUDA_ERROR_INVALID_VALUE;
+    if (idxs[a] >= count) return CUDA_ERROR_INVALID_VALUE;
+    if (!src_order_ok(attrs[a].srcAccessOrder)) return CUDA_ERROR_INVALID_VALUE;
+    if (attrs[a].flags & ~static_cast<unsigned>(CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE))
+      return CUDA_ERROR_INVALID_VALUE;
+    during_call |= attrs[a].srcAccessOrder == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL;
+  }
+  Stream* s = nullptr;
+  if (CUresult r = batch_stream(h, pt, &s)) return r;
+  std::vector<Op> ops;
+  ops.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    if (sizes[i] == 0) continue;
+    if (!dsts[i] || !srcs[i]) return CUDA_ERROR_INVALID_VALUE;
+    bool sd = false, dd = false;
+    if (CUresult r = classify(srcs[i], sizes[i], &sd)) return r;
+    if (CUresult r = classify(dsts[i], sizes[i], &dd)) return r;
+    ops.push_back(linear_copy(reinterpret_cast<void*>(dsts[i]),
+                              reinterpret_cast<const void*>(srcs[i]), sizes[i], dir_of(sd, dd)));
+  }
+  return submit_batch(s, ops, during_call);
+}
+
+// A 3D batch operand as one side of a CUDA_MEMCPY3D. Only pointer operands are simulated: no
+// call creates a CUDA array, so an array operand is CUDA_ERROR_NOT_SUPPORTED (as the 2D/3D
+// copies answer for array memory types).
+CUresult batch_operand(const CUmemcpy3DOperand& o, const CUextent3D& e, CUdeviceptr* ptr,
+                       size_t* pitch, size_t* height) {
+  if (o.type == CU_MEMCPY_OPERAND_TYPE_ARRAY) return CUDA_ERROR_NOT_SUPPORTED;
+  if (o.type != CU_MEMCPY_OPERAND_TYPE_POINTER) return CUDA_ERROR_INVALID_VALUE;
+  if (!o.op.ptr.ptr) return CUDA_ERROR_INVALID_VALUE;
+  // Element size is 1 for pointer-to-pointer copies; zero means tightly packed.
+  if (o.op.ptr.rowLength && o.op.ptr.rowLength < e.width) return CUDA_ERROR_INVALID_VALUE;
+  if (o.op.ptr.layerHeight && o.op.ptr.layerHeight < e.height) return CUDA_ERROR_INVALID_VALUE;
+  *ptr = o.op.ptr.ptr;
+  *pitch = o.op.ptr.rowLength ? o.op.ptr.rowLength : e.width;
+  *height = o.op.ptr.layerHeight ? o.op.ptr.layerHeight : e.height;
+  return CUDA_SUCCESS;
+}
+
+CUresult copy_3d_batch(size_t n, CUDA_MEMCPY3D_BATCH_OP* list, unsigned long long flags, CUstream h,
+                       bool pt) {
+  if (CUresult r = check_init()) return r;
+  if (n == 0 || !list || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  Stream* s = nullptr;
+  if (CUresult r = batch_stream(h, pt, &s)) return r;
+  bool during_call = false;
+  std::vector<Op> ops(n);
+  for (size_t i = 0; i < n; ++i) {
+    const CUDA_MEMCPY3D_BATCH_OP& b = list[i];
+    if (!b.extent.width || !b.extent.height || !b.extent.depth) return CUDA_ERROR_INVALID_VALUE;
+    if (!src_order_ok(b.srcAccessOrder)) return CUDA_ERROR_INVALID_VALUE;
+    if (b.flags & ~static_cast<unsigned>(CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE))
+      return CUDA_ERROR_INVALID_VALUE;
+    during_call |= b.srcAccessOrder == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL;
+    CUDA_MEMCPY3D c{};
+    c.srcMemoryType = c.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
+    if (CUresult r = batch_operand(b.src, b.extent, &c.srcDevice, &c.srcPitch, &c.srcHeight))
+      return r;
+    if (CUresult r = batch_operand(b.dst, b.extent, &c.dstDevice, &c.dstPitch, &c.dstHeight))
+      return r;
+    c.WidthInBytes = b.extent.width;
+    c.Height = b.extent.height;
+    c.Depth = b.extent.depth;
+    if (CUresult r = build_3d(&c, &ops[i])) return r;
+  }
+  return submit_batch(s, ops, during_call);
 }
 
 CUresult copy_2d(const CUDA_MEMCPY2D* c, CUstream h, bool pt, bool sync) {
@@ -251,6 +361,24 @@ SC_EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, 
 }
 SC_EXPORT CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h) {
   return copy_typed(d, reinterpret_cast<const void*>(s), n, Dir::D2D, h, true, false);
+}
+
+SC_EXPORT CUresult cuMemcpyBatchAsync_v2(CUdeviceptr* d, CUdeviceptr* s, size_t* n, size_t count,
+                                         CUmemcpyAttributes* a, size_t* ai, size_t na, CUstream h) {
+  return copy_batch(d, s, n, count, a, ai, na, h, false);
+}
+SC_EXPORT CUresult cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr* d, CUdeviceptr* s, size_t* n,
+                                              size_t count, CUmemcpyAttributes* a, size_t* ai,
+                                              size_t na, CUstream h) {
+  return copy_batch(d, s, n, count, a, ai, na, h, true);
+}
+SC_EXPORT CUresult cuMemcpy3DBatchAsync_v2(size_t n, CUDA_MEMCPY3D_BATCH_OP* l,
+                                           unsigned long long f, CUstream h) {
+  return copy_3d_batch(n, l, f, h, false);
+}
+SC_EXPORT CUresult cuMemcpy3DBatchAsync_v2_ptsz(size_t n, CUDA_MEMCPY3D_BATCH_OP* l,
+                                                unsigned long long f, CUstream h) {
+  return copy_3d_batch(n, l, f, h, true);
 }
 
 SC_EXPORT CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D* c) {

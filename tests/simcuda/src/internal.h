@@ -71,7 +71,18 @@ struct EventRec {
 
 enum class Dir : uint8_t { H2D, D2H, D2D, H2H };
 
-enum class OpKind : uint8_t { Kernel, Copy, Memset, HostFn, Wait, Record, FreeAsync };
+enum class OpKind : uint8_t {
+  Kernel,
+  Copy,
+  Memset,
+  HostFn,
+  Wait,
+  Record,
+  FreeAsync,
+  WriteValue,  // cuStreamWriteValue32/64: store value64 (elem bytes) at dst
+  WaitValue,   // cuStreamWaitValue32/64: poll dst until memop_flags' condition holds
+  Barrier      // CU_STREAM_MEM_OP_BARRIER: a memory fence between the ops around it
+};
 
 struct Op {
   OpKind kind{};
@@ -91,6 +102,9 @@ struct Op {
   size_t dpitch = 0, dheight = 0, spitch = 0, sheight = 0;
   uint32_t value = 0;
   uint8_t elem = 1;
+  // WriteValue / WaitValue (elem is 4 or 8; dst is the address)
+  uint64_t value64 = 0;
+  unsigned memop_flags = 0;
   // HostFn (cuLaunchHostFunc) or, when callback is set, a cuStreamAddCallback callback
   CUhostFn fn = nullptr;
   CUstreamCallback callback = nullptr;

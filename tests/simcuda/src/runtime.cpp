@@ -337,6 +337,10 @@ SC_EXPORT CUresult cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUde
     case CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED:
       v = 1;
       break;
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS:
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR:
+      v = 1;  // memops.cpp
+      break;
     case CU_DEVICE_ATTRIBUTE_INTEGRATED:
       v = 0;
       break;

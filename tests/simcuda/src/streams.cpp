@@ -6,6 +6,8 @@
 // Event::m guards an event's last recording; g().capture_mu guards the list of captures.
 #include <sys/mman.h>
 
+#include <type_traits>
+
 #include "internal.h"
 
 namespace simcuda {
@@ -50,6 +52,8 @@ Op Op::clone() const {
   o.sheight = sheight;
   o.value = value;
   o.elem = elem;
+  o.value64 = value64;
+  o.memop_flags = memop_flags;
   o.fn = fn;
   o.user = user;
   o.callback = callback;
@@ -125,6 +129,43 @@ static void run_memset(Op& op) {
   }
 }
 
+// True when a stream wait's condition holds for the value v read at its address; the GEQ form
+// is the cyclic comparison CUDA documents (wraparound ignored).
+template <class T>
+static bool wait_satisfied(T v, T want, unsigned flags) {
+  using S = std::make_signed_t<T>;
+  switch (flags & ~static_cast<unsigned>(CU_STREAM_WAIT_VALUE_FLUSH)) {
+    case CU_STREAM_WAIT_VALUE_GEQ:
+      return static_cast<S>(v - want) >= 0;
+    case CU_STREAM_WAIT_VALUE_EQ:
+      return v == want;
+    case CU_STREAM_WAIT_VALUE_AND:
+      return (v & want) != 0;
+    default:  // CU_STREAM_WAIT_VALUE_NOR (flags were validated at enqueue)
+      return static_cast<T>(~(v | want)) != 0;
+  }
+}
+
+// A GPU spins on the word; the worker polls it, backing off to short sleeps so that a wait
+// released only much later (by the host or another stream) does not burn a core meanwhile.
+static void run_wait_value(const Op& op) {
+  for (unsigned spins = 0;; ++spins) {
+    bool ok =
+        op.elem == 8
+            ? wait_satisfied<uint64_t>(
+                  __atomic_load_n(reinterpret_cast<const uint64_t*>(op.dst), __ATOMIC_ACQUIRE),
+                  op.value64, op.memop_flags)
+            : wait_satisfied<uint32_t>(
+                  __atomic_load_n(reinterpret_cast<const uint32_t*>(op.dst), __ATOMIC_ACQUIRE),
+                  static_cast<uint32_t>(op.value64), op.memop_flags);
+    if (ok) return;
+    if (spins < 64)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
 void execute(Op& op, Stream* s) {
   switch (op.kind) {
     case OpKind::Kernel: {
@@ -162,6 +203,20 @@ void execute(Op& op, Stream* s) {
       break;
     case OpKind::FreeAsync:
       free_async_now(op.free_ptr);
+      break;
+    case OpKind::WriteValue:
+      // The v2 write always orders after the stream's earlier writes (no NO_MEMORY_BARRIER).
+      if (op.elem == 8)
+        __atomic_store_n(reinterpret_cast<uint64_t*>(op.dst), op.value64, __ATOMIC_SEQ_CST);
+      else
+        __atomic_store_n(reinterpret_cast<uint32_t*>(op.dst), static_cast<uint32_t>(op.value64),
+                         __ATOMIC_SEQ_CST);
+      break;
+    case OpKind::WaitValue:
+      run_wait_value(op);
+      break;
+    case OpKind::Barrier:
+      std::atomic_thread_fence(std::memory_order_seq_cst);
       break;
   }
 }
