@@ -3,7 +3,6 @@
 
 #include <cstdio>
 #include <cstring>
-#include <string_view>
 
 namespace gswap::interpose {
 namespace {
@@ -64,8 +63,9 @@ bool load_config(EnvLookup env, Config* out, char* err, unsigned err_size) {
   if (!settings::parse_bool(v, &out->summary))
     return bad(err, err_size, "summary", v, "expected 0 or 1");
 
-  const char* skip = env("GSWAP_DEBUG_SKIP_RESTORE");
-  out->debug_skip_restore = skip && std::string_view(skip) == "1";
+  v = value_of(env, "debug_skip_restore");
+  if (!settings::parse_bool(v, &out->debug_skip_restore))
+    return bad(err, err_size, "debug_skip_restore", v, "expected 0 or 1");
   return true;
 }
 

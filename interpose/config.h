@@ -20,8 +20,9 @@ struct Config {
   std::uint64_t pinned_cap = 0;
   std::uint64_t staging_bytes = 0;
   bool summary = true;
-  // Test-only fault injection (GSWAP_DEBUG_SKIP_RESTORE=1): restores map memory but skip the H2D
-  // and the residency wait is dropped, so the preload tests can prove a residency bug crashes.
+  // Test-only fault injection (GSWAP_DEBUG_SKIP_RESTORE=1, declared in settings.def): restores
+  // claim residency without mapping memory and the residency wait is dropped, so the preload tests
+  // can prove a residency bug crashes.
   bool debug_skip_restore = false;
 };
 

@@ -60,6 +60,8 @@ TEST(Config, BadValuesAreRefusedWithTheVariableName) {
   EXPECT_FALSE(load({{"GSWAP_PINNED_CAP", "50%"}}, &c, &err));
   EXPECT_FALSE(load({{"GSWAP_STAGING_BYTES", "1K"}}, &c, &err));
   EXPECT_FALSE(load({{"GSWAP_SUMMARY", "maybe"}}, &c, &err));
+  EXPECT_FALSE(load({{"GSWAP_DEBUG_SKIP_RESTORE", "sometimes"}}, &c, &err));
+  EXPECT_NE(err.find("GSWAP_DEBUG_SKIP_RESTORE"), std::string::npos) << err;
 }
 
 TEST(Config, OtherSettings) {
