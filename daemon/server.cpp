@@ -21,6 +21,7 @@
 #include "policy/analysis.h"
 #include "policy/capuchin.h"
 #include "policy/trace_json.h"
+#include "proto/fdpass.h"
 
 namespace gswap::daemon {
 namespace {
@@ -286,20 +287,8 @@ void Server::handshake(Pending& p) {
   r.status = 0;
   r.shm_bytes = client->shm().bytes();
   std::strncpy(r.message, "welcome", sizeof r.message - 1);
-  iovec iov{&r, sizeof r};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
-  cm->cmsg_level = SOL_SOCKET;
-  cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN(sizeof(int));
-  int shm_fd = client->shm().fd();
-  std::memcpy(CMSG_DATA(cm), &shm_fd, sizeof shm_fd);
-  if (sendmsg(p.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) != sizeof r) {
+  if (proto::send_with_fd(p.fd, &r, sizeof r, client->shm().fd(), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+      static_cast<ssize_t>(sizeof r)) {
     log_->warn("pid {}: could not send the shared memory: {}", p.pid, strerror(errno));
     return;  // the Client destructor closes the socket
   }

@@ -19,6 +19,7 @@
 #include "daemon/control.h"
 #include "policy/iteration.h"
 #include "policy/trace_json.h"
+#include "proto/fdpass.h"
 #include "proto/ring.h"
 #include "proto/seqlock.h"
 
@@ -77,17 +78,7 @@ class ServerTest : public ::testing::Test {
     EXPECT_EQ(send(fd, msg, len, 0), static_cast<ssize_t>(len));
     server_->tick(0);
     proto::HelloReply r{};
-    iovec iov{&r, sizeof r};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr m{};
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
-    m.msg_control = control;
-    m.msg_controllen = sizeof control;
-    EXPECT_EQ(recvmsg(fd, &m, 0), static_cast<ssize_t>(sizeof r));
-    *shm_fd = -1;
-    if (cmsghdr* c = CMSG_FIRSTHDR(&m); c && c->cmsg_type == SCM_RIGHTS)
-      std::memcpy(shm_fd, CMSG_DATA(c), sizeof(int));
+    EXPECT_EQ(proto::recv_with_fd(fd, &r, sizeof r, shm_fd, 0), static_cast<ssize_t>(sizeof r));
     return r;
   }
 

@@ -37,6 +37,7 @@
 #include <cstring>
 
 #include "interpose/log.h"
+#include "proto/fdpass.h"
 #include "proto/ring.h"
 #include "proto/seqlock.h"
 #include "proto/wire.h"
@@ -204,19 +205,8 @@ bool try_connect(bool* refused, bool* absent) {
     return false;
   }
   p::HelloReply reply{};
-  iovec iov{&reply, sizeof reply};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr m{};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  m.msg_control = control;
-  m.msg_controllen = sizeof control;
-  ssize_t n = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
   int shm_fd = -1;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-        c->cmsg_len == CMSG_LEN(sizeof(int)))
-      std::memcpy(&shm_fd, CMSG_DATA(c), sizeof(int));
+  ssize_t n = p::recv_with_fd(fd, &reply, sizeof reply, &shm_fd, 0);
   auto fail = [&](const char* what) {
     if (shm_fd >= 0) close(shm_fd);
     close(fd);
