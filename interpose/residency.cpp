@@ -631,9 +631,6 @@ void log_oom(std::uint64_t asked) {
             format_bytes(g->used(), c, 32), format_bytes(g->pinned, d, 32));
 }
 
-// Makes room for `bytes` more within the budget: reclaims, drops pooled handles, evicts LRU
-// victims (never those in `exclude` or pinned), and as a last resort waits for the earliest
-// swap-out in flight. Takes a pooled handle of the right size when `handle` is wanted.
 // True when some resident region outside `exclude` could be evicted but for a pin.
 bool pinned_by_others(const TouchSet* exclude) {
   for (Region* r : g->live)
@@ -643,6 +640,20 @@ bool pinned_by_others(const TouchSet* exclude) {
   return false;
 }
 
+// Gives the most recently pooled physical handle back to the driver, the cheapest way to get
+// under the budget (no copy). False when the pool is empty. Caller holds g->mutex.
+bool release_pooled_handle() {
+  if (g->handle_pool.empty()) return false;
+  auto [h, size] = g->handle_pool.back();
+  g->handle_pool.pop_back();
+  R().cuMemRelease(h);
+  g->pooled -= size;
+  return true;
+}
+
+// Makes room for `bytes` more within the budget: reclaims, drops pooled handles, evicts LRU
+// victims (never those in `exclude` or pinned), and as a last resort waits for the earliest
+// swap-out in flight. Takes a pooled handle of the right size when `handle` is wanted.
 CUresult make_room(std::uint64_t bytes, const TouchSet* exclude,
                    CUmemGenericAllocationHandle* handle) {
   int transient_retries = 0;
@@ -669,13 +680,7 @@ CUresult make_room(std::uint64_t bytes, const TouchSet* exclude,
       if (e != CUDA_ERROR_OUT_OF_MEMORY) return e;
       // The device itself is full (other processes, context overhead): behave as at the budget.
     }
-    if (!g->handle_pool.empty()) {
-      auto [h, size] = g->handle_pool.back();
-      g->handle_pool.pop_back();
-      R().cuMemRelease(h);
-      g->pooled -= size;
-      continue;
-    }
+    if (release_pooled_handle()) continue;
     // Swap-outs and frees in flight will give their memory back: evict more only when they are
     // not enough, otherwise wait for the earliest (the only stall a budget forces).
     std::uint64_t in_flight = g->evicting + g->freeing;
@@ -1168,13 +1173,7 @@ void apply_budget(std::uint64_t bytes) {
     // Evict down to the new budget; what cannot leave now leaves on later slow paths.
     while (g->used() - g->evicting - g->freeing > g->budget) {
       reclaim();
-      if (!g->handle_pool.empty()) {
-        auto [h, size] = g->handle_pool.back();
-        g->handle_pool.pop_back();
-        R().cuMemRelease(h);
-        g->pooled -= size;
-        continue;
-      }
+      if (release_pooled_handle()) continue;
       Region* v = pick_victim(nullptr);
       if (!v || !evict(v)) break;
     }
