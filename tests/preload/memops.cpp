@@ -5,8 +5,9 @@
 // Six regions are filled with known words, so the first ones are swapped out. Then, each time on
 // regions that the accesses just before have pushed out, the program runs cuMemcpyBatchAsync,
 // cuMemcpy3DBatchAsync, cuStreamWaitValue32/WriteValue32/64 and cuStreamBatchMemOp, and checks
-// every word afterwards. Without libgswap's hooks for these calls the driver would find the
-// ranges unmapped (simcuda: CUDA_ERROR_INVALID_VALUE; a GPU: a fatal fault).
+// every word afterwards; batches over more regions than the budget holds fail with
+// CUDA_ERROR_OUT_OF_MEMORY and change nothing. Without libgswap's hooks for these calls the driver
+// would find the ranges unmapped (simcuda: CUDA_ERROR_INVALID_VALUE; a GPU: a fatal fault).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -121,8 +122,42 @@ int main(int argc, char** argv) {
   PCHECK(cuStreamBatchMemOp(s, 3, ops, 0));
   PCHECK(cuStreamSynchronize(s));
 
+  // 5. The per-thread-default-stream form, found through cuGetProcAddress as the runtime does.
+  touch({0, 1, 2});
+  void* fn = nullptr;
+  PCHECK(cuGetProcAddress("cuStreamWriteValue32", &fn, 13000,
+                          CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, nullptr));
+  auto write32_ptsz =
+      reinterpret_cast<CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned)>(fn);
+  PCHECK(write32_ptsz(nullptr, g_b[3] + 8, 0x3333u, 0));
+  PCHECK(cuCtxSynchronize());
+
+  // 6. Batches whose working set exceeds the budget fail as such a launch does, touching nothing.
+  CUdeviceptr big_dsts[] = {g_b[0] + 4096, g_b[2] + 4096};
+  CUdeviceptr big_srcs[] = {g_b[1] + 4096, g_b[5] + 4096};
+  size_t big_sizes[] = {4, 4};
+  CUresult e = cuMemcpyBatchAsync(big_dsts, big_srcs, big_sizes, 2, &attr, &attr_idx, 1, s);
+  if (e != CUDA_ERROR_OUT_OF_MEMORY) {
+    std::fprintf(stderr, "batch copy over four regions: %d, expected out of memory\n", (int)e);
+    return 1;
+  }
+  CUstreamBatchMemOpParams big[4]{};
+  for (int k = 0; k < 4; ++k) {
+    big[k].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+    big[k].writeValue.address = g_b[k] + 4096;
+    big[k].writeValue.value = 0xdeadu;
+  }
+  e = cuStreamBatchMemOp(s, 4, big, 0);
+  if (e != CUDA_ERROR_OUT_OF_MEMORY) {
+    std::fprintf(stderr, "memory operations over four regions: %d, expected out of memory\n",
+                 (int)e);
+    return 1;
+  }
+  PCHECK(cuStreamSynchronize(s));
+
   // Every word of every region, swapped in again region by region.
   const unsigned long long mid = (1 << 20) / 4, mid_end = (2 << 20) / 4;
+  PEXPECT(word_at(g_b[0] + 4096) == up[1024]);  // the refused batch copy did not run
   PEXPECT(words_equal(0, kChunk, kChunk + 1, 100u));
   PEXPECT(word_at(g_b[0] + 4 * (kChunk + 1)) == 0xabcdu);
   PEXPECT(words_equal(0, kChunk + 2, mid, 100u));
@@ -135,7 +170,9 @@ int main(int argc, char** argv) {
   PEXPECT(words_equal(1, 4, g_words, 101u));
   PEXPECT(word_at(g_b[2]) == 102u && word_at(g_b[2] + 4) == 0x1234u);
   PEXPECT(words_equal(2, 2, g_words, 102u));
-  PEXPECT(words_equal(3, 0, g_words, 103u));
+  PEXPECT(words_equal(3, 0, 2, 103u));
+  PEXPECT(word_at(g_b[3] + 8) == 0x3333u);
+  PEXPECT(words_equal(3, 3, g_words, 103u));
   PCHECK(cuMemcpyDtoH(&w64, g_b[4] + 16, 8));
   PEXPECT(w64 == 0xfeedfacecafebeefull);
   PEXPECT(words_equal(4, 0, 4, 104u));
