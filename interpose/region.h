@@ -30,10 +30,11 @@ struct Region {
   // --- owned by the residency mutex ---
   std::uint64_t id = 0;
   std::uint64_t base = 0;
-  std::uint64_t size = 0;    // what the application asked for
-  std::uint64_t mapped = 0;  // size rounded up to the granularity
-  std::uint64_t handle = 0;  // CUmemGenericAllocationHandle while physical memory is held
-  void* host = nullptr;      // host copy while evicted (pinned or pageable)
+  std::uint64_t size = 0;       // what the application asked for
+  std::uint64_t mapped = 0;     // size rounded up to the granularity
+  std::uint64_t alloc_seq = 0;  // call sequence number of its allocation (re-announced to gswapd)
+  std::uint64_t handle = 0;     // CUmemGenericAllocationHandle while physical memory is held
+  void* host = nullptr;         // host copy while evicted (pinned or pageable)
   bool host_pinned = false;
   bool must_stay = false;         // accesses gswap cannot see: never evicted
   bool free_requested = false;    // freed by the application while an eviction was in flight

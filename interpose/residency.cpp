@@ -855,6 +855,7 @@ CUresult init_process() {
   info.device_total_bytes = g->physical_total;
   info.budget_bytes = g->budget;
   info.on_budget = apply_budget;
+  info.on_connect = announce_live_regions;
   telemetry::start(info);
   return CUDA_SUCCESS;
 }
@@ -902,7 +903,8 @@ CUresult region_alloc(CUdeviceptr* out, std::size_t bytes, CUstream stream, bool
   g_fast->map.set(va, mapped, r);
   g_fast->active.store(true, std::memory_order_release);
   *out = va;
-  telemetry::region_alloc(r->id, va, bytes, g_fast->seq.fetch_add(1, std::memory_order_relaxed), 0);
+  r->alloc_seq = g_fast->seq.fetch_add(1, std::memory_order_relaxed);
+  telemetry::region_alloc(r->id, va, bytes, r->alloc_seq, 0);
   telemetry::publish_counters(counters());
   return CUDA_SUCCESS;
 }
@@ -1159,6 +1161,20 @@ void capture_begin(CUstream, CUstreamCaptureMode) {
 }
 void capture_end(CUstream) {
   if (g_fast->capturing.load() > 0) g_fast->capturing.fetch_sub(1);
+}
+
+void announce_live_regions() {
+  if (!g || !g->inited) {
+    telemetry::open_events();
+    return;
+  }
+  // Under the mutex region_alloc and region_free emit under: a region allocated before this
+  // point is announced here, one allocated after is reported by its own event, and a region
+  // freed meanwhile is neither. One pass over the live list, no CUDA calls: the application
+  // waits for it only if it takes the slow path at this moment.
+  std::lock_guard<std::mutex> lock(g->mutex);
+  telemetry::open_events();
+  for (Region* r : g->live) telemetry::announce_region(r->id, r->base, r->size, r->alloc_seq, 0);
 }
 
 void apply_budget(std::uint64_t bytes) {

@@ -73,5 +73,6 @@ void stream_destroyed(CUstream stream);
 void capture_begin(CUstream stream, CUstreamCaptureMode mode);
 void capture_end(CUstream stream);
 void apply_budget(std::uint64_t bytes);  // telemetry's BudgetCallback
+void announce_live_regions();            // telemetry's ConnectCallback
 
 }  // namespace gswap::interpose

@@ -8,7 +8,8 @@
 //   - The telemetry thread (started by start()) owns the daemon connection: the socket, the
 //     shared memory mapping, the shm ring's producer side and the status block. It is the only
 //     consumer of every staging ring and the only producer of the shm ring, which keeps that ring
-//     single-producer. It also reads the plan area and calls the BudgetCallback.
+//     single-producer. It also reads the plan area and calls the BudgetCallback, and after each
+//     handshake the ConnectCallback, whose announcements it writes into the shm ring itself.
 //   - publish_counters() may be called from any thread: it stores relaxed atomics the telemetry
 //     thread copies into the status block (each counter is consistent; the set is a snapshot).
 //   - start/stop/after_fork_child run on whatever thread the interposer calls them from, never
@@ -54,6 +55,9 @@ constexpr int kMaxStaging = 64;                  // threads that can report at o
 constexpr long kReconnectMs = 500;
 constexpr long kRefusedRetryMs = 5000;
 constexpr long kSpawnRetryMs = 10000;
+// Longest a connection's announcements wait for room in a full shared ring (the interposer holds
+// its residency mutex meanwhile, so this bounds how long the application can be held up).
+constexpr long kAnnounceMaxMs = 100;
 
 struct Staging {
   std::atomic<int> owned;  // 0 free, 1 owned by a thread
@@ -102,6 +106,10 @@ char g_daemon_path[1024];
 Connection g_conn;
 int g_last_refusal = -1;
 thread_local Staging* t_staging = nullptr;
+// True on the telemetry thread while it runs the ConnectCallback: the only time announce_region
+// and open_events act (thread_local, so a call from any other thread is a no-op, not a race).
+thread_local bool t_in_connect = false;
+long g_announce_deadline = 0;  // telemetry thread
 
 long now_ms() {
   timespec ts;
@@ -269,8 +277,15 @@ bool try_connect(bool* refused, bool* absent) {
                             std::memory_order_release);
   g_last_refusal = -1;
   g.connected.store(true);
-  g.enabled.store(true, std::memory_order_relaxed);
   GSWAP_LOG(kInfo, "connected to gswapd at %s", g_socket_path);
+  // The interposer re-announces the regions that are already live (allocated before this
+  // connection, or alive across a daemon restart) and opens events under its own lock, so each
+  // region reaches the daemon exactly once and ahead of the events that use it.
+  t_in_connect = true;
+  g_announce_deadline = now_ms() + kAnnounceMaxMs;
+  if (g_info.on_connect) g_info.on_connect();
+  t_in_connect = false;
+  g.enabled.store(true, std::memory_order_relaxed);
   return true;
 }
 
@@ -537,6 +552,28 @@ void region_alloc(std::uint64_t region_id, std::uint64_t base, std::uint64_t byt
   r.w[1] = base;
   r.w[2] = bytes;
   emit(&r, 1);
+}
+
+void open_events() {
+  if (t_in_connect) g.enabled.store(true, std::memory_order_relaxed);
+}
+
+void announce_region(std::uint64_t region_id, std::uint64_t base, std::uint64_t bytes,
+                     std::uint64_t seq, std::uint32_t stream) {
+  if (!t_in_connect || !g_conn.base || region_id == 0 || bytes == 0) return;
+  p::EventRecord r = record(p::EventType::kAlloc, seq, stream);
+  r.w[0] = region_id;
+  r.w[1] = base;
+  r.w[2] = bytes;
+  // This thread is the shared ring's only producer, so it writes there directly: a staging ring
+  // would drop announcements beyond its size, and they must come before the staged events.
+  while (!g_conn.ring.push(&r, 1)) {
+    if (now_ms() >= g_announce_deadline || g.stop.load(std::memory_order_relaxed)) {
+      g.dropped_no_slot.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    sleep_ms(1);
+  }
 }
 
 void region_free(std::uint64_t region_id, std::uint64_t seq) {

@@ -22,7 +22,7 @@ struct Counters {
   std::uint64_t swapped_in = 0;   // total bytes copied host to device
   std::uint64_t stalls = 0;       // calls that waited for a restore or for budget
   std::uint64_t stall_ns = 0;
-  std::uint64_t pinned = 0;  // pinned host bytes held
+  std::uint64_t pinned = 0;   // pinned host bytes held
   std::uint64_t regions = 0;  // live swappable regions
   std::uint64_t launches = 0;
 };
@@ -31,12 +31,22 @@ struct Counters {
 // call from a non-application thread; the interposer applies the budget without restarting.
 using BudgetCallback = void (*)(std::uint64_t budget_bytes);
 
+// Called by telemetry's own thread right after each successful handshake (the first connection,
+// and every reconnection to a restarted daemon), before any new event reaches the daemon. Events
+// stay closed until the callback calls open_events(): it takes the lock its region_alloc and
+// region_free calls are made under, calls open_events(), calls announce_region() for every live
+// region, and unlocks. Each region then reaches the daemon exactly once, either announced or by
+// its own region_alloc staged after the opening. Telemetry opens events itself when the callback
+// does not (or when there is none).
+using ConnectCallback = void (*)();
+
 struct StartInfo {
   const char* gpu_uuid = nullptr;  // 16 raw bytes (CUuuid)
   int device_ordinal = 0;
   std::uint64_t device_total_bytes = 0;
   std::uint64_t budget_bytes = 0;
   BudgetCallback on_budget = nullptr;
+  ConnectCallback on_connect = nullptr;
 };
 
 // Lifecycle. start() connects to (or, if configured, spawns) the daemon and returns at once when
@@ -47,18 +57,28 @@ void after_fork_child();  // the child is a new client; the parent's connection 
 bool connected();
 
 // Events. `seq` is the library's global call sequence number.
-void region_alloc(std::uint64_t region_id, std::uint64_t base, std::uint64_t bytes, std::uint64_t seq,
-                  std::uint32_t stream);
+void region_alloc(std::uint64_t region_id, std::uint64_t base, std::uint64_t bytes,
+                  std::uint64_t seq, std::uint32_t stream);
 void region_free(std::uint64_t region_id, std::uint64_t seq);
 void launch(std::uint64_t seq, std::uint32_t stream, std::uint64_t function_id,
             const std::uint64_t* region_ids, std::uint32_t num_regions);
-void copy(std::uint64_t seq, std::uint32_t stream, std::uint64_t src_region, std::uint64_t dst_region,
+void copy(std::uint64_t seq, std::uint32_t stream, std::uint64_t src_region,
+          std::uint64_t dst_region,
           std::uint64_t bytes);  // region id 0: not a region (host memory, arena)
 void eviction(std::uint64_t region_id, std::uint64_t bytes);
 void restore(std::uint64_t region_id, std::uint64_t bytes, bool late);
 void stall(std::uint64_t seq, std::uint64_t ns);
 void gpu_timing(std::uint64_t seq, std::uint64_t start_ns, std::uint64_t duration_ns);
 void iteration_mark(std::uint64_t seq);
+
+// Only from inside the ConnectCallback (telemetry's thread). open_events() lets events flow to the
+// daemon from here on. announce_region() writes a region_alloc for a region allocated earlier
+// (its original alloc seq) straight into the shared ring, ahead of every staged event; when the
+// ring is full (more live regions than it holds and a slow daemon) it waits for room, at most
+// 100 ms per connection in all, and then drops and counts.
+void open_events();
+void announce_region(std::uint64_t region_id, std::uint64_t base, std::uint64_t bytes,
+                     std::uint64_t seq, std::uint32_t stream);
 
 // Called after slow-path changes (allocation, eviction, restore) and at least once a second.
 void publish_counters(const Counters& counters);
