@@ -131,28 +131,34 @@ CUresult mem_op_batch(unsigned count, const CUstreamBatchMemOpParams* ops, CUstr
 
 #define GSWAP_R real()
 
-// Batch copies.
+// Batch copies. Their CUDA 13 ABI is missing from older drivers; a program built for 13 would not
+// have loaded without libgswap's export, so it gets the driver's answer for an absent entry point.
+#define GSWAP_CALL_IF_PRESENT(sym, ...) \
+  (GSWAP_R.sym ? GSWAP_R.sym(__VA_ARGS__) : CUDA_ERROR_NOT_FOUND)
 CUresult hook_cuMemcpyBatchAsync_v2(CUdeviceptr* d, CUdeviceptr* s, size_t* n, size_t count,
                                     CUmemcpyAttributes* a, size_t* ai, size_t na, CUstream st) {
-  return copy_batch(d, s, n, count, st, false,
-                    [&] { return GSWAP_R.cuMemcpyBatchAsync_v2(d, s, n, count, a, ai, na, st); });
+  return copy_batch(d, s, n, count, st, false, [&] {
+    return GSWAP_CALL_IF_PRESENT(cuMemcpyBatchAsync_v2, d, s, n, count, a, ai, na, st);
+  });
 }
 CUresult hook_cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr* d, CUdeviceptr* s, size_t* n, size_t count,
                                          CUmemcpyAttributes* a, size_t* ai, size_t na,
                                          CUstream st) {
   return copy_batch(d, s, n, count, st, true, [&] {
-    return GSWAP_R.cuMemcpyBatchAsync_v2_ptsz(d, s, n, count, a, ai, na, st);
+    return GSWAP_CALL_IF_PRESENT(cuMemcpyBatchAsync_v2_ptsz, d, s, n, count, a, ai, na, st);
   });
 }
 CUresult hook_cuMemcpy3DBatchAsync_v2(size_t n, CUDA_MEMCPY3D_BATCH_OP* ops,
                                       unsigned long long flags, CUstream st) {
-  return copy_3d_batch(n, ops, st, false,
-                       [&] { return GSWAP_R.cuMemcpy3DBatchAsync_v2(n, ops, flags, st); });
+  return copy_3d_batch(n, ops, st, false, [&] {
+    return GSWAP_CALL_IF_PRESENT(cuMemcpy3DBatchAsync_v2, n, ops, flags, st);
+  });
 }
 CUresult hook_cuMemcpy3DBatchAsync_v2_ptsz(size_t n, CUDA_MEMCPY3D_BATCH_OP* ops,
                                            unsigned long long flags, CUstream st) {
-  return copy_3d_batch(n, ops, st, true,
-                       [&] { return GSWAP_R.cuMemcpy3DBatchAsync_v2_ptsz(n, ops, flags, st); });
+  return copy_3d_batch(n, ops, st, true, [&] {
+    return GSWAP_CALL_IF_PRESENT(cuMemcpy3DBatchAsync_v2_ptsz, n, ops, flags, st);
+  });
 }
 
 // Stream memory operations.
