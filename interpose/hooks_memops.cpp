@@ -1,6 +1,6 @@
 // hooks_memops.cpp: the remaining calls that touch device memory at addresses they are given:
-// batch copies (cuMemcpyBatchAsync_v2, cuMemcpy3DBatchAsync_v2) and stream memory operations
-// (cuStreamWrite/WaitValue32/64_v2, cuStreamBatchMemOp_v2), with their _ptsz forms.
+// batch copies (cuMemcpyBatchAsync, cuMemcpy3DBatchAsync: the 12.8 and 13.0 ABIs) and stream memory
+// operations (cuStreamWrite/WaitValue32/64_v2, cuStreamBatchMemOp_v2), with their _ptsz forms.
 //
 // One call enqueues every copy or operation of its batch, so all the regions a batch touches are
 // one access: resident and pinned together, as the two sides of a copy are in hooks_copy.cpp.
@@ -131,10 +131,37 @@ CUresult mem_op_batch(unsigned count, const CUstreamBatchMemOpParams* ops, CUstr
 
 #define GSWAP_R real()
 
-// Batch copies. Their CUDA 13 ABI is missing from older drivers; a program built for 13 would not
-// have loaded without libgswap's export, so it gets the driver's answer for an absent entry point.
+// Batch copies. Their ABIs are missing from older drivers; a program built for a newer one would
+// not have loaded without libgswap's export, so it gets the driver's answer for an absent entry
+// point.
 #define GSWAP_CALL_IF_PRESENT(sym, ...) \
   (GSWAP_R.sym ? GSWAP_R.sym(__VA_ARGS__) : CUDA_ERROR_NOT_FOUND)
+CUresult hook_cuMemcpyBatchAsync(CUdeviceptr* d, CUdeviceptr* s, size_t* n, size_t count,
+                                 CUmemcpyAttributes* a, size_t* ai, size_t na, size_t* fail,
+                                 CUstream st) {
+  return copy_batch(d, s, n, count, st, false, [&] {
+    return GSWAP_CALL_IF_PRESENT(cuMemcpyBatchAsync, d, s, n, count, a, ai, na, fail, st);
+  });
+}
+CUresult hook_cuMemcpyBatchAsync_ptsz(CUdeviceptr* d, CUdeviceptr* s, size_t* n, size_t count,
+                                      CUmemcpyAttributes* a, size_t* ai, size_t na, size_t* fail,
+                                      CUstream st) {
+  return copy_batch(d, s, n, count, st, true, [&] {
+    return GSWAP_CALL_IF_PRESENT(cuMemcpyBatchAsync_ptsz, d, s, n, count, a, ai, na, fail, st);
+  });
+}
+CUresult hook_cuMemcpy3DBatchAsync(size_t n, CUDA_MEMCPY3D_BATCH_OP* ops, size_t* fail,
+                                   unsigned long long flags, CUstream st) {
+  return copy_3d_batch(n, ops, st, false, [&] {
+    return GSWAP_CALL_IF_PRESENT(cuMemcpy3DBatchAsync, n, ops, fail, flags, st);
+  });
+}
+CUresult hook_cuMemcpy3DBatchAsync_ptsz(size_t n, CUDA_MEMCPY3D_BATCH_OP* ops, size_t* fail,
+                                        unsigned long long flags, CUstream st) {
+  return copy_3d_batch(n, ops, st, true, [&] {
+    return GSWAP_CALL_IF_PRESENT(cuMemcpy3DBatchAsync_ptsz, n, ops, fail, flags, st);
+  });
+}
 CUresult hook_cuMemcpyBatchAsync_v2(CUdeviceptr* d, CUdeviceptr* s, size_t* n, size_t count,
                                     CUmemcpyAttributes* a, size_t* ai, size_t na, CUstream st) {
   return copy_batch(d, s, n, count, st, false, [&] {

@@ -3,9 +3,9 @@
 //   memops REGION-MiB    (budget from GSWAP_BUDGET; six regions, about three fit)
 //
 // Six regions are filled with known words, so the first ones are swapped out. Then, each time on
-// regions that the accesses just before have pushed out, the program runs cuMemcpyBatchAsync,
-// cuMemcpy3DBatchAsync, cuStreamWaitValue32/WriteValue32/64 and cuStreamBatchMemOp, and checks
-// every word afterwards; batches over more regions than the budget holds fail with
+// regions that the accesses just before have pushed out, the program runs cuMemcpyBatchAsync (both
+// ABIs), cuMemcpy3DBatchAsync, cuStreamWaitValue32/WriteValue32/64 and cuStreamBatchMemOp, and
+// checks every word afterwards; batches over more regions than the budget holds fail with
 // CUDA_ERROR_OUT_OF_MEMORY and change nothing. Without libgswap's hooks for these calls the driver
 // would find the ranges unmapped (simcuda: CUDA_ERROR_INVALID_VALUE; a GPU: a fatal fault).
 #include <cstdint>
@@ -132,7 +132,18 @@ int main(int argc, char** argv) {
   PCHECK(write32_ptsz(nullptr, g_b[3] + 8, 0x3333u, 0));
   PCHECK(cuCtxSynchronize());
 
-  // 6. Batches whose working set exceeds the budget fail as such a launch does, touching nothing.
+  // 6. The CUDA 12.8 ABI of the batch copy (with failIdx), as a runtime built for 12.8 gets it.
+  touch({3, 4, 5});
+  PCHECK(cuGetProcAddress("cuMemcpyBatchAsync", &fn, 12080, CU_GET_PROC_ADDRESS_DEFAULT, nullptr));
+  using BatchV1 = CUresult (*)(CUdeviceptr*, CUdeviceptr*, size_t*, size_t, CUmemcpyAttributes*,
+                               size_t*, size_t, size_t*, CUstream);
+  CUdeviceptr v1_dst = g_b[2] + 8192, v1_src = g_b[1] + 8192;
+  size_t v1_size = 4, fail_idx = 0;
+  PCHECK(reinterpret_cast<BatchV1>(fn)(&v1_dst, &v1_src, &v1_size, 1, &attr, &attr_idx, 1,
+                                       &fail_idx, s));
+  PCHECK(cuStreamSynchronize(s));
+
+  // 7. Batches whose working set exceeds the budget fail as such a launch does, touching nothing.
   CUdeviceptr big_dsts[] = {g_b[0] + 4096, g_b[2] + 4096};
   CUdeviceptr big_srcs[] = {g_b[1] + 4096, g_b[5] + 4096};
   size_t big_sizes[] = {4, 4};
@@ -169,7 +180,9 @@ int main(int argc, char** argv) {
   PEXPECT(words_equal(1, 0, 2, 101u));
   PEXPECT(words_equal(1, 4, g_words, 101u));
   PEXPECT(word_at(g_b[2]) == 102u && word_at(g_b[2] + 4) == 0x1234u);
-  PEXPECT(words_equal(2, 2, g_words, 102u));
+  PEXPECT(words_equal(2, 2, 2048, 102u));
+  PEXPECT(word_at(g_b[2] + 8192) == 101u);
+  PEXPECT(words_equal(2, 2049, g_words, 102u));
   PEXPECT(words_equal(3, 0, 2, 103u));
   PEXPECT(word_at(g_b[3] + 8) == 0x3333u);
   PEXPECT(words_equal(3, 3, g_words, 103u));

@@ -165,9 +165,24 @@ CUresult submit_batch(Stream* s, std::vector<Op>& ops, bool during_call) {
   return CUDA_SUCCESS;
 }
 
+// One copy of a batch, validated; nothing is built for an empty one.
+CUresult batch_copy_op(CUdeviceptr dst, CUdeviceptr src, size_t n, std::vector<Op>* ops) {
+  if (n == 0) return CUDA_SUCCESS;
+  if (!dst || !src) return CUDA_ERROR_INVALID_VALUE;
+  bool sd = false, dd = false;
+  if (CUresult r = classify(src, n, &sd)) return r;
+  if (CUresult r = classify(dst, n, &dd)) return r;
+  ops->push_back(linear_copy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n,
+                             dir_of(sd, dd)));
+  return CUDA_SUCCESS;
+}
+
+// fail (the 12.8 ABI's failIdx, may be null): the index of the copy that was refused, or
+// SIZE_MAX when the error concerns no single copy.
 CUresult copy_batch(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count,
-                    CUmemcpyAttributes* attrs, size_t* idxs, size_t num_attrs, CUstream h,
-                    bool pt) {
+                    CUmemcpyAttributes* attrs, size_t* idxs, size_t num_attrs, size_t* fail,
+                    CUstream h, bool pt) {
+  if (fail) *fail = SIZE_MAX;
   if (CUresult r = check_init()) return r;
   if (count == 0 || !dsts || !srcs || !sizes || num_attrs == 0 || num_attrs > count || !attrs ||
       !idxs || idxs[0] != 0)
@@ -186,13 +201,10 @@ CUresult copy_batch(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t 
   std::vector<Op> ops;
   ops.reserve(count);
   for (size_t i = 0; i < count; ++i) {
-    if (sizes[i] == 0) continue;
-    if (!dsts[i] || !srcs[i]) return CUDA_ERROR_INVALID_VALUE;
-    bool sd = false, dd = false;
-    if (CUresult r = classify(srcs[i], sizes[i], &sd)) return r;
-    if (CUresult r = classify(dsts[i], sizes[i], &dd)) return r;
-    ops.push_back(linear_copy(reinterpret_cast<void*>(dsts[i]),
-                              reinterpret_cast<const void*>(srcs[i]), sizes[i], dir_of(sd, dd)));
+    if (CUresult r = batch_copy_op(dsts[i], srcs[i], sizes[i], &ops)) {
+      if (fail) *fail = i;
+      return r;
+    }
   }
   return submit_batch(s, ops, during_call);
 }
@@ -214,8 +226,27 @@ CUresult batch_operand(const CUmemcpy3DOperand& o, const CUextent3D& e, CUdevice
   return CUDA_SUCCESS;
 }
 
-CUresult copy_3d_batch(size_t n, CUDA_MEMCPY3D_BATCH_OP* list, unsigned long long flags, CUstream h,
-                       bool pt) {
+// One copy of a 3D batch, validated and built.
+CUresult batch_3d_op(const CUDA_MEMCPY3D_BATCH_OP& b, Op* out) {
+  if (!b.extent.width || !b.extent.height || !b.extent.depth) return CUDA_ERROR_INVALID_VALUE;
+  if (!src_order_ok(b.srcAccessOrder)) return CUDA_ERROR_INVALID_VALUE;
+  if (b.flags & ~static_cast<unsigned>(CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE))
+    return CUDA_ERROR_INVALID_VALUE;
+  CUDA_MEMCPY3D c{};
+  c.srcMemoryType = c.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
+  if (CUresult r = batch_operand(b.src, b.extent, &c.srcDevice, &c.srcPitch, &c.srcHeight))
+    return r;
+  if (CUresult r = batch_operand(b.dst, b.extent, &c.dstDevice, &c.dstPitch, &c.dstHeight))
+    return r;
+  c.WidthInBytes = b.extent.width;
+  c.Height = b.extent.height;
+  c.Depth = b.extent.depth;
+  return build_3d(&c, out);
+}
+
+CUresult copy_3d_batch(size_t n, CUDA_MEMCPY3D_BATCH_OP* list, unsigned long long flags,
+                       size_t* fail, CUstream h, bool pt) {
+  if (fail) *fail = SIZE_MAX;
   if (CUresult r = check_init()) return r;
   if (n == 0 || !list || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   Stream* s = nullptr;
@@ -223,22 +254,11 @@ CUresult copy_3d_batch(size_t n, CUDA_MEMCPY3D_BATCH_OP* list, unsigned long lon
   bool during_call = false;
   std::vector<Op> ops(n);
   for (size_t i = 0; i < n; ++i) {
-    const CUDA_MEMCPY3D_BATCH_OP& b = list[i];
-    if (!b.extent.width || !b.extent.height || !b.extent.depth) return CUDA_ERROR_INVALID_VALUE;
-    if (!src_order_ok(b.srcAccessOrder)) return CUDA_ERROR_INVALID_VALUE;
-    if (b.flags & ~static_cast<unsigned>(CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE))
-      return CUDA_ERROR_INVALID_VALUE;
-    during_call |= b.srcAccessOrder == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL;
-    CUDA_MEMCPY3D c{};
-    c.srcMemoryType = c.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
-    if (CUresult r = batch_operand(b.src, b.extent, &c.srcDevice, &c.srcPitch, &c.srcHeight))
+    if (CUresult r = batch_3d_op(list[i], &ops[i])) {
+      if (fail) *fail = i;
       return r;
-    if (CUresult r = batch_operand(b.dst, b.extent, &c.dstDevice, &c.dstPitch, &c.dstHeight))
-      return r;
-    c.WidthInBytes = b.extent.width;
-    c.Height = b.extent.height;
-    c.Depth = b.extent.depth;
-    if (CUresult r = build_3d(&c, &ops[i])) return r;
+    }
+    during_call |= list[i].srcAccessOrder == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL;
   }
   return submit_batch(s, ops, during_call);
 }
@@ -365,20 +385,39 @@ SC_EXPORT CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr d, CUdeviceptr s, size_
 
 SC_EXPORT CUresult cuMemcpyBatchAsync_v2(CUdeviceptr* d, CUdeviceptr* s, size_t* n, size_t count,
                                          CUmemcpyAttributes* a, size_t* ai, size_t na, CUstream h) {
-  return copy_batch(d, s, n, count, a, ai, na, h, false);
+  return copy_batch(d, s, n, count, a, ai, na, nullptr, h, false);
 }
 SC_EXPORT CUresult cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr* d, CUdeviceptr* s, size_t* n,
                                               size_t count, CUmemcpyAttributes* a, size_t* ai,
                                               size_t na, CUstream h) {
-  return copy_batch(d, s, n, count, a, ai, na, h, true);
+  return copy_batch(d, s, n, count, a, ai, na, nullptr, h, true);
 }
 SC_EXPORT CUresult cuMemcpy3DBatchAsync_v2(size_t n, CUDA_MEMCPY3D_BATCH_OP* l,
                                            unsigned long long f, CUstream h) {
-  return copy_3d_batch(n, l, f, h, false);
+  return copy_3d_batch(n, l, f, nullptr, h, false);
 }
 SC_EXPORT CUresult cuMemcpy3DBatchAsync_v2_ptsz(size_t n, CUDA_MEMCPY3D_BATCH_OP* l,
                                                 unsigned long long f, CUstream h) {
-  return copy_3d_batch(n, l, f, h, true);
+  return copy_3d_batch(n, l, f, nullptr, h, true);
+}
+// The CUDA 12.8 ABI: the same, reporting the refused copy's index in failIdx.
+SC_EXPORT CUresult cuMemcpyBatchAsync(CUdeviceptr* d, CUdeviceptr* s, size_t* n, size_t count,
+                                      CUmemcpyAttributes* a, size_t* ai, size_t na, size_t* fail,
+                                      CUstream h) {
+  return copy_batch(d, s, n, count, a, ai, na, fail, h, false);
+}
+SC_EXPORT CUresult cuMemcpyBatchAsync_ptsz(CUdeviceptr* d, CUdeviceptr* s, size_t* n, size_t count,
+                                           CUmemcpyAttributes* a, size_t* ai, size_t na,
+                                           size_t* fail, CUstream h) {
+  return copy_batch(d, s, n, count, a, ai, na, fail, h, true);
+}
+SC_EXPORT CUresult cuMemcpy3DBatchAsync(size_t n, CUDA_MEMCPY3D_BATCH_OP* l, size_t* fail,
+                                        unsigned long long f, CUstream h) {
+  return copy_3d_batch(n, l, f, fail, h, false);
+}
+SC_EXPORT CUresult cuMemcpy3DBatchAsync_ptsz(size_t n, CUDA_MEMCPY3D_BATCH_OP* l, size_t* fail,
+                                             unsigned long long f, CUstream h) {
+  return copy_3d_batch(n, l, f, fail, h, true);
 }
 
 SC_EXPORT CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D* c) {

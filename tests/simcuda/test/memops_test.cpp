@@ -299,7 +299,7 @@ TEST_F(Memops, BatchMemOpValidation) {
   EXPECT_EQ(peek32(a), 9u);
 }
 
-TEST_F(Memops, ProcAddressServesTheV2Forms) {
+TEST_F(Memops, ProcAddressServesBothBatchAbis) {
   void* fn = nullptr;
   CUdriverProcAddressQueryResult st{};
   CK(cuGetProcAddress("cuMemcpyBatchAsync", &fn, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &st));
@@ -307,8 +307,45 @@ TEST_F(Memops, ProcAddressServesTheV2Forms) {
   CK(cuGetProcAddress("cuStreamWaitValue32", &fn, 12000,
                       CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
   EXPECT_EQ(fn, reinterpret_cast<void*>(&cuStreamWaitValue32_v2_ptsz));
-  // The 12.8 ABI of the batch copy (with failIdx) is not simulated.
-  EXPECT_EQ(cuGetProcAddress("cuMemcpyBatchAsync", &fn, 12080, CU_GET_PROC_ADDRESS_DEFAULT, &st),
+  EXPECT_EQ(cuGetProcAddress("cuMemcpyBatchAsync", &fn, 12060, CU_GET_PROC_ADDRESS_DEFAULT, &st),
             CUDA_ERROR_NOT_FOUND);
   EXPECT_EQ(st, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+
+  // The 12.8 ABI reports which copy was refused in failIdx (SIZE_MAX: none in particular).
+  using BatchV1 = CUresult (*)(CUdeviceptr*, CUdeviceptr*, size_t*, size_t, CUmemcpyAttributes*,
+                               size_t*, size_t, size_t*, CUstream);
+  CK(cuGetProcAddress("cuMemcpyBatchAsync", &fn, 12080, CU_GET_PROC_ADDRESS_DEFAULT, &st));
+  ASSERT_NE(fn, reinterpret_cast<void*>(&cuMemcpyBatchAsync_v2));
+  auto v1 = reinterpret_cast<BatchV1>(fn);
+  CUdeviceptr dsts[] = {a, b, c};
+  CUdeviceptr srcs[] = {b, c, a + kBytes - 4};
+  size_t sizes[] = {16, 16, 16};  // the third runs past the end of a
+  CUmemcpyAttributes at[] = {attr()};
+  size_t idx[] = {0};
+  size_t fail = 0;
+  EXPECT_EQ(v1(dsts, srcs, sizes, 3, at, idx, 1, &fail, s), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(fail, 2u);
+  EXPECT_EQ(v1(dsts, srcs, sizes, 3, at, idx, 1, &fail, nullptr), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(fail, SIZE_MAX);
+  CK(cuMemsetD8(b, 9, 16));
+  fail = 0;
+  CK(v1(dsts, srcs, sizes, 2, at, idx, 1, &fail, s));
+  CK(cuStreamSynchronize(s));
+  EXPECT_EQ(reinterpret_cast<uint8_t*>(a)[15], 9);
+
+  using Batch3DV1 =
+      CUresult (*)(size_t, CUDA_MEMCPY3D_BATCH_OP*, size_t*, unsigned long long, CUstream);
+  CK(cuGetProcAddress("cuMemcpy3DBatchAsync", &fn, 12080, CU_GET_PROC_ADDRESS_DEFAULT, &st));
+  CUDA_MEMCPY3D_BATCH_OP ops[2]{};
+  for (auto& op : ops) {
+    op.src.type = op.dst.type = CU_MEMCPY_OPERAND_TYPE_POINTER;
+    op.src.op.ptr.ptr = b;
+    op.dst.op.ptr.ptr = c;
+    op.extent = {8, 1, 1};
+    op.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+  }
+  ops[1].dst.type = CU_MEMCPY_OPERAND_TYPE_ARRAY;
+  fail = 0;
+  EXPECT_EQ(reinterpret_cast<Batch3DV1>(fn)(2, ops, &fail, 0, s), CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(fail, 1u);
 }
