@@ -9,17 +9,40 @@
 
 namespace gswap::interpose {
 
-// Driver functions gswap calls but does not hook: X(symbol).
-#define GSWAP_INTERNAL_DRIVER(X)                                                                   \
-  X(cuDeviceGet)                                                                                   \
-  X(cuDeviceGetCount) X(cuDeviceGetUuid_v2) X(cuCtxGetCurrent) X(cuCtxGetDevice)                   \
-      X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2) X(cuCtxSynchronize) X(cuDevicePrimaryCtxRetain) \
-          X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess)               \
-              X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemGetAllocationGranularity)          \
-                  X(cuMemAllocHost_v2) X(cuMemFreeHost) X(cuStreamCreate) X(cuStreamWaitEvent)     \
-                      X(cuStreamSynchronize) X(cuStreamIsCapturing) X(cuEventCreate)               \
-                          X(cuEventDestroy_v2) X(cuEventRecord) X(cuEventQuery)                    \
-                              X(cuEventSynchronize) X(cuFuncGetParamInfo) X(cuKernelGetParamInfo)
+// Driver functions gswap calls but does not hook: X(symbol), one a line (so clang-format is off).
+// clang-format off
+#define GSWAP_INTERNAL_DRIVER(X)         \
+  X(cuDeviceGet)                   \
+  X(cuDeviceGetCount)              \
+  X(cuDeviceGetUuid_v2)            \
+  X(cuCtxGetCurrent)               \
+  X(cuCtxGetDevice)                \
+  X(cuCtxPushCurrent_v2)           \
+  X(cuCtxPopCurrent_v2)            \
+  X(cuCtxSynchronize)              \
+  X(cuDevicePrimaryCtxRetain)      \
+  X(cuMemCreate)                   \
+  X(cuMemRelease)                  \
+  X(cuMemMap)                      \
+  X(cuMemUnmap)                    \
+  X(cuMemSetAccess)                \
+  X(cuMemAddressReserve)           \
+  X(cuMemAddressFree)              \
+  X(cuMemGetAllocationGranularity) \
+  X(cuMemAllocHost_v2)             \
+  X(cuMemFreeHost)                 \
+  X(cuStreamCreate)                \
+  X(cuStreamWaitEvent)             \
+  X(cuStreamSynchronize)           \
+  X(cuStreamIsCapturing)           \
+  X(cuEventCreate)                 \
+  X(cuEventDestroy_v2)             \
+  X(cuEventRecord)                 \
+  X(cuEventQuery)                  \
+  X(cuEventSynchronize)            \
+  X(cuFuncGetParamInfo)            \
+  X(cuKernelGetParamInfo)
+// clang-format on
 
 struct Real {
 #define GSWAP_HOOK(sym, api, ver, pt, ret, params, args) ret(*sym) params = nullptr;

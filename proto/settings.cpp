@@ -9,11 +9,14 @@ namespace {
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n')) s.remove_suffix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n'))
+    s.remove_suffix(1);
   return s;
 }
 
-char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+char lower(char c) {
+  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+}
 
 bool iequals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
@@ -65,11 +68,20 @@ bool parse_size(std::string_view text, Size* out) {
     long double factor;
   };
   static constexpr Unit kUnits[] = {
-      {"", 1},          {"b", 1},
-      {"k", 1024.0L},   {"kib", 1024.0L},   {"kb", 1e3L},
-      {"m", 1048576.0L}, {"mib", 1048576.0L}, {"mb", 1e6L},
-      {"g", 1073741824.0L}, {"gib", 1073741824.0L}, {"gb", 1e9L},
-      {"t", 1099511627776.0L}, {"tib", 1099511627776.0L}, {"tb", 1e12L},
+      {"", 1},
+      {"b", 1},
+      {"k", 1024.0L},
+      {"kib", 1024.0L},
+      {"kb", 1e3L},
+      {"m", 1048576.0L},
+      {"mib", 1048576.0L},
+      {"mb", 1e6L},
+      {"g", 1073741824.0L},
+      {"gib", 1073741824.0L},
+      {"gb", 1e9L},
+      {"t", 1099511627776.0L},
+      {"tib", 1099511627776.0L},
+      {"tb", 1e12L},
   };
   for (const Unit& u : kUnits) {
     if (iequals(unit, u.name)) {

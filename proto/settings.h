@@ -37,8 +37,9 @@ struct Size {
 
   // Resolves against the reference size. Percentages round down to whole bytes.
   std::uint64_t resolve(std::uint64_t reference) const {
-    return is_percent ? static_cast<std::uint64_t>(static_cast<long double>(reference) * percent / 100.0L)
-                      : bytes;
+    return is_percent
+               ? static_cast<std::uint64_t>(static_cast<long double>(reference) * percent / 100.0L)
+               : bytes;
   }
 };
 

@@ -136,8 +136,9 @@ int main(int argc, char** argv) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
   };
-  std::printf("launch_overhead: %zu live regions, 8 pointer parameters, %d launches x %d batch pairs\n",
-              regions.size(), per_batch, batches);
+  std::printf(
+      "launch_overhead: %zu live regions, 8 pointer parameters, %d launches x %d batch pairs\n",
+      regions.size(), per_batch, batches);
   std::printf("                 wall ns/launch   thread-CPU ns/launch   (medians)\n");
   std::printf("real driver:     %10.1f       %10.1f\n", median(real_wall), median(real_cpu));
   std::printf("with libgswap:   %10.1f       %10.1f\n", median(gswap_wall), median(gswap_cpu));

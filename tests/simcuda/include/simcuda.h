@@ -43,8 +43,8 @@
  * ---------
  * A kernel runs once per launch (not once per thread) on the worker thread of its stream, in
  * stream order, after every earlier operation on that stream and every event it waits on. It may
- * loop over `grid` and `block` itself if it wants the CUDA shape. Touching memory that is not mapped
- * (for example an evicted VMM range) crashes the process, as a GPU fault kills the context.
+ * loop over `grid` and `block` itself if it wants the CUDA shape. Touching memory that is not
+ * mapped (for example an evicted VMM range) crashes the process, as a GPU fault kills the context.
  *
  * Simulated duration
  * ------------------
@@ -91,9 +91,9 @@ typedef struct simcuda_launch {
   simcuda_dim3 block;
   uint32_t shared_mem_bytes;
   uint32_t reserved0;
-  const void* params;  /* the packed parameter buffer (see "Parameter layout") */
-  size_t params_size;  /* its size in bytes */
-  uint64_t stream_id;  /* simcuda's id of the stream running the kernel, for diagnostics */
+  const void* params; /* the packed parameter buffer (see "Parameter layout") */
+  size_t params_size; /* its size in bytes */
+  uint64_t stream_id; /* simcuda's id of the stream running the kernel, for diagnostics */
 } simcuda_launch;
 
 typedef void (*simcuda_kernel_fn)(const simcuda_launch* launch);
@@ -106,11 +106,11 @@ typedef struct simcuda_param {
 } simcuda_param;
 
 typedef struct simcuda_kernel_desc {
-  const char* name;             /* what cuModuleGetFunction looks up */
-  simcuda_kernel_fn fn;         /* the host implementation */
-  uint32_t num_params;          /* entries in params */
-  const simcuda_param* params;  /* in declaration order, offsets ascending */
-  uint64_t duration_ns;         /* simulated GPU time, 0 for none (see "Simulated duration") */
+  const char* name;                /* what cuModuleGetFunction looks up */
+  simcuda_kernel_fn fn;            /* the host implementation */
+  uint32_t num_params;             /* entries in params */
+  const simcuda_param* params;     /* in declaration order, offsets ascending */
+  uint64_t duration_ns;            /* simulated GPU time, 0 for none (see "Simulated duration") */
   simcuda_duration_fn duration_fn; /* optional; overrides duration_ns when not NULL */
 } simcuda_kernel_desc;
 
@@ -127,14 +127,14 @@ typedef const simcuda_module_desc* (*simcuda_module_entry_fn)(void);
  * version 1 without changing any existing layout. */
 #define SIMCUDA_TENSOR_MAP_MAGIC 0x544d4150u /* "TMAP" */
 typedef struct simcuda_tensor_map {
-  uint32_t magic;              /* SIMCUDA_TENSOR_MAP_MAGIC */
-  uint32_t data_type;          /* CUtensorMapDataType */
-  uint32_t rank;               /* 1..5 */
-  uint32_t im2col;             /* 1 when made by cuTensorMapEncodeIm2col */
-  uint64_t global_address;     /* the tensor's device address */
-  uint64_t global_dim[5];      /* elements per dimension, innermost first */
-  uint64_t global_strides[4];  /* bytes between consecutive indices of dimensions 1..rank-1 */
-  uint32_t box_dim[5];         /* tiled: box size per dimension; im2col: channels, pixels */
+  uint32_t magic;             /* SIMCUDA_TENSOR_MAP_MAGIC */
+  uint32_t data_type;         /* CUtensorMapDataType */
+  uint32_t rank;              /* 1..5 */
+  uint32_t im2col;            /* 1 when made by cuTensorMapEncodeIm2col */
+  uint64_t global_address;    /* the tensor's device address */
+  uint64_t global_dim[5];     /* elements per dimension, innermost first */
+  uint64_t global_strides[4]; /* bytes between consecutive indices of dimensions 1..rank-1 */
+  uint32_t box_dim[5];        /* tiled: box size per dimension; im2col: channels, pixels */
 } simcuda_tensor_map;
 
 /* cuModuleLoadData accepts either the bytes of a module's shared library (an ELF image for the
