@@ -327,10 +327,14 @@ int main(int argc, char** argv) {
       }
     }
   }
+  // `simulate` runs inside parse (as a subcommand callback), so its errors are caught here too.
   try {
     app.parse(parsed_argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const std::exception& e) {
+    std::cerr << "gswapctl: " << e.what() << "\n";
+    return 1;
   }
   try {
     if (*status) return cmd_status(json);
