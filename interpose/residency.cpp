@@ -27,6 +27,7 @@
 #include "interpose/check.h"
 #include "interpose/config.h"
 #include "interpose/driver.h"
+#include "interpose/frameworks.h"
 #include "interpose/log.h"
 #include "interpose/telemetry.h"
 #include "interpose/va_space.h"
@@ -829,6 +830,18 @@ CUresult init_process() {
     if (f >= 0) fd = f;
   }
   log_configure(g->config.log_level, fd);
+
+  // Framework allocators (frameworks.h): expandable segments are refused like a bad setting;
+  // a caching allocator is named once and gswap works at segment granularity.
+  FrameworkCheck fw;
+  check_frameworks([](const char* n) -> const char* { return std::getenv(n); }, loaded_frameworks(),
+                   &fw);
+  if (fw.refuse) {
+    GSWAP_LOG(kError, "%s; every cuInit fails with CUDA_ERROR_NOT_SUPPORTED", fw.error);
+    g->init_result = CUDA_ERROR_NOT_SUPPORTED;
+    return g->init_result;
+  }
+  for (unsigned i = 0; i < fw.warnings; ++i) GSWAP_LOG(kWarn, "%s", fw.warning[i]);
 
   CUdevice dev = 0;
   size_t total = 0;

@@ -10,6 +10,12 @@
 #       must die of SIGSEGV (the residency-bug check)
 #   run_checked.sh expect-refused LIBGSWAP PROGRAM ARGS...
 #       must fail, naming GSWAP_BUDGET on stderr
+#   run_checked.sh expect-fail-log TEXT LIBGSWAP PROGRAM ARGS...
+#       must fail, with exactly one line containing TEXT in its output
+#   run_checked.sh expect-log TEXT LIBGSWAP PROGRAM ARGS...
+#       as expect-ok, and exactly one line of the output contains TEXT
+#   run_checked.sh expect-no-log TEXT LIBGSWAP PROGRAM ARGS...
+#       as expect-ok, and no line of the output contains TEXT
 set -uo pipefail
 mode=$1; shift
 
@@ -61,6 +67,27 @@ case $mode in
     ((rc != 0)) || { echo "FAIL: a bad configuration was accepted"; exit 1; }
     grep -q "GSWAP_BUDGET" <<<"$out" || { echo "FAIL: the refusal does not name GSWAP_BUDGET"; exit 1; }
     echo "PASS: refused"
+    ;;
+  expect-fail-log)
+    text=$1 lib=$2; shift 2
+    out=$(LD_PRELOAD="$lib" "$@" 2>&1); rc=$?
+    echo "$out" | tail -4
+    ((rc != 0)) || { echo "FAIL: the program ran; it should have been refused"; exit 1; }
+    lines=$(grep -cF -- "$text" <<<"$out")
+    ((lines == 1)) || { echo "FAIL: expected one line with \"$text\", found $lines"; exit 1; }
+    echo "PASS: refused with one line"
+    ;;
+  expect-log | expect-no-log)
+    text=$1 lib=$2; shift 2
+    out=$(LD_PRELOAD="$lib" "$@" 2>&1); rc=$?
+    echo "$out" | tail -8
+    ((rc == 0)) || { echo "FAIL: exit $rc"; exit 1; }
+    so=$(swapped_out "$out")
+    [[ -n $so && $so -gt 0 ]] || { echo "FAIL: nothing was swapped out"; exit 1; }
+    lines=$(grep -cF -- "$text" <<<"$out")
+    want=1; [[ $mode == expect-no-log ]] && want=0
+    ((lines == want)) || { echo "FAIL: expected $want line(s) with \"$text\", found $lines"; exit 1; }
+    echo "PASS"
     ;;
   *) echo "unknown mode $mode"; exit 2 ;;
 esac
