@@ -120,7 +120,7 @@ void check_frameworks(EnvLookup env, unsigned loaded, FrameworkCheck* out) {
   }
   // Without caching PyTorch calls cudaMalloc per tensor and never maps expandable segments.
   const char* no_cache = nonempty(env("PYTORCH_NO_CUDA_MEMORY_CACHING"));
-  bool uncached = no_cache && span_is(no_cache, no_cache + std::strlen(no_cache), "1");
+  bool uncached = no_cache && is_true(no_cache, no_cache + std::strlen(no_cache));
   if (!uncached && pytorch_expandable_segments(conf)) {
     out->refuse = true;
     std::snprintf(out->error, sizeof out->error,

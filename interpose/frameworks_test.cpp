@@ -106,6 +106,7 @@ TEST(Frameworks, WarnsAboutCachingAllocators) {
   EXPECT_EQ(check({{"PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync"}}, kPyTorch).warnings, 0u);
   EXPECT_EQ(check({{"PYTORCH_ALLOC_CONF", "backend:cudaMallocAsync"}}, kPyTorch).warnings, 0u);
   EXPECT_EQ(check({{"PYTORCH_NO_CUDA_MEMORY_CACHING", "1"}}, kPyTorch).warnings, 0u);
+  EXPECT_EQ(check({{"PYTORCH_NO_CUDA_MEMORY_CACHING", "true"}}, kPyTorch).warnings, 0u);
   EXPECT_EQ(check({{"PYTORCH_NO_CUDA_MEMORY_CACHING", "0"}}, kPyTorch).warnings, 1u);
   EXPECT_EQ(check({{"PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:128"}}, kPyTorch).warnings, 1u);
 
