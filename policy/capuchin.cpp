@@ -67,6 +67,7 @@ struct ChosenRecompute {
 struct Cand {
   std::size_t r, e, b;
   bool wrap;
+  bool tail = false;  // after the last access until the region is freed (b = kNoLaunch)
 };
 
 struct SwapEval {
@@ -106,11 +107,26 @@ class Planner {
     if (cur_.max_all() <= budget_) return plan;
     collect_candidates();
 
+    // Phase 0: a recomputable region that is never read again leaves for free.
+    if (o_.allow_recompute)
+      for (std::size_t k = 0; k < cands_.size(); ++k) {
+        const Cand& c = cands_[k];
+        if (c.tail && t_.regions[c.r].recompute && cur_.max(c.e + 1, a_.last_live[c.r]) > budget_)
+          apply_drop(k, plan);
+      }
+
     // Phase 1: swaps in FT order while they stay fully hidden.
     if (o_.allow_swap) {
       std::vector<std::pair<double, std::size_t>> by_ft;
       for (std::size_t k = 0; k < cands_.size(); ++k) {
         const Cand& c = cands_[k];
+        if (taken_[k]) continue;
+        if (c.tail) {
+          const double end =
+              a_.last_live[c.r] + 1 < a_.n ? a_.start_us[a_.last_live[c.r] + 1] : a_.ideal_step_us;
+          by_ft.emplace_back(end - a_.end_us[c.e] - static_cast<double>(bytes(c.r)) / bw_out_, k);
+          continue;
+        }
         by_ft.emplace_back(swap_timing(a_, bytes(c.r), c.e, c.b).free_time_us, k);
       }
       std::sort(by_ft.begin(), by_ft.end(), [](auto x, auto y) {
@@ -131,7 +147,7 @@ class Planner {
     auto key = [&](std::size_t k, bool is_swap) -> std::optional<double> {
       const double by = static_cast<double>(bytes(cands_[k].r));
       if (is_swap) {
-        auto ev = eval_swap(cands_[k]);
+        auto ev = eval_swap_any(cands_[k]);
         return ev ? std::optional<double>(ev->exposure / by) : std::nullopt;
       }
       auto ev = eval_recompute(cands_[k]);
@@ -141,7 +157,8 @@ class Planner {
       if (taken_[k]) continue;
       if (o_.allow_swap)
         if (auto v = key(k, true)) swaps.emplace(*v, k);
-      if (o_.allow_recompute && !cands_[k].wrap && t_.regions[cands_[k].r].recompute)
+      if (o_.allow_recompute && !cands_[k].wrap && !cands_[k].tail &&
+          t_.regions[cands_[k].r].recompute)
         if (auto v = key(k, false)) recomputes.emplace(*v, k);
     }
     // Keys only grow as the plan fills (engines get busier, sources get dropped), so a stored key
@@ -180,14 +197,16 @@ class Planner {
       if (!s && !r) break;
       if (s && (!r || s->first <= r->first)) {
         if (r) recomputes.push(*r);
-        if (auto ev = eval_swap(cands_[s->second])) apply_swap(s->second, *ev, plan);
+        if (auto ev = eval_swap_any(cands_[s->second])) apply_swap(s->second, *ev, plan);
       } else {
         if (s) swaps.push(*s);
         if (auto ev = eval_recompute(cands_[r->second]))
           apply_recompute(r->second, std::move(*ev), plan);
       }
     }
+    if (o_.allow_swap) repair(plan);
     if (cur_.max_all() > budget_) {
+      plan.fits = false;
       plan.reason = "no further eviction helps; the simulator evicts the rest on demand";
     }
     return plan;
@@ -195,6 +214,66 @@ class Planner {
 
  private:
   std::uint64_t bytes(std::size_t r) const { return t_.regions[r].bytes; }
+
+  // The swap that relieves memory without stalling if there is one, else the one that frees the
+  // region from the launch after its eviction and waits for the copy where the memory is needed.
+  std::optional<SwapEval> eval_swap_any(const Cand& c) const {
+    if (auto ev = eval_swap(c, false)) return ev;
+    return eval_swap(c, true);
+  }
+
+  // Phase 3: while some launch is still over the budget, relieve the first one with whichever
+  // eviction covering it exposes the least time per byte: a new swap freed right after its
+  // access, or an already chosen swap whose relief is extended back to the launch after its
+  // access (it then waits for its copy-out there). Position by position, so it ends either with
+  // a plan that fits or with a launch that nothing can relieve.
+  void repair(Plan& plan) {
+    std::vector<std::size_t> order(cands_.size());
+    for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
+    std::sort(order.begin(), order.end(),
+              [&](std::size_t x, std::size_t y) { return cands_[x].e < cands_[y].e; });
+    while (cur_.max_all() > budget_) {
+      const std::size_t i = cur_.find_first_above(0, a_.n - 1, budget_);
+      double best_cost = 0;
+      std::size_t best = kNoLaunch;
+      bool best_upgrade = false;
+      std::optional<SwapEval> best_ev;
+      for (std::size_t k : order) {
+        const Cand& c = cands_[k];
+        if (!c.wrap && c.e >= i) break;
+        const double by = static_cast<double>(bytes(c.r));
+        if (taken_[k]) {
+          // An upgrade: a chosen swap (not a drop) whose relief starts after i.
+          if (entry_of_[k] == kNoLaunch || c.wrap) continue;
+          const PlanEntry& pe = plan.entries[entry_of_[k]];
+          if (pe.kind != EvictKind::kSwap || !(c.e < i && i < taken_f_[k])) continue;
+          const double cost = std::max(0.0, out_end_[k] - a_.start_us[i]);
+          if (best == kNoLaunch || cost / by < best_cost) {
+            best_cost = cost / by, best = k, best_upgrade = true;
+          }
+          continue;
+        }
+        const bool covers = c.wrap ? (i > c.e || i < c.b)
+                                   : (c.e < i && (c.tail ? i <= a_.last_live[c.r] : i < c.b));
+        if (!covers) continue;
+        auto ev = eval_swap(c, true);
+        if (!ev) continue;
+        const bool off_at_i = c.wrap ? (i >= ev->f || i < ev->t) : (ev->f <= i && i < ev->t);
+        if (!off_at_i) continue;
+        if (best == kNoLaunch || ev->exposure / by < best_cost) {
+          best_cost = ev->exposure / by, best = k, best_upgrade = false, best_ev = ev;
+        }
+      }
+      if (best == kNoLaunch) return;
+      if (best_upgrade) {
+        const Cand& c = cands_[best];
+        cur_.add(c.e + 1, taken_f_[best] - 1, -static_cast<std::int64_t>(bytes(c.r)));
+        taken_f_[best] = c.e + 1;
+      } else {
+        apply_swap(best, *best_ev, plan);
+      }
+    }
+  }
 
   void collect_candidates() {
     const std::size_t n = a_.n;
@@ -214,32 +293,54 @@ class Planner {
       if (a_.live_at_start[r] && a_.live_at_end[r] &&
           (spans(acc.back() + 1, n - 1) || (acc.front() > 0 && spans(0, acc.front() - 1))))
         cands_.push_back({r, acc.back(), acc.front(), true});
+      // Written, read for the last time, and freed only later: its data is never needed again.
+      if (!a_.live_at_end[r] && acc.back() < a_.last_live[r] &&
+          spans(acc.back() + 1, a_.last_live[r]))
+        cands_.push_back({r, acc.back(), kNoLaunch, false, true});
     }
     taken_.assign(cands_.size(), false);
+    entry_of_.assign(cands_.size(), kNoLaunch);
+    taken_f_.assign(cands_.size(), 0);
+    out_end_.assign(cands_.size(), 0);
   }
 
   // Is region s off the device by a plan choice at launch p (a recompute there would need it)?
   const Chosen* evicted_at(std::size_t s, std::size_t p) const {
     for (const Chosen& c : chosen_[s]) {
-      if (!c.wrap && c.e < p && p < c.back) return &c;
+      if (!c.wrap && c.e < p && (c.back == kNoLaunch || p < c.back)) return &c;
       if (c.wrap && (p > c.e || p < c.back)) return &c;
     }
     return nullptr;
   }
 
-  std::optional<SwapEval> eval_swap(const Cand& c) const {
+  // Off the device over [f, t-1]: from the launch after the eviction (`early`) or from the first
+  // launch that starts after the copy-out has finished on the ideal timeline, up to the launch
+  // before the restore is issued. Memory is accounted by position only: where a launch needs
+  // the memory before the copy-out is done, the simulator (and the library) wait for the copy,
+  // which is priced as exposed time here, never by evicting something else.
+  std::optional<SwapEval> eval_swap(const Cand& c, bool early = false) const {
     const std::size_t n = a_.n;
     const std::int64_t b = static_cast<std::int64_t>(bytes(c.r));
     const double so = static_cast<double>(b) / bw_out_, si = static_cast<double>(b) / bw_in_;
     SwapEval ev{};
     ev.out_start = d2h_.earliest(a_.end_us[c.e], so);
     const double out_end = ev.out_start + so;
-    ev.f = std::max(c.e + 1, a_.first_start_at_or_after(out_end));
+    const std::size_t f_time = std::max(c.e + 1, a_.first_start_at_or_after(out_end));
+    ev.f = early ? c.e + 1 : f_time;
+    if (c.tail) {  // never read again: off until it is freed, no restore
+      for (std::size_t qi : readers_[c.r])
+        if (recomputes_[qi].b > c.e) return std::nullopt;
+      ev.t = a_.last_live[c.r] + 1;
+      if (ev.t <= ev.f) return std::nullopt;
+      if (cur_.max(ev.f, ev.t - 1) <= budget_) return std::nullopt;
+      ev.exposure = out_stall(ev.f, ev.t, f_time, out_end);
+      return ev;
+    }
     const double sis = a_.start_us[c.b] - si;
     std::size_t t = static_cast<std::size_t>(
         std::upper_bound(a_.start_us.begin(), a_.start_us.end(), sis) - a_.start_us.begin());
     t = t == 0 ? 0 : t - 1;
-    if (!c.wrap) t = std::max(t, ev.f);
+    if (!c.wrap) t = std::max(t, f_time);
     t = std::min(t, c.b);
     // Never start a restore inside the peak window: from the trigger on, the region is back in
     // the planned curve (which still counts it there), so that part must already fit.
@@ -266,10 +367,19 @@ class Planner {
     }
     if (covered_max <= budget_) return std::nullopt;  // relieves no launch over budget
     ev.exposure = std::max(0.0, ev.in_start + si - a_.start_us[c.b]);
+    if (!c.wrap) ev.exposure += out_stall(ev.f, t, f_time, out_end);
     // A wrapping swap-out runs after the iteration's last access; what it adds past the end of
     // the step is exposed too.
     if (c.wrap) ev.exposure += std::max(0.0, out_end - a_.ideal_step_us);
     return ev;
+  }
+
+  // The wait for a copy-out ending at `out_end` at the first launch in [f, t-1] (before f_time,
+  // the first launch the copy is done for) that needs the memory.
+  double out_stall(std::size_t f, std::size_t t, std::size_t f_time, double out_end) const {
+    if (f >= f_time || t <= f) return 0;
+    const std::size_t k = cur_.find_first_above(f, std::min(t, f_time) - 1, budget_);
+    return k == MaxSegmentTree::npos ? 0 : std::max(0.0, out_end - a_.start_us[k]);
   }
 
   std::optional<RecomputeEval> eval_recompute(const Cand& c) const {
@@ -324,16 +434,32 @@ class Planner {
       cur_.add(ev.f, ev.t - 1, d);
     }
     d2h_.insert(ev.out_start, so);
-    h2d_.insert(ev.in_start, si);
-    chosen_[c.r].push_back({c.e, ev.t, EvictKind::kSwap, c.wrap});
+    if (!c.tail) h2d_.insert(ev.in_start, si);
+    chosen_[c.r].push_back({c.e, c.tail ? kNoLaunch : ev.t, EvictKind::kSwap, c.wrap});
     taken_[k] = true;
+    taken_f_[k] = ev.f;
+    out_end_[k] = ev.out_start + so;
+    entry_of_[k] = plan.entries.size();
     PlanEntry e;
     e.region = t_.regions[c.r].id;
     e.kind = EvictKind::kSwap;
     e.evict_after = c.e;
-    e.trigger = ev.t;
+    e.trigger = c.tail ? kNoLaunch : ev.t;
     e.back_access = c.b;
-    e.swap_in_us = si;
+    e.swap_in_us = c.tail ? 0 : si;
+    plan.entries.push_back(e);
+  }
+
+  // A recomputable region dropped after its last read: nothing brings it back.
+  void apply_drop(std::size_t k, Plan& plan) {
+    const Cand& c = cands_[k];
+    cur_.add(c.e + 1, a_.last_live[c.r], -static_cast<std::int64_t>(bytes(c.r)));
+    chosen_[c.r].push_back({c.e, kNoLaunch, EvictKind::kRecompute, false});
+    taken_[k] = true;
+    PlanEntry e;
+    e.region = t_.regions[c.r].id;
+    e.kind = EvictKind::kRecompute;
+    e.evict_after = c.e;
     plan.entries.push_back(e);
   }
 
@@ -381,6 +507,9 @@ class Planner {
   Engine d2h_, h2d_;
   std::vector<Cand> cands_;
   std::vector<bool> taken_;
+  std::vector<std::size_t> entry_of_;  // per candidate: its plan entry once taken
+  std::vector<std::size_t> taken_f_;   // per taken swap: first launch it is off the device
+  std::vector<double> out_end_;        // per taken swap: when its copy-out ends (ideal timeline)
   std::vector<std::vector<Chosen>> chosen_;  // per region
   std::vector<ChosenRecompute> recomputes_;
   std::vector<std::vector<std::size_t>> readers_;  // per region: recomputes_ reading it
@@ -399,10 +528,10 @@ SwapTiming swap_timing(const Analysis& a, std::uint64_t bytes, std::size_t e, st
   s.swap_out_us = static_cast<double>(bytes) / (t.device.d2h_bytes_per_s / 1e6);
   s.swap_in_us = static_cast<double>(bytes) / (t.device.h2d_bytes_per_s / 1e6);
   s.swap_out_end_us = a.end_us[e] + s.swap_out_us;
-  const double tb = a.start_us[b] + (b < e ? a.ideal_step_us : 0);  // wrap: next iteration
+  const double tb = a.start_us[b] + (b <= e ? a.ideal_step_us : 0);  // wrap: next iteration
   s.swap_in_start_us = tb - s.swap_in_us;
   s.free_time_us = s.swap_in_start_us - s.swap_out_end_us;
-  if (b < e) {
+  if (b <= e) {
     s.in_trigger =
         latest_start_at_or_before(a, std::max(0.0, s.swap_in_start_us - a.ideal_step_us));
     s.in_trigger = std::min(s.in_trigger, b);
@@ -426,7 +555,7 @@ Plan apply_feedback(const Analysis& a, const Plan& plan, std::span<const double>
     const double target = a.start_us[e.trigger] - 0.05 * e.swap_in_us;
     std::size_t t = latest_start_at_or_before(a, target);
     if (a.start_us[t] > target && t > 0) --t;
-    const bool wrap = e.back_access != kNoLaunch && e.back_access < e.evict_after;
+    const bool wrap = is_wrap(e);
     if (!wrap) t = std::max(t, e.evict_after + 1);
     e.trigger = std::min(t, e.trigger);
   }

@@ -24,7 +24,7 @@ struct SwapTiming {
   double free_time_us = 0;                 // FT = SwapInStart - SwapOutEnd
   std::size_t in_trigger = 0;              // latest launch starting no later than SwapInStart
 };
-// Eviction after access e, back-access b (b < e: the gap wraps into the next iteration).
+// Eviction after access e, back-access b (b <= e: the gap wraps into the next iteration).
 SwapTiming swap_timing(const Analysis& a, std::uint64_t bytes, std::size_t e, std::size_t b);
 
 Plan plan_capuchin(const Analysis& a, std::uint64_t budget, const CapuchinOptions& options = {});

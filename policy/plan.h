@@ -6,9 +6,10 @@
 // `back_access` needs it. Positions are indices into Trace::launches of the iteration the plan was
 // made for (the daemon maps them to the next iteration through stable region identity).
 //
-// A "wrap" entry (back_access < evict_after) evicts a region after its last access in the
+// A "wrap" entry (back_access <= evict_after) evicts a region after its last access in the
 // iteration and brings it back for its first access in the next one, so the region starts each
-// iteration on the host. Weights and optimiser state are planned this way.
+// iteration on the host. Weights and optimiser state are planned this way. A region accessed once
+// per iteration (an Adam moment) wraps with back_access == evict_after.
 #pragma once
 
 #include <cstddef>
@@ -39,6 +40,11 @@ struct PlanEntry {
   double swap_in_us = 0;                // SwapTime of the swap-in, which the feedback rule scales
 };
 
+// True when the entry's gap runs past the end of the iteration into the next one.
+inline bool is_wrap(const PlanEntry& e) {
+  return e.back_access != kNoLaunch && e.back_access <= e.evict_after;
+}
+
 struct Plan {
   std::string policy;
   std::vector<PlanEntry> entries;
@@ -46,6 +52,12 @@ struct Plan {
   // which launch. The simulator refuses such budgets too.
   bool feasible = true;
   std::string reason;
+  // The planner's own verdict: true when its memory model has every launch within the budget.
+  // The memory model is the simulator's (a region is off the device from the launch after its
+  // eviction up to the launch before its restore is issued; the simulator stalls for a copy-out
+  // rather than evict on demand), so a plan that fits runs with no demand eviction. False with a
+  // feasible budget means the planner ran out of evictions; `reason` then says so.
+  bool fits = true;
 };
 
 }  // namespace gswap::policy

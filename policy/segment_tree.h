@@ -33,6 +33,11 @@ class MaxSegmentTree {
     if (l > r || l >= n_) return npos;
     return find_last(1, 0, size_ - 1, l, std::min(r, n_ - 1), x, 0);
   }
+  // Smallest index in [l, r] whose value exceeds x, or npos.
+  std::size_t find_first_above(std::size_t l, std::size_t r, std::int64_t x) const {
+    if (l > r || l >= n_) return npos;
+    return find_first(1, 0, size_ - 1, l, std::min(r, n_ - 1), x, 0);
+  }
   static constexpr std::size_t npos = std::numeric_limits<std::size_t>::max();
 
  private:
@@ -66,6 +71,16 @@ class MaxSegmentTree {
     std::size_t got = find_last(2 * node + 1, mid + 1, nr, l, r, x, inner);
     if (got != npos) return got;
     return find_last(2 * node, nl, mid, l, r, x, inner);
+  }
+  std::size_t find_first(std::size_t node, std::size_t nl, std::size_t nr, std::size_t l,
+                         std::size_t r, std::int64_t x, std::int64_t acc) const {
+    if (r < nl || nr < l || mx_[node] + acc <= x) return npos;
+    if (nl == nr) return nl;
+    std::size_t mid = (nl + nr) / 2;
+    std::int64_t inner = acc + lz_[node];
+    std::size_t got = find_first(2 * node, nl, mid, l, r, x, inner);
+    if (got != npos) return got;
+    return find_first(2 * node + 1, mid + 1, nr, l, r, x, inner);
   }
   std::size_t n_, size_;
   std::vector<std::int64_t> mx_, lz_;

@@ -145,8 +145,8 @@ class Sim {
     for (std::size_t k = 0; k < plan_.entries.size(); ++k) {
       const PlanEntry& e = plan_.entries[k];
       auto it = a_.index.find(e.region);
-      if (it != a_.index.end() && e.back_access != kNoLaunch && e.back_access < e.evict_after &&
-          e.kind == EvictKind::kSwap && wrap[it->second] == kNoLaunch)
+      if (it != a_.index.end() && is_wrap(e) && e.kind == EvictKind::kSwap &&
+          wrap[it->second] == kNoLaunch)
         wrap[it->second] = k;
     }
     for (std::size_t r = 0; r < t_.regions.size(); ++r) {
@@ -368,7 +368,8 @@ class Sim {
 
   void free_region(std::size_t r, double end) {
     RState& s = rs_[r];
-    if (s.occupying && s.st != St::kOut) {
+    // A copy-out or a drop in flight releases the memory when it completes, as planned.
+    if (s.occupying && s.st != St::kOut && s.st != St::kDropped) {
       ++s.gen;
       heap_.push({end, r, s.gen});
     }
