@@ -7,88 +7,23 @@
 #include <algorithm>
 #include <string>
 
+#include "policy/trace_builder.h"
+
 namespace gswap::policy {
 namespace {
 
-constexpr double kAct = 2;    // bytes per activation element
-constexpr double kParam = 4;  // bytes per parameter element
+constexpr double kAct = 2;                 // bytes per activation element
+constexpr double kParam = 4;               // bytes per parameter element
+constexpr build::Precision kFp32Params{};  // bf16 activations, fp32 parameters and state
 
-class Builder {
- public:
-  Builder(const H100Rates& r) : r_(r) {
-    t_.device.capacity_bytes = r.capacity_bytes;
-    t_.device.h2d_bytes_per_s = r.link_bytes_per_s;
-    t_.device.d2h_bytes_per_s = r.link_bytes_per_s;
-  }
-  RegionId alloc(double bytes) {
-    Region reg;
-    reg.id = next_id_++;
-    reg.bytes = static_cast<std::uint64_t>(bytes);
-    reg.alloc_seq = seq_;
-    t_.regions.push_back(reg);
-    return reg.id;
-  }
-  RegionId persistent(double bytes) {
-    RegionId id = alloc(bytes);
-    t_.regions.back().alloc_seq = 0;
-    return id;
-  }
-  void free(RegionId id) { region(id).free_seq = seq_; }
-  Region& region(RegionId id) { return t_.regions[id - 1]; }
-  // Adds a launch and returns its duration.
-  double kernel(const std::string& name, double flops, double bytes, std::vector<RegionId> regs) {
-    double dur = std::max(
-        {flops / r_.tensor_flops_per_s * 1e6, bytes / r_.hbm_bytes_per_s * 1e6, r_.min_kernel_us});
-    Launch l;
-    l.seq = seq_++;
-    l.start_us = now_;
-    l.dur_us = dur;
-    l.regions = std::move(regs);
-    l.kernel = name;
-    now_ += dur;
-    t_.launches.push_back(std::move(l));
-    return dur;
-  }
-  // A forward kernel producing `out`, which becomes recomputable from `sources`.
-  RegionId produce(const std::string& name, double flops, double out_bytes, double in_bytes,
-                   std::vector<RegionId> sources, double extra_cost_us = 0) {
-    RegionId out = alloc(out_bytes);
-    std::vector<RegionId> regs = sources;
-    regs.push_back(out);
-    double dur = kernel(name, flops, in_bytes + out_bytes, regs);
-    region(out).recompute = Recompute{dur + extra_cost_us, sources};
-    return out;
-  }
-  std::uint64_t bytes(RegionId id) { return region(id).bytes; }
-  Trace finish() {
-    t_.iterations.push_back({0, seq_ ? seq_ - 1 : 0});
-    return std::move(t_);
-  }
-
- private:
-  const H100Rates& r_;
-  Trace t_;
-  Seq seq_ = 0;
-  RegionId next_id_ = 1;
-  double now_ = 0;
-};
-
-struct Param {
-  RegionId w, g, m, v;
-  double elems;
-};
+using build::Builder;
+using build::Param;
 
 Param make_param(Builder& b, double elems) {
-  return {b.persistent(elems * kParam), b.persistent(elems * kParam), b.persistent(elems * kParam),
-          b.persistent(elems * kParam), elems};
+  return build::make_param(b, elems, kFp32Params);
 }
-
 void adam(Builder& b, const std::vector<Param>& params) {
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    const Param& p = params[i];
-    // Reads w, g, m, v and writes w, m, v: 7 fp32 streams per element.
-    b.kernel("adam_step", 10 * p.elems, 7 * kParam * p.elems, {p.w, p.g, p.m, p.v});
-  }
+  build::adam(b, params, kFp32Params);
 }
 
 // ---- ResNet-50 ----
@@ -280,13 +215,20 @@ Trace make_resnet50(int batch, const H100Rates& rates) {
 
 Trace make_transformer(const TransformerConfig& c, const H100Rates& rates) {
   Builder b(rates);
+  const Precision& pr = c.precision;
+  const double kAct = pr.act;
+  auto make_param = [&](Builder& bb, double elems) { return build::make_param(bb, elems, pr); };
+  const bool vision = c.patch > 0;
   const double T = static_cast<double>(c.batch) * c.seq, h = c.hidden, S = c.seq;
   const double A = static_cast<double>(c.batch) * c.heads * S * S;  // attention matrix elements
   std::vector<Param> params;
   params.reserve(4 * c.layers + 2);
-  params.push_back(make_param(b, static_cast<double>(c.vocab) * h));  // tied embedding
-  params.push_back(make_param(b, S * h));                             // positions
+  // The tied token embedding, or the patch embedding of a vision transformer.
+  params.push_back(make_param(b, vision ? 3.0 * c.patch * c.patch * h : c.vocab * h));
+  params.push_back(make_param(b, S * h));  // positions
   const Param emb = params[0], pos = params[1];
+  Param head{};
+  if (vision) head = (params.push_back(make_param(b, h * c.vocab)), params.back());
   struct Layer {
     Param qkv, o, fc1, fc2;
     RegionId x, ln1, qkvo, probs, ctx, x2, ln2, f1, ge, x3;
@@ -300,8 +242,19 @@ Trace make_transformer(const TransformerConfig& c, const H100Rates& rates) {
   }
   RegionId ws = b.persistent(32ull << 20);  // cuBLAS workspace, used by every GEMM
   const double act = T * h * kAct;
-  RegionId x = b.alloc(act);
-  b.kernel("embedding_fwd", 0, 2 * act, {emb.w, pos.w, x});
+  RegionId image = 0;
+  RegionId x = 0;
+  if (vision) {
+    const double pixels = (c.seq - 1.0) * c.patch * c.patch;  // one token per patch + class token
+    image = b.alloc(c.batch * 3 * pixels * kAct);
+    b.kernel("load_batch", 0, b.bytes(image), {image});
+    x = b.alloc(act);
+    b.kernel("patch_embed_fwd", 2 * T * h * 3 * c.patch * c.patch, b.bytes(image) + act,
+             {image, emb.w, pos.w, x});
+  } else {
+    x = b.alloc(act);
+    b.kernel("embedding_fwd", 0, 2 * act, {emb.w, pos.w, x});
+  }
   for (auto& l : L) {
     l.x = x;
     l.ln1 = b.produce("layernorm_fwd", 0, act, act, {x});
@@ -323,13 +276,25 @@ Trace make_transformer(const TransformerConfig& c, const H100Rates& rates) {
   // Head: logits over the vocabulary with the tied embedding, loss, and its gradient.
   const double V = c.vocab;
   RegionId lnf = b.produce("layernorm_fwd", 0, act, act, {x});
-  RegionId logits = b.alloc(T * V * kAct);
-  b.kernel("gemm_logits_fwd", 2 * T * h * V, T * V * kAct, {lnf, emb.w, logits, ws});
-  b.kernel("softmax_xent_fwd_bwd", 0, 2 * T * V * kAct, {logits});  // gradient in place
-  RegionId dlnf = b.alloc(act);
-  b.kernel("gemm_logits_dgrad", 2 * T * h * V, T * V * kAct, {logits, emb.w, dlnf, ws});
-  b.kernel("gemm_logits_wgrad", 2 * T * h * V, T * V * kAct, {logits, lnf, emb.g, ws});
-  b.free(logits);
+  RegionId dlnf = 0;
+  if (vision) {  // the classifier reads the class token only
+    const double B = c.batch;
+    RegionId logits = b.alloc(B * V * 4);
+    b.kernel("gemm_cls_head_fwd", 2 * B * h * V, B * V * 4, {lnf, head.w, logits});
+    b.kernel("softmax_xent_fwd_bwd", 0, 2 * B * V * 4, {logits});  // gradient in place
+    dlnf = b.alloc(act);
+    b.kernel("gemm_cls_head_dgrad", 2 * B * h * V, act, {logits, head.w, dlnf});
+    b.kernel("gemm_cls_head_wgrad", 2 * B * h * V, B * V * 4, {logits, lnf, head.g});
+    b.free(logits);
+  } else {
+    RegionId logits = b.alloc(T * V * kAct);
+    b.kernel("gemm_logits_fwd", 2 * T * h * V, T * V * kAct, {lnf, emb.w, logits, ws});
+    b.kernel("softmax_xent_fwd_bwd", 0, 2 * T * V * kAct, {logits});  // gradient in place
+    dlnf = b.alloc(act);
+    b.kernel("gemm_logits_dgrad", 2 * T * h * V, T * V * kAct, {logits, emb.w, dlnf, ws});
+    b.kernel("gemm_logits_wgrad", 2 * T * h * V, T * V * kAct, {logits, lnf, emb.g, ws});
+    b.free(logits);
+  }
   RegionId dy = b.alloc(act);
   b.kernel("layernorm_bwd", 0, 3 * act, {dlnf, x, lnf, dy});
   b.free(dlnf);
@@ -382,10 +347,16 @@ Trace make_transformer(const TransformerConfig& c, const H100Rates& rates) {
     b.free(dx2);
     dy = dx;
   }
-  b.kernel("embedding_bwd", 0, 2 * act, {dy, emb.g, pos.g});
+  if (vision) {
+    b.kernel("patch_embed_wgrad", 2 * T * h * 3 * c.patch * c.patch, b.bytes(image) + act,
+             {dy, image, emb.g, pos.g});
+    b.free(image);
+  } else {
+    b.kernel("embedding_bwd", 0, 2 * act, {dy, emb.g, pos.g});
+  }
   b.free(dy);
   b.free(L.empty() ? x : L.front().x);
-  adam(b, params);
+  build::adam(b, params, pr);
   return b.finish();
 }
 

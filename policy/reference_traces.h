@@ -19,9 +19,23 @@ struct H100Rates {
   std::uint64_t capacity_bytes = 80ull << 30;
 };
 
+// Bytes per element of each kind of tensor. The reference traces keep fp32 parameters and
+// gradients; the corpus's mixed-precision models keep bf16 weights and gradients with fp32
+// moments.
+struct Precision {
+  double act = 2;     // activations
+  double weight = 4;  // parameters
+  double grad = 4;    // parameter gradients
+  double moment = 4;  // each of the two Adam moments
+};
+
 struct TransformerConfig {
   std::string name = "transformer";
   int layers = 24, hidden = 1024, heads = 16, seq = 512, batch = 32, vocab = 30522;
+  Precision precision{};
+  // Vision transformer: a patch x patch embedding of a 3-channel image instead of the token
+  // embedding, and a `vocab`-way classifier on the class token instead of the tied LM head.
+  int patch = 0;
 };
 
 Trace make_resnet50(int batch = 256, const H100Rates& rates = {});
