@@ -483,6 +483,8 @@ class Planner {
           readers_[s].push_back(rd[j]);
         }
       q.cost += t_.regions[c.r].recompute->cost_us;
+      // q now recomputes this region first, which then exists next to q's target at q.b.
+      cur_.add(q.b, q.b, static_cast<std::int64_t>(bytes(c.r)));
       rd[j] = rd.back();
       rd.pop_back();
     }
