@@ -1,9 +1,14 @@
 // config.cpp: layering and validation of settings for the daemon side (see config.h).
 #include "daemon/config.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
+#include <cstring>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -169,9 +174,77 @@ std::string Config::set_text(const settings::Declaration& d, std::string_view va
   return "";
 }
 
+namespace {
+
+// JSON allows repeated keys and nlohmann keeps the last one silently; a config that sets a key
+// twice is almost always a merge mistake, so every repeated key is reported by its path
+// ("weights.train"). Runs as the parser's callback: one set of seen keys per open object.
+class DuplicateKeys {
+ public:
+  bool operator()(int /*depth*/, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using E = nlohmann::json::parse_event_t;
+    if (event == E::object_start) {
+      std::string parent = objects_.empty() ? "" : objects_.back().path_of_last;
+      objects_.push_back({std::move(parent), {}, ""});
+    } else if (event == E::object_end) {
+      if (!objects_.empty()) objects_.pop_back();
+    } else if (event == E::key && !objects_.empty()) {
+      Object& o = objects_.back();
+      std::string key = parsed.get<std::string>();
+      o.path_of_last = o.path.empty() ? key : o.path + "." + key;
+      if (!o.seen.insert(key).second) repeated_.push_back(o.path_of_last);
+    }
+    return true;  // keep everything; the repeats are reported, not dropped here
+  }
+  const std::vector<std::string>& repeated() const { return repeated_; }
+
+ private:
+  struct Object {
+    std::string path;  // path of the key that holds this object ("" at the top)
+    std::set<std::string> seen;
+    std::string path_of_last;  // path of the last key read in this object
+  };
+  std::vector<Object> objects_;
+  std::vector<std::string> repeated_;
+};
+
+}  // namespace
+
+bool read_config_file(const std::string& path, std::string* text, std::string* error) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return *error = fmt::format("cannot read the file: {}", std::strerror(errno)), false;
+  struct stat st {};
+  if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    // open(2) accepts a directory; reading it fails with EISDIR, which is the reason to give.
+    return *error = fmt::format("cannot read the file: {}", std::strerror(EISDIR)), false;
+  }
+  text->clear();
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      ::close(fd);
+      return *error = fmt::format("cannot read the file: {}", std::strerror(e)), false;
+    }
+    text->append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return true;
+}
+
 std::vector<std::string> Config::merge_json(std::string_view text) {
   std::vector<std::string> errors;
-  nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  DuplicateKeys duplicates;
+  nlohmann::json doc = nlohmann::json::parse(
+      text,
+      [&](int d, nlohmann::json::parse_event_t e, nlohmann::json& j) {
+        return duplicates(d, e, j);
+      },
+      /*allow_exceptions=*/false);
   if (doc.is_discarded()) {
     // Re-parse with exceptions to get the position of the syntax error.
     try {
@@ -188,7 +261,13 @@ std::vector<std::string> Config::merge_json(std::string_view text) {
     errors.push_back("the config must be a JSON object of settings");
     return errors;
   }
+  std::set<std::string> skip;
+  for (const std::string& path : duplicates.repeated()) {
+    errors.push_back(fmt::format("{}: duplicate key (given more than once)", path));
+    skip.insert(path.substr(0, path.find('.')));  // which of the values was meant is unknown
+  }
   for (auto it = doc.begin(); it != doc.end(); ++it) {
+    if (skip.count(it.key())) continue;
     const settings::Declaration* decl = nullptr;
     for (const settings::Declaration& d : settings::kDeclarations)
       if (*d.json_key && it.key() == d.json_key) decl = &d;
@@ -208,11 +287,9 @@ std::vector<std::string> Config::merge_json(std::string_view text) {
 }
 
 std::vector<std::string> Config::merge_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return {fmt::format("{}: cannot read the file", path)};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::vector<std::string> errors = merge_json(ss.str());
+  std::string text, why;
+  if (!read_config_file(path, &text, &why)) return {fmt::format("{}: {}", path, why)};
+  std::vector<std::string> errors = merge_json(text);
   for (auto& [ident, origin] : origins_)
     if (origin == "file") origin = path;
   return errors;

@@ -20,9 +20,10 @@ class Config {
   Config();
 
   // Merges a JSON document. Returns one message per problem ("key: what is wrong"); keys with
-  // problems keep their previous value.
+  // problems keep their previous value. A key given twice is a problem ("key: duplicate key").
   std::vector<std::string> merge_json(std::string_view text);
-  // Reads and merges a file; a missing or unreadable file is one error naming the path.
+  // Reads and merges a file; a missing or unreadable file (or a directory) is one error naming
+  // the path and the OS reason.
   std::vector<std::string> merge_file(const std::string& path);
   // Merges environment variables; lookup returns nullptr when a variable is unset.
   std::vector<std::string> merge_env(const std::function<const char*(const char*)>& lookup);
@@ -50,6 +51,10 @@ class Config {
   std::map<std::string, double> weights_;
   std::vector<std::uint32_t> allow_uids_, allow_gids_;
 };
+
+// Reads a whole config file. On failure *error says why, with the OS reason ("cannot read the
+// file: Is a directory"), without the path.
+bool read_config_file(const std::string& path, std::string* text, std::string* error);
 
 // The runtime directory: GSWAP_RUNTIME_DIR (from config/environment), else $XDG_RUNTIME_DIR/gswap,
 // else /run/gswap.

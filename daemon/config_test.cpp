@@ -104,6 +104,31 @@ TEST(Config, MissingFileIsOneError) {
   EXPECT_NE(e[0].find("/nonexistent/gswap.json"), std::string::npos);
 }
 
+TEST(Config, DuplicateKeysAreNamed) {
+  Config c;
+  auto e = c.merge_json(R"({"budget": "1GiB", "log_level": "info", "budget": "2GiB"})");
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0], "budget: duplicate key (given more than once)");
+  // Which value was meant is unknown: the key keeps its previous value; the others apply.
+  EXPECT_EQ(c.origin("budget"), "default");
+  EXPECT_EQ(c.text("log_level"), "info");
+  e = check(R"({"weights": {"train": 1, "eval": 2, "train": 3}, "share": "weighted"})");
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0], "weights.train: duplicate key (given more than once)");
+  // The same name in two different objects is not a duplicate.
+  EXPECT_TRUE(check(R"({"weights": {"budget": 1}, "budget": "1GiB"})").empty());
+}
+
+TEST(Config, DirectoryIsNotReadable) {
+  Config c;
+  auto e = c.merge_file("/tmp");
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0], "/tmp: cannot read the file: Is a directory");
+  std::string text, why;
+  EXPECT_FALSE(read_config_file("/nonexistent/gswap.json", &text, &why));
+  EXPECT_EQ(why, "cannot read the file: No such file or directory");
+}
+
 TEST(Config, ExampleConfigIsValid) {
   Config c;
   auto e = c.merge_file(GSWAP_SOURCE_DIR "/daemon/gswap.example.json");

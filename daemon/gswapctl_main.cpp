@@ -3,11 +3,15 @@
 // Errors are caught at the command boundary and printed as one line; the exit code says whether
 // the command worked (1 on failure, the command's own code for `run`).
 #include <dirent.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <sstream>
 #include <iostream>
 #include <optional>
 
@@ -17,7 +21,9 @@
 
 #include "daemon/config.h"
 #include "daemon/control.h"
+#include "daemon/gpu_probe.h"
 #include "daemon/table.h"
+#include "proto/wire.h"
 
 #ifdef GSWAP_HAVE_SIMULATE
 #include "policy/cli/simulate_command.h"
@@ -187,7 +193,12 @@ int cmd_trace(long pid, const std::string& out) {
 
 int cmd_config_check(const std::string& file) {
   Config config;
-  std::vector<std::string> errors = config.merge_file(file);
+  std::string text, why;
+  if (!read_config_file(file, &text, &why)) {
+    std::cout << file << ": " << why << "\n";
+    return 1;
+  }
+  std::vector<std::string> errors = config.merge_json(text);
   if (errors.empty()) {
     std::cout << file << ": ok\n";
     return 0;
@@ -210,6 +221,69 @@ std::string find_first(const std::vector<std::string>& candidates) {
   return "";
 }
 
+// Whether some process holds a flock on the file at `path`, read from /proc/locks rather than
+// by trying the lock: even a shared lock held for an instant would make a gswapd starting at that
+// moment believe another one serves its GPU, and exit.
+bool flock_held(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return false;
+  std::ifstream locks("/proc/locks");
+  std::string line;
+  while (std::getline(locks, line)) {
+    // "1: FLOCK  ADVISORY  WRITE 1234 08:01:56789 0 EOF" (device numbers in hex, inode decimal);
+    // a waiter's line starts "1: -> FLOCK ..." and holds nothing.
+    std::istringstream in(line);
+    std::string ordinal, type, mode, access, pid, dev;
+    if (!(in >> ordinal >> type >> mode >> access >> pid >> dev) || type != "FLOCK") continue;
+    unsigned maj = 0, min = 0;
+    unsigned long long ino = 0;
+    if (std::sscanf(dev.c_str(), "%x:%x:%llu", &maj, &min, &ino) == 3 && maj == major(st.st_dev) &&
+        min == minor(st.st_dev) && ino == st.st_ino)
+      return true;
+  }
+  return false;
+}
+
+// Whether a gswapd already serves the GPU `gpu` (an ordinal or a UUID) in `dir`: one of its
+// sockets answers a status request for that GPU, or that GPU's lock is held (a daemon still
+// starting, or too busy to answer). Then `gswapctl run` uses it rather than starting another.
+bool daemon_serves(const std::string& dir, const std::string& gpu) {
+  std::uint64_t ordinal = 0;
+  bool by_ordinal = settings::parse_uint(gpu, &ordinal);
+  std::uint8_t want[16];
+  char text[48];
+  std::string uuid;  // the GPU's UUID text, once known
+  if (!by_ordinal && proto::parse_uuid(gpu.c_str(), want)) uuid = proto::format_uuid(want, text);
+  for (const std::string& path : daemon_sockets(dir)) {
+    std::string body, error;
+    if (!control_request(path, nlohmann::json{{"cmd", "status"}}.dump(), &body, &error)) continue;
+    nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+    if (j.is_discarded() || !j.contains("gpu") || !j["gpu"].is_object()) continue;
+    const nlohmann::json& g = j["gpu"];
+    if (by_ordinal && g.value("ordinal", -1) == static_cast<long long>(ordinal)) return true;
+    if (!uuid.empty() && g.value("uuid", "") == uuid) return true;
+  }
+  // No socket answered: a held lock file. Lock files are named by UUID, so an ordinal is turned
+  // into one through the driver (as gswapd itself would), and only when some lock is held.
+  DIR* d = opendir(dir.c_str());
+  if (!d) return false;
+  std::vector<std::string> held;
+  while (dirent* e = readdir(d)) {
+    std::string name = e->d_name;
+    if (name.size() > 5 && name.ends_with(".lock") && flock_held(dir + "/" + name))
+      held.push_back(name.substr(0, name.size() - 5));
+  }
+  closedir(d);
+  if (held.empty()) return false;
+  if (uuid.empty()) {
+    GpuIdentity id;
+    std::string error;
+    if (!probe_gpu(gpu, &id, &error)) return false;  // gswapd will report the same problem
+    uuid = id.uuid_text;
+  }
+  return std::find(held.begin(), held.end(), uuid) != held.end();
+}
+
 int cmd_run(const std::string& budget, const std::string& config_file,
             std::vector<std::string> command) {
   if (command.empty())
@@ -222,9 +296,10 @@ int cmd_run(const std::string& budget, const std::string& config_file,
   char real[4096];
   if (realpath(lib.c_str(), real)) lib = real;
 
-  // Start the GPU's daemon unless one is running (gswapd then exits 3) or the library will not
-  // talk to one. A daemon that fails to start only costs the shared view: training goes on.
-  if (config.text("daemon") != "off") {
+  // Start the GPU's daemon unless the library will not talk to one or one already serves the GPU
+  // (the library then connects to it). A daemon that fails to start only costs the shared view:
+  // training goes on.
+  if (config.text("daemon") != "off" && !daemon_serves(runtime_dir(config), config.text("gpu"))) {
     std::string gswapd = find_first({dir + "/gswapd"});
     if (gswapd.empty()) {
       std::cerr << "gswapctl: gswapd not found next to gswapctl; running without a daemon\n";
