@@ -54,6 +54,12 @@
  * NULL; `duration_fn`, when set, is called with the launch and returns the figure. Zero means "as
  * long as the host function takes".
  *
+ * Test controls
+ * -------------
+ * libcuda.so.1 also exports two plain C functions for test programs (not for modules): see
+ * simcudaInjectFailure and simcudaGetCounter at the end of this file. A program that must also
+ * run on a real driver finds them with dlsym(RTLD_DEFAULT, "simcudaInjectFailure").
+ *
  * Compatibility
  * -------------
  * SIMCUDA_ABI_VERSION changes whenever a struct in this file changes layout or meaning. simcuda
@@ -144,6 +150,25 @@ typedef struct simcuda_tensor_map {
 /* cuDeviceGetName of a simulated device starts with this, so a program can tell the simulated
  * driver from a real one and pick its host module or its CUDA module. */
 #define SIMCUDA_DEVICE_NAME_PREFIX "simcuda"
+
+/* ---- Test controls (exported by simcuda's libcuda.so.1, not by modules) ----
+ *
+ * simcudaInjectFailure arms driver failures, replacing the current list (including one armed by
+ * SIMCUDA_FAIL). spec is a comma-separated list of items:
+ *   SYMBOL:N       the Nth call of ABI symbol SYMBOL fails (counted from this call, 1-based,
+ *                  process-wide, however the symbol was reached: by name, dlsym or
+ * cuGetProcAddress) SYMBOL:N+      the Nth and every later call fails each optionally followed by
+ * =CODE, the CUresult to return (a number or a CUDA_ERROR_* name; default 999, CUDA_ERROR_UNKNOWN).
+ * Example: "cuMemUnmap:2,cuMemcpyHtoDAsync_v2:1+=2". A failed call returns its code before doing
+ * anything: nothing is enqueued, mapped, unmapped or charged, and no output argument is written.
+ * NULL or "" disarms everything. Returns 0, or -1 (and changes nothing) when spec is malformed. */
+int simcudaInjectFailure(const char* spec);
+
+/* simcudaGetCounter reads one of simcuda's counters by name: "calls:<ABI symbol>" for every entry
+ * point, or a named counter listed in simcuda's README (ctx_synchronize, device_wide_syncs,
+ * stream_synchronize, event_synchronize, capture_invalidations, h2d_copies, h2d_bytes, d2h_copies,
+ * d2h_bytes, failures_injected, ...). Returns 0, or -1 for an unknown name. */
+int simcudaGetCounter(const char* name, unsigned long long* value);
 
 #ifdef __cplusplus
 } /* extern "C" */

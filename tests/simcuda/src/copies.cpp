@@ -314,157 +314,198 @@ using namespace simcuda;
 // Each base entry point is followed by its per-thread-default-stream twin (_ptds/_ptsz).
 
 SC_EXPORT CUresult cuMemcpy(CUdeviceptr d, CUdeviceptr s, size_t n) {
+  SC_ENTRY(cuMemcpy);
   return copy_unified(d, s, n, nullptr, false, true);
 }
 SC_EXPORT CUresult cuMemcpy_ptds(CUdeviceptr d, CUdeviceptr s, size_t n) {
+  SC_ENTRY(cuMemcpy_ptds);
   return copy_unified(d, s, n, nullptr, true, true);
 }
 SC_EXPORT CUresult cuMemcpyAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h) {
+  SC_ENTRY(cuMemcpyAsync);
   return copy_unified(d, s, n, h, false, false);
 }
 SC_EXPORT CUresult cuMemcpyAsync_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h) {
+  SC_ENTRY(cuMemcpyAsync_ptsz);
   return copy_unified(d, s, n, h, true, false);
 }
 SC_EXPORT CUresult cuMemcpyPeer(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc,
                                 size_t n) {
+  SC_ENTRY(cuMemcpyPeer);
   return copy_unified(d, s, n, nullptr, false, true);
 }
 SC_EXPORT CUresult cuMemcpyPeer_ptds(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc,
                                      size_t n) {
+  SC_ENTRY(cuMemcpyPeer_ptds);
   return copy_unified(d, s, n, nullptr, true, true);
 }
 SC_EXPORT CUresult cuMemcpyPeerAsync(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc,
                                      size_t n, CUstream h) {
+  SC_ENTRY(cuMemcpyPeerAsync);
   return copy_unified(d, s, n, h, false, false);
 }
 SC_EXPORT CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc,
                                           size_t n, CUstream h) {
+  SC_ENTRY(cuMemcpyPeerAsync_ptsz);
   return copy_unified(d, s, n, h, true, false);
 }
 
 #define SC_COPY_HTOD(name, pt, sync)                                \
   SC_EXPORT CUresult name(CUdeviceptr d, const void* s, size_t n) { \
+    SC_ENTRY(name);                                                 \
     return copy_typed(d, s, n, Dir::H2D, nullptr, pt, sync);        \
   }
 SC_COPY_HTOD(cuMemcpyHtoD_v2, false, true)
 SC_COPY_HTOD(cuMemcpyHtoD_v2_ptds, true, true)
 SC_EXPORT CUresult cuMemcpyDtoH_v2(void* d, CUdeviceptr s, size_t n) {
+  SC_ENTRY(cuMemcpyDtoH_v2);
   return copy_typed(reinterpret_cast<uintptr_t>(d), reinterpret_cast<const void*>(s), n, Dir::D2H,
                     nullptr, false, true);
 }
 SC_EXPORT CUresult cuMemcpyDtoH_v2_ptds(void* d, CUdeviceptr s, size_t n) {
+  SC_ENTRY(cuMemcpyDtoH_v2_ptds);
   return copy_typed(reinterpret_cast<uintptr_t>(d), reinterpret_cast<const void*>(s), n, Dir::D2H,
                     nullptr, true, true);
 }
 SC_EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr d, CUdeviceptr s, size_t n) {
+  SC_ENTRY(cuMemcpyDtoD_v2);
   return copy_typed(d, reinterpret_cast<const void*>(s), n, Dir::D2D, nullptr, false, true);
 }
 SC_EXPORT CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr d, CUdeviceptr s, size_t n) {
+  SC_ENTRY(cuMemcpyDtoD_v2_ptds);
   return copy_typed(d, reinterpret_cast<const void*>(s), n, Dir::D2D, nullptr, true, true);
 }
 SC_EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void* s, size_t n, CUstream h) {
+  SC_ENTRY(cuMemcpyHtoDAsync_v2);
   return copy_typed(d, s, n, Dir::H2D, h, false, false);
 }
 SC_EXPORT CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr d, const void* s, size_t n, CUstream h) {
+  SC_ENTRY(cuMemcpyHtoDAsync_v2_ptsz);
   return copy_typed(d, s, n, Dir::H2D, h, true, false);
 }
 SC_EXPORT CUresult cuMemcpyDtoHAsync_v2(void* d, CUdeviceptr s, size_t n, CUstream h) {
+  SC_ENTRY(cuMemcpyDtoHAsync_v2);
   return copy_typed(reinterpret_cast<uintptr_t>(d), reinterpret_cast<const void*>(s), n, Dir::D2H,
                     h, false, false);
 }
 SC_EXPORT CUresult cuMemcpyDtoHAsync_v2_ptsz(void* d, CUdeviceptr s, size_t n, CUstream h) {
+  SC_ENTRY(cuMemcpyDtoHAsync_v2_ptsz);
   return copy_typed(reinterpret_cast<uintptr_t>(d), reinterpret_cast<const void*>(s), n, Dir::D2H,
                     h, true, false);
 }
 SC_EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h) {
+  SC_ENTRY(cuMemcpyDtoDAsync_v2);
   return copy_typed(d, reinterpret_cast<const void*>(s), n, Dir::D2D, h, false, false);
 }
 SC_EXPORT CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h) {
+  SC_ENTRY(cuMemcpyDtoDAsync_v2_ptsz);
   return copy_typed(d, reinterpret_cast<const void*>(s), n, Dir::D2D, h, true, false);
 }
 
 SC_EXPORT CUresult cuMemcpyBatchAsync_v2(CUdeviceptr* d, CUdeviceptr* s, size_t* n, size_t count,
                                          CUmemcpyAttributes* a, size_t* ai, size_t na, CUstream h) {
+  SC_ENTRY(cuMemcpyBatchAsync_v2);
   return copy_batch(d, s, n, count, a, ai, na, nullptr, h, false);
 }
 SC_EXPORT CUresult cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr* d, CUdeviceptr* s, size_t* n,
                                               size_t count, CUmemcpyAttributes* a, size_t* ai,
                                               size_t na, CUstream h) {
+  SC_ENTRY(cuMemcpyBatchAsync_v2_ptsz);
   return copy_batch(d, s, n, count, a, ai, na, nullptr, h, true);
 }
 SC_EXPORT CUresult cuMemcpy3DBatchAsync_v2(size_t n, CUDA_MEMCPY3D_BATCH_OP* l,
                                            unsigned long long f, CUstream h) {
+  SC_ENTRY(cuMemcpy3DBatchAsync_v2);
   return copy_3d_batch(n, l, f, nullptr, h, false);
 }
 SC_EXPORT CUresult cuMemcpy3DBatchAsync_v2_ptsz(size_t n, CUDA_MEMCPY3D_BATCH_OP* l,
                                                 unsigned long long f, CUstream h) {
+  SC_ENTRY(cuMemcpy3DBatchAsync_v2_ptsz);
   return copy_3d_batch(n, l, f, nullptr, h, true);
 }
 // The CUDA 12.8 ABI: the same, reporting the refused copy's index in failIdx.
 SC_EXPORT CUresult cuMemcpyBatchAsync(CUdeviceptr* d, CUdeviceptr* s, size_t* n, size_t count,
                                       CUmemcpyAttributes* a, size_t* ai, size_t na, size_t* fail,
                                       CUstream h) {
+  SC_ENTRY(cuMemcpyBatchAsync);
   return copy_batch(d, s, n, count, a, ai, na, fail, h, false);
 }
 SC_EXPORT CUresult cuMemcpyBatchAsync_ptsz(CUdeviceptr* d, CUdeviceptr* s, size_t* n, size_t count,
                                            CUmemcpyAttributes* a, size_t* ai, size_t na,
                                            size_t* fail, CUstream h) {
+  SC_ENTRY(cuMemcpyBatchAsync_ptsz);
   return copy_batch(d, s, n, count, a, ai, na, fail, h, true);
 }
 SC_EXPORT CUresult cuMemcpy3DBatchAsync(size_t n, CUDA_MEMCPY3D_BATCH_OP* l, size_t* fail,
                                         unsigned long long f, CUstream h) {
+  SC_ENTRY(cuMemcpy3DBatchAsync);
   return copy_3d_batch(n, l, f, fail, h, false);
 }
 SC_EXPORT CUresult cuMemcpy3DBatchAsync_ptsz(size_t n, CUDA_MEMCPY3D_BATCH_OP* l, size_t* fail,
                                              unsigned long long f, CUstream h) {
+  SC_ENTRY(cuMemcpy3DBatchAsync_ptsz);
   return copy_3d_batch(n, l, f, fail, h, true);
 }
 
 SC_EXPORT CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D* c) {
+  SC_ENTRY(cuMemcpy2D_v2);
   return copy_2d(c, nullptr, false, true);
 }
 SC_EXPORT CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D* c) {
+  SC_ENTRY(cuMemcpy2D_v2_ptds);
   return copy_2d(c, nullptr, true, true);
 }
 SC_EXPORT CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D* c) {
+  SC_ENTRY(cuMemcpy2DUnaligned_v2);
   return copy_2d(c, nullptr, false, true);
 }
 SC_EXPORT CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D* c) {
+  SC_ENTRY(cuMemcpy2DUnaligned_v2_ptds);
   return copy_2d(c, nullptr, true, true);
 }
 SC_EXPORT CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D* c, CUstream h) {
+  SC_ENTRY(cuMemcpy2DAsync_v2);
   return copy_2d(c, h, false, false);
 }
 SC_EXPORT CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D* c, CUstream h) {
+  SC_ENTRY(cuMemcpy2DAsync_v2_ptsz);
   return copy_2d(c, h, true, false);
 }
 SC_EXPORT CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D* c) {
+  SC_ENTRY(cuMemcpy3D_v2);
   return copy_3d(c, nullptr, false, true);
 }
 SC_EXPORT CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D* c) {
+  SC_ENTRY(cuMemcpy3D_v2_ptds);
   return copy_3d(c, nullptr, true, true);
 }
 SC_EXPORT CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D* c, CUstream h) {
+  SC_ENTRY(cuMemcpy3DAsync_v2);
   return copy_3d(c, h, false, false);
 }
 SC_EXPORT CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D* c, CUstream h) {
+  SC_ENTRY(cuMemcpy3DAsync_v2_ptsz);
   return copy_3d(c, h, true, false);
 }
 
 #define SC_MEMSET_SYNC(name, T, elem, pt)                     \
   SC_EXPORT CUresult name(CUdeviceptr d, T v, size_t n) {     \
+    SC_ENTRY(name);                                           \
     return memset_2d(d, 0, v, elem, n, 1, nullptr, pt, true); \
   }
 #define SC_MEMSET_ASYNC(name, T, elem, pt)                            \
   SC_EXPORT CUresult name(CUdeviceptr d, T v, size_t n, CUstream h) { \
+    SC_ENTRY(name);                                                   \
     return memset_2d(d, 0, v, elem, n, 1, h, pt, false);              \
   }
 #define SC_MEMSET2D_SYNC(name, T, elem, pt)                                    \
   SC_EXPORT CUresult name(CUdeviceptr d, size_t p, T v, size_t w, size_t hh) { \
+    SC_ENTRY(name);                                                            \
     return memset_2d(d, p, v, elem, w, hh, nullptr, pt, true);                 \
   }
 #define SC_MEMSET2D_ASYNC(name, T, elem, pt)                                               \
   SC_EXPORT CUresult name(CUdeviceptr d, size_t p, T v, size_t w, size_t hh, CUstream h) { \
+    SC_ENTRY(name);                                                                        \
     return memset_2d(d, p, v, elem, w, hh, h, pt, false);                                  \
   }
 
@@ -521,15 +562,19 @@ static CUresult copy_3d_peer(const CUDA_MEMCPY3D_PEER* p, CUstream h, bool pt, b
   return copy_3d(&c, h, pt, sync);
 }
 SC_EXPORT CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER* p) {
+  SC_ENTRY(cuMemcpy3DPeer);
   return copy_3d_peer(p, nullptr, false, true);
 }
 SC_EXPORT CUresult cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER* p) {
+  SC_ENTRY(cuMemcpy3DPeer_ptds);
   return copy_3d_peer(p, nullptr, true, true);
 }
 SC_EXPORT CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER* p, CUstream h) {
+  SC_ENTRY(cuMemcpy3DPeerAsync);
   return copy_3d_peer(p, h, false, false);
 }
 SC_EXPORT CUresult cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER* p, CUstream h) {
+  SC_ENTRY(cuMemcpy3DPeerAsync_ptsz);
   return copy_3d_peer(p, h, true, false);
 }
 
@@ -540,14 +585,18 @@ static CUresult array_copy(const void* array) {
   return CUDA_ERROR_INVALID_HANDLE;
 }
 SC_EXPORT CUresult cuMemcpyAtoD_v2(CUdeviceptr d, CUarray a, size_t off, size_t n) {
+  SC_ENTRY(cuMemcpyAtoD_v2);
   return array_copy(a);
 }
 SC_EXPORT CUresult cuMemcpyAtoD_v2_ptds(CUdeviceptr d, CUarray a, size_t off, size_t n) {
+  SC_ENTRY(cuMemcpyAtoD_v2_ptds);
   return array_copy(a);
 }
 SC_EXPORT CUresult cuMemcpyDtoA_v2(CUarray a, size_t off, CUdeviceptr s, size_t n) {
+  SC_ENTRY(cuMemcpyDtoA_v2);
   return array_copy(a);
 }
 SC_EXPORT CUresult cuMemcpyDtoA_v2_ptds(CUarray a, size_t off, CUdeviceptr s, size_t n) {
+  SC_ENTRY(cuMemcpyDtoA_v2_ptds);
   return array_copy(a);
 }

@@ -25,10 +25,13 @@
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_set>
 #include <vector>
 
+#include "entry.h"
 #include "simcuda.h"
 
 #define SC_EXPORT extern "C" __attribute__((visibility("default")))
@@ -45,11 +48,23 @@ inline int64_t now_ns() {
 using Size = uint64_t;
 using Rate = double;
 using Count = int;
+using Text = std::string;
 struct Config {
 #define SC_SETTING(ident, env, type, dflt, doc) type ident{};
 #include "settings.def"
 #undef SC_SETTING
 };
+
+// ---- counters (counters.cpp) and error injection (inject.cpp) ----
+enum class Counter : int {
+#define SC_COUNTER(name, doc) name,
+#include "counters.def"
+#undef SC_COUNTER
+};
+void count(Counter c, uint64_t n = 1);
+void register_stats_file();                           // at cuInit, when SIMCUDA_STATS_FILE is set
+bool arm_failures_from_env(const std::string& spec);  // false (and one line on stderr) if malformed
+bool error_by_name(std::string_view name, CUresult* code);  // CUDA_ERROR_* name -> code
 
 // ---- stream machinery ----
 // A Timeline counts completed operations of one stream; waiters block until it reaches a seq.

@@ -104,6 +104,7 @@ using namespace simcuda;
 
 #define SC_MEMOP(name, T, bytes, build, pt)                                         \
   SC_EXPORT CUresult name(CUstream h, CUdeviceptr addr, T v, unsigned int flags) {  \
+    SC_ENTRY(name);                                                                 \
     return single(h, pt, [&](Op* op) { return build(addr, v, bytes, flags, op); }); \
   }
 SC_MEMOP(cuStreamWriteValue32_v2, cuuint32_t, 4, build_write, false)
@@ -117,9 +118,11 @@ SC_MEMOP(cuStreamWaitValue64_v2_ptsz, cuuint64_t, 8, build_wait, true)
 
 SC_EXPORT CUresult cuStreamBatchMemOp_v2(CUstream h, unsigned int count,
                                          CUstreamBatchMemOpParams* ops, unsigned int flags) {
+  SC_ENTRY(cuStreamBatchMemOp_v2);
   return batch(h, count, ops, flags, false);
 }
 SC_EXPORT CUresult cuStreamBatchMemOp_v2_ptsz(CUstream h, unsigned int count,
                                               CUstreamBatchMemOpParams* ops, unsigned int flags) {
+  SC_ENTRY(cuStreamBatchMemOp_v2_ptsz);
   return batch(h, count, ops, flags, true);
 }

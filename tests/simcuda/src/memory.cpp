@@ -157,13 +157,16 @@ void free_async_now(uintptr_t p) {
 using namespace simcuda;
 
 SC_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t n) {
+  SC_ENTRY(cuMemAlloc_v2);
   return linear_alloc(dptr, n, RangeKind::Linear, 0);
 }
 SC_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t n, unsigned int flags) {
+  SC_ENTRY(cuMemAllocManaged);
   return linear_alloc(dptr, n, RangeKind::Managed, flags);
 }
 SC_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t w, size_t h,
                                       unsigned int elem) {
+  SC_ENTRY(cuMemAllocPitch_v2);
   if (!pitch || w == 0 || h == 0 || (elem != 4 && elem != 8 && elem != 16))
     return CUDA_ERROR_INVALID_VALUE;
   size_t p = round_up(w, 512);
@@ -172,6 +175,7 @@ SC_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t w
   return r;
 }
 SC_EXPORT CUresult cuMemFree_v2(CUdeviceptr p) {
+  SC_ENTRY(cuMemFree_v2);
   if (CUresult r = check_init()) return r;
   if (p == 0) return CUDA_SUCCESS;
   if (capture_violation()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
@@ -187,24 +191,31 @@ static CUresult alloc_async(CUdeviceptr* dptr, size_t n, CUstream h, bool pt) {
   return linear_alloc(dptr, n, RangeKind::Linear, 0, true);
 }
 SC_EXPORT CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t n, CUstream h) {
+  SC_ENTRY(cuMemAllocAsync);
   return alloc_async(dptr, n, h, false);
 }
 SC_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t n, CUstream h) {
+  SC_ENTRY(cuMemAllocAsync_ptsz);
   return alloc_async(dptr, n, h, true);
 }
 // The one default pool per device: an opaque non-null token.
 static CUmemoryPool default_pool(int dev) {
   return reinterpret_cast<CUmemoryPool>(reinterpret_cast<uintptr_t>(&g().devices[dev]->used));
 }
-SC_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice dev) {
+static CUresult default_mem_pool(CUmemoryPool* pool, CUdevice dev) {
   if (CUresult r = check_init()) return r;
   if (!pool) return CUDA_ERROR_INVALID_VALUE;
   if (dev < 0 || dev >= static_cast<int>(g().devices.size())) return CUDA_ERROR_INVALID_DEVICE;
   *pool = default_pool(dev);
   return CUDA_SUCCESS;
 }
+SC_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice dev) {
+  SC_ENTRY(cuDeviceGetDefaultMemPool);
+  return default_mem_pool(pool, dev);
+}
 SC_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev) {
-  return cuDeviceGetDefaultMemPool(pool, dev);
+  SC_ENTRY(cuDeviceGetMemPool);
+  return default_mem_pool(pool, dev);
 }
 static CUresult alloc_from_pool(CUdeviceptr* dptr, size_t n, CUmemoryPool pool, CUstream h,
                                 bool pt) {
@@ -217,10 +228,12 @@ static CUresult alloc_from_pool(CUdeviceptr* dptr, size_t n, CUmemoryPool pool, 
 }
 SC_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t n, CUmemoryPool pool,
                                            CUstream h) {
+  SC_ENTRY(cuMemAllocFromPoolAsync);
   return alloc_from_pool(dptr, n, pool, h, false);
 }
 SC_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t n, CUmemoryPool pool,
                                                 CUstream h) {
+  SC_ENTRY(cuMemAllocFromPoolAsync_ptsz);
   return alloc_from_pool(dptr, n, pool, h, true);
 }
 
@@ -240,13 +253,15 @@ static CUresult free_async(CUdeviceptr p, CUstream h, bool pt) {
   return submit(s, std::move(op));
 }
 SC_EXPORT CUresult cuMemFreeAsync(CUdeviceptr p, CUstream h) {
+  SC_ENTRY(cuMemFreeAsync);
   return free_async(p, h, false);
 }
 SC_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream h) {
+  SC_ENTRY(cuMemFreeAsync_ptsz);
   return free_async(p, h, true);
 }
 
-SC_EXPORT CUresult cuMemGetInfo_v2(size_t* free_b, size_t* total) {
+static CUresult mem_get_info(size_t* free_b, size_t* total) {
   Ctx* c = nullptr;
   if (CUresult r = need_ctx(&c)) return r;
   if (!free_b || !total) return CUDA_ERROR_INVALID_VALUE;
@@ -255,9 +270,14 @@ SC_EXPORT CUresult cuMemGetInfo_v2(size_t* free_b, size_t* total) {
   *free_b = used >= cap ? 0 : cap - used;
   return CUDA_SUCCESS;
 }
+SC_EXPORT CUresult cuMemGetInfo_v2(size_t* free_b, size_t* total) {
+  SC_ENTRY(cuMemGetInfo_v2);
+  return mem_get_info(free_b, total);
+}
 SC_EXPORT CUresult cuMemGetInfo(unsigned int* free_b, unsigned int* total) {
+  SC_ENTRY(cuMemGetInfo);
   size_t f = 0, t = 0;
-  CUresult r = cuMemGetInfo_v2(&f, &t);
+  CUresult r = mem_get_info(&f, &t);
   if (r) return r;
   if (!free_b || !total) return CUDA_ERROR_INVALID_VALUE;
   *free_b = f > 0xffffffffu ? 0xffffffffu : static_cast<unsigned>(f);
@@ -266,6 +286,7 @@ SC_EXPORT CUresult cuMemGetInfo(unsigned int* free_b, unsigned int* total) {
 }
 
 SC_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdeviceptr p) {
+  SC_ENTRY(cuMemGetAddressRange_v2);
   if (CUresult r = check_init()) return r;
   std::shared_lock lk(g().mem_mu);
   auto it = find_range(static_cast<uintptr_t>(p));
@@ -297,15 +318,19 @@ static CUresult host_alloc(void** pp, size_t n, unsigned flags) {
   return CUDA_SUCCESS;
 }
 SC_EXPORT CUresult cuMemAllocHost_v2(void** pp, size_t n) {
+  SC_ENTRY(cuMemAllocHost_v2);
   return host_alloc(pp, n, 0);
 }
 SC_EXPORT CUresult cuMemAllocHost(void** pp, unsigned int n) {
+  SC_ENTRY(cuMemAllocHost);
   return host_alloc(pp, n, 0);
 }
 SC_EXPORT CUresult cuMemHostAlloc(void** pp, size_t n, unsigned int flags) {
+  SC_ENTRY(cuMemHostAlloc);
   return host_alloc(pp, n, flags);
 }
 SC_EXPORT CUresult cuMemFreeHost(void* p) {
+  SC_ENTRY(cuMemFreeHost);
   if (CUresult r = check_init()) return r;
   Range r;
   {
@@ -319,7 +344,7 @@ SC_EXPORT CUresult cuMemFreeHost(void* p) {
   munmap(p, r.map_len);
   return CUDA_SUCCESS;
 }
-SC_EXPORT CUresult cuMemHostRegister_v2(void* p, size_t n, unsigned int flags) {
+static CUresult host_register(void* p, size_t n, unsigned int flags) {
   if (CUresult r = check_init()) return r;
   if (!p || n == 0) return CUDA_ERROR_INVALID_VALUE;
   auto b = reinterpret_cast<uintptr_t>(p);
@@ -334,10 +359,16 @@ SC_EXPORT CUresult cuMemHostRegister_v2(void* p, size_t n, unsigned int flags) {
   g().ranges[b] = r;
   return CUDA_SUCCESS;
 }
+SC_EXPORT CUresult cuMemHostRegister_v2(void* p, size_t n, unsigned int flags) {
+  SC_ENTRY(cuMemHostRegister_v2);
+  return host_register(p, n, flags);
+}
 SC_EXPORT CUresult cuMemHostRegister(void* p, size_t n, unsigned int flags) {
-  return cuMemHostRegister_v2(p, n, flags);
+  SC_ENTRY(cuMemHostRegister);
+  return host_register(p, n, flags);
 }
 SC_EXPORT CUresult cuMemHostUnregister(void* p) {
+  SC_ENTRY(cuMemHostUnregister);
   if (CUresult r = check_init()) return r;
   std::unique_lock lk(g().mem_mu);
   auto it = g().ranges.find(reinterpret_cast<uintptr_t>(p));
@@ -347,6 +378,7 @@ SC_EXPORT CUresult cuMemHostUnregister(void* p) {
   return CUDA_SUCCESS;
 }
 SC_EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* d, void* p, unsigned int flags) {
+  SC_ENTRY(cuMemHostGetDevicePointer_v2);
   if (CUresult r = check_init()) return r;
   if (!d || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   std::shared_lock lk(g().mem_mu);
@@ -358,6 +390,7 @@ SC_EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* d, void* p, unsigne
   return CUDA_SUCCESS;
 }
 SC_EXPORT CUresult cuMemHostGetFlags(unsigned int* flags, void* p) {
+  SC_ENTRY(cuMemHostGetFlags);
   if (CUresult r = check_init()) return r;
   std::shared_lock lk(g().mem_mu);
   auto it = find_range(reinterpret_cast<uintptr_t>(p));
@@ -368,7 +401,7 @@ SC_EXPORT CUresult cuMemHostGetFlags(unsigned int* flags, void* p) {
 }
 
 // ---- pointer attributes ----
-SC_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attr, CUdeviceptr p) {
+static CUresult pointer_attribute(void* data, CUpointer_attribute attr, CUdeviceptr p) {
   if (CUresult r = check_init()) return r;
   if (!data) return CUDA_ERROR_INVALID_VALUE;
   std::shared_lock lk(g().mem_mu);
@@ -422,11 +455,16 @@ SC_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attr, C
       return CUDA_ERROR_INVALID_VALUE;
   }
 }
+SC_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attr, CUdeviceptr p) {
+  SC_ENTRY(cuPointerGetAttribute);
+  return pointer_attribute(data, attr, p);
+}
 SC_EXPORT CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute* attrs, void** data,
                                           CUdeviceptr p) {
+  SC_ENTRY(cuPointerGetAttributes);
   if (!attrs || !data) return CUDA_ERROR_INVALID_VALUE;
   for (unsigned i = 0; i < n; ++i) {
-    CUresult r = cuPointerGetAttribute(data[i], attrs[i], p);
+    CUresult r = pointer_attribute(data[i], attrs[i], p);
     if (r == CUDA_ERROR_NOT_INITIALIZED) return r;
     // As the real driver does, an unknown pointer answers MEMORY_TYPE 0 instead of failing.
     if (r != CUDA_SUCCESS && attrs[i] == CU_POINTER_ATTRIBUTE_MEMORY_TYPE)
@@ -437,6 +475,7 @@ SC_EXPORT CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute* a
 
 // ---- IPC ----
 SC_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle* h, CUdeviceptr p) {
+  SC_ENTRY(cuIpcGetMemHandle);
   if (CUresult r = check_init()) return r;
   if (!h) return CUDA_ERROR_INVALID_VALUE;
   std::unique_lock lk(g().mem_mu);
@@ -466,6 +505,7 @@ static CUresult check_prop(const CUmemAllocationProp* prop) {
 
 SC_EXPORT CUresult cuMemGetAllocationGranularity(size_t* gran, const CUmemAllocationProp* prop,
                                                  CUmemAllocationGranularity_flags option) {
+  SC_ENTRY(cuMemGetAllocationGranularity);
   if (CUresult r = check_init()) return r;
   if (!gran) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = check_prop(prop)) return r;
@@ -475,6 +515,7 @@ SC_EXPORT CUresult cuMemGetAllocationGranularity(size_t* gran, const CUmemAlloca
 
 SC_EXPORT CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t align,
                                        CUdeviceptr addr, unsigned long long flags) {
+  SC_ENTRY(cuMemAddressReserve);
   if (CUresult r = check_init()) return r;
   size_t gran = g().cfg.granularity;
   if (!ptr || size == 0 || size % gran) return CUDA_ERROR_INVALID_VALUE;
@@ -510,6 +551,7 @@ SC_EXPORT CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t ali
 static void drop_mapping_locked(std::map<uintptr_t, Range>::iterator it);
 
 SC_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+  SC_ENTRY(cuMemAddressFree);
   if (CUresult r = check_init()) return r;
   std::unique_lock lk(g().mem_mu);
   auto it = g().reservations.find(static_cast<uintptr_t>(ptr));
@@ -546,6 +588,7 @@ static void drop_mapping_locked(std::map<uintptr_t, Range>::iterator it) {
 
 SC_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
                                const CUmemAllocationProp* prop, unsigned long long flags) {
+  SC_ENTRY(cuMemCreate);
   if (CUresult r = check_init()) return r;
   if (!handle || size == 0 || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = check_prop(prop)) return r;
@@ -570,6 +613,7 @@ SC_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size
 }
 
 SC_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h) {
+  SC_ENTRY(cuMemRelease);
   if (CUresult r = check_init()) return r;
   std::unique_lock lk(g().mem_mu);
   auto it = g().phys.find(h);
@@ -581,6 +625,7 @@ SC_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h) {
 
 SC_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                             CUmemGenericAllocationHandle h, unsigned long long flags) {
+  SC_ENTRY(cuMemMap);
   if (CUresult r = check_init()) return r;
   size_t gran = g().cfg.granularity;
   if (flags != 0 || size == 0 || size % gran || offset % gran || ptr % gran)
@@ -631,6 +676,7 @@ static bool covering_mappings(uintptr_t ptr, size_t size,
 
 SC_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc,
                                   size_t count) {
+  SC_ENTRY(cuMemSetAccess);
   if (CUresult r = check_init()) return r;
   if (!desc || count == 0 || size == 0) return CUDA_ERROR_INVALID_VALUE;
   int prot = PROT_NONE;
@@ -653,6 +699,7 @@ SC_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcces
 
 SC_EXPORT CUresult cuMemGetAccess(unsigned long long* flags, const CUmemLocation* loc,
                                   CUdeviceptr ptr) {
+  SC_ENTRY(cuMemGetAccess);
   if (CUresult r = check_init()) return r;
   if (!flags || !loc) return CUDA_ERROR_INVALID_VALUE;
   std::shared_lock lk(g().mem_mu);
@@ -665,6 +712,7 @@ SC_EXPORT CUresult cuMemGetAccess(unsigned long long* flags, const CUmemLocation
 }
 
 SC_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  SC_ENTRY(cuMemUnmap);
   if (CUresult r = check_init()) return r;
   if (size == 0) return CUDA_ERROR_INVALID_VALUE;
   std::unique_lock lk(g().mem_mu);
@@ -680,6 +728,7 @@ SC_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
 
 SC_EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp* prop,
                                                           CUmemGenericAllocationHandle h) {
+  SC_ENTRY(cuMemGetAllocationPropertiesFromHandle);
   if (CUresult r = check_init()) return r;
   if (!prop) return CUDA_ERROR_INVALID_VALUE;
   std::shared_lock lk(g().mem_mu);
@@ -690,6 +739,7 @@ SC_EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp* p
 }
 
 SC_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* h, void* addr) {
+  SC_ENTRY(cuMemRetainAllocationHandle);
   if (CUresult r = check_init()) return r;
   if (!h) return CUDA_ERROR_INVALID_VALUE;
   std::unique_lock lk(g().mem_mu);

@@ -213,6 +213,7 @@ CUresult launch(Func* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, uns
 using namespace simcuda;
 
 SC_EXPORT CUresult cuModuleLoad(CUmodule* mod, const char* fname) {
+  SC_ENTRY(cuModuleLoad);
   if (CUresult r = check_init()) return r;
   if (!mod || !fname) return CUDA_ERROR_INVALID_VALUE;
   Module* m = nullptr;
@@ -220,32 +221,40 @@ SC_EXPORT CUresult cuModuleLoad(CUmodule* mod, const char* fname) {
   if (r == CUDA_SUCCESS) *mod = reinterpret_cast<CUmodule>(m);
   return r;
 }
-SC_EXPORT CUresult cuModuleLoadData(CUmodule* mod, const void* image) {
+static CUresult module_load_data(CUmodule* mod, const void* image) {
   Module* m = nullptr;
   CUresult r = load_image(image, false, &m);
   if (r == CUDA_SUCCESS) *mod = reinterpret_cast<CUmodule>(m);
   return r;
 }
+SC_EXPORT CUresult cuModuleLoadData(CUmodule* mod, const void* image) {
+  SC_ENTRY(cuModuleLoadData);
+  return module_load_data(mod, image);
+}
 SC_EXPORT CUresult cuModuleLoadDataEx(CUmodule* mod, const void* image, unsigned int n,
                                       CUjit_option* o, void** v) {
-  return cuModuleLoadData(mod, image);
+  SC_ENTRY(cuModuleLoadDataEx);
+  return module_load_data(mod, image);
 }
 SC_EXPORT CUresult cuModuleLoadFatBinary(CUmodule* mod, const void* image) {
-  return cuModuleLoadData(mod, image);
+  SC_ENTRY(cuModuleLoadFatBinary);
+  return module_load_data(mod, image);
 }
 SC_EXPORT CUresult cuModuleUnload(CUmodule mod) {
+  SC_ENTRY(cuModuleUnload);
   if (CUresult r = check_init()) return r;
   auto* m = reinterpret_cast<Module*>(mod);
   if (!live(g().modules, m) || m->is_library) return CUDA_ERROR_INVALID_HANDLE;
   return unload(m);
 }
 SC_EXPORT CUresult cuModuleGetFunction(CUfunction* f, CUmodule mod, const char* name) {
+  SC_ENTRY(cuModuleGetFunction);
   Func* fn = nullptr;
   CUresult r = get_func(reinterpret_cast<Module*>(mod), name, &fn);
   if (r == CUDA_SUCCESS) *f = reinterpret_cast<CUfunction>(fn);
   return r;
 }
-SC_EXPORT CUresult cuModuleGetFunctionCount(unsigned int* n, CUmodule mod) {
+static CUresult module_function_count(unsigned int* n, CUmodule mod) {
   if (CUresult r = check_init()) return r;
   auto* m = reinterpret_cast<Module*>(mod);
   if (!n) return CUDA_ERROR_INVALID_VALUE;
@@ -253,10 +262,15 @@ SC_EXPORT CUresult cuModuleGetFunctionCount(unsigned int* n, CUmodule mod) {
   *n = static_cast<unsigned>(m->funcs.size());
   return CUDA_SUCCESS;
 }
+SC_EXPORT CUresult cuModuleGetFunctionCount(unsigned int* n, CUmodule mod) {
+  SC_ENTRY(cuModuleGetFunctionCount);
+  return module_function_count(n, mod);
+}
 SC_EXPORT CUresult cuFuncGetParamInfo(CUfunction f, size_t i, size_t* off, size_t* size) {
+  SC_ENTRY(cuFuncGetParamInfo);
   return param_info(reinterpret_cast<Func*>(f), i, off, size);
 }
-SC_EXPORT CUresult cuFuncGetName(const char** name, CUfunction f) {
+static CUresult func_name(const char** name, CUfunction f) {
   if (CUresult r = check_init()) return r;
   auto* fn = reinterpret_cast<Func*>(f);
   if (!name) return CUDA_ERROR_INVALID_VALUE;
@@ -264,14 +278,21 @@ SC_EXPORT CUresult cuFuncGetName(const char** name, CUfunction f) {
   *name = fn->desc->name;
   return CUDA_SUCCESS;
 }
+SC_EXPORT CUresult cuFuncGetName(const char** name, CUfunction f) {
+  SC_ENTRY(cuFuncGetName);
+  return func_name(name, f);
+}
 SC_EXPORT CUresult cuFuncGetAttribute(int* pi, CUfunction_attribute a, CUfunction f) {
+  SC_ENTRY(cuFuncGetAttribute);
   return func_attr(pi, a, reinterpret_cast<Func*>(f));
 }
 SC_EXPORT CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v) {
+  SC_ENTRY(cuFuncSetAttribute);
   if (CUresult r = check_init()) return r;
   return live(g().funcs, f) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 SC_EXPORT CUresult cuFuncGetModule(CUmodule* mod, CUfunction f) {
+  SC_ENTRY(cuFuncGetModule);
   if (CUresult r = check_init()) return r;
   auto* fn = reinterpret_cast<Func*>(f);
   if (!mod) return CUDA_ERROR_INVALID_VALUE;
@@ -288,6 +309,7 @@ static CUresult lib_out(CUresult r, Module* m, CUlibrary* lib) {
 SC_EXPORT CUresult cuLibraryLoadData(CUlibrary* lib, const void* code, CUjit_option* jo, void** jv,
                                      unsigned int nj, CUlibraryOption* lo, void** lv,
                                      unsigned int nl) {
+  SC_ENTRY(cuLibraryLoadData);
   if (!lib) return CUDA_ERROR_INVALID_VALUE;
   Module* m = nullptr;
   CUresult r = load_image(code, true, &m);
@@ -296,6 +318,7 @@ SC_EXPORT CUresult cuLibraryLoadData(CUlibrary* lib, const void* code, CUjit_opt
 SC_EXPORT CUresult cuLibraryLoadFromFile(CUlibrary* lib, const char* file, CUjit_option* jo,
                                          void** jv, unsigned int nj, CUlibraryOption* lo, void** lv,
                                          unsigned int nl) {
+  SC_ENTRY(cuLibraryLoadFromFile);
   if (CUresult r = check_init()) return r;
   if (!lib || !file) return CUDA_ERROR_INVALID_VALUE;
   Module* m = nullptr;
@@ -303,12 +326,14 @@ SC_EXPORT CUresult cuLibraryLoadFromFile(CUlibrary* lib, const char* file, CUjit
   return lib_out(r, m, lib);
 }
 SC_EXPORT CUresult cuLibraryUnload(CUlibrary lib) {
+  SC_ENTRY(cuLibraryUnload);
   if (CUresult r = check_init()) return r;
   auto* m = reinterpret_cast<Module*>(lib);
   if (!live(g().modules, m) || !m->is_library) return CUDA_ERROR_INVALID_HANDLE;
   return unload(m);
 }
 SC_EXPORT CUresult cuLibraryGetKernel(CUkernel* k, CUlibrary lib, const char* name) {
+  SC_ENTRY(cuLibraryGetKernel);
   auto* m = reinterpret_cast<Module*>(lib);
   if (live(g().modules, m) && !m->is_library) return CUDA_ERROR_INVALID_HANDLE;
   Func* fn = nullptr;
@@ -317,9 +342,11 @@ SC_EXPORT CUresult cuLibraryGetKernel(CUkernel* k, CUlibrary lib, const char* na
   return r;
 }
 SC_EXPORT CUresult cuLibraryGetKernelCount(unsigned int* n, CUlibrary lib) {
-  return cuModuleGetFunctionCount(n, reinterpret_cast<CUmodule>(lib));
+  SC_ENTRY(cuLibraryGetKernelCount);
+  return module_function_count(n, reinterpret_cast<CUmodule>(lib));
 }
 SC_EXPORT CUresult cuLibraryGetModule(CUmodule* mod, CUlibrary lib) {
+  SC_ENTRY(cuLibraryGetModule);
   if (CUresult r = check_init()) return r;
   if (!mod) return CUDA_ERROR_INVALID_VALUE;
   if (!live(g().modules, lib)) return CUDA_ERROR_INVALID_HANDLE;
@@ -327,6 +354,7 @@ SC_EXPORT CUresult cuLibraryGetModule(CUmodule* mod, CUlibrary lib) {
   return CUDA_SUCCESS;
 }
 SC_EXPORT CUresult cuKernelGetFunction(CUfunction* f, CUkernel k) {
+  SC_ENTRY(cuKernelGetFunction);
   if (CUresult r = check_init()) return r;
   if (!f) return CUDA_ERROR_INVALID_VALUE;
   if (!live(g().funcs, k)) return CUDA_ERROR_INVALID_HANDLE;
@@ -334,6 +362,7 @@ SC_EXPORT CUresult cuKernelGetFunction(CUfunction* f, CUkernel k) {
   return CUDA_SUCCESS;
 }
 SC_EXPORT CUresult cuKernelGetLibrary(CUlibrary* lib, CUkernel k) {
+  SC_ENTRY(cuKernelGetLibrary);
   if (CUresult r = check_init()) return r;
   auto* fn = reinterpret_cast<Func*>(k);
   if (!lib) return CUDA_ERROR_INVALID_VALUE;
@@ -342,12 +371,15 @@ SC_EXPORT CUresult cuKernelGetLibrary(CUlibrary* lib, CUkernel k) {
   return CUDA_SUCCESS;
 }
 SC_EXPORT CUresult cuKernelGetParamInfo(CUkernel k, size_t i, size_t* off, size_t* size) {
+  SC_ENTRY(cuKernelGetParamInfo);
   return param_info(reinterpret_cast<Func*>(k), i, off, size);
 }
 SC_EXPORT CUresult cuKernelGetName(const char** name, CUkernel k) {
-  return cuFuncGetName(name, reinterpret_cast<CUfunction>(k));
+  SC_ENTRY(cuKernelGetName);
+  return func_name(name, reinterpret_cast<CUfunction>(k));
 }
 SC_EXPORT CUresult cuKernelGetAttribute(int* pi, CUfunction_attribute a, CUkernel k, CUdevice d) {
+  SC_ENTRY(cuKernelGetAttribute);
   return func_attr(pi, a, reinterpret_cast<Func*>(k));
 }
 
@@ -355,18 +387,21 @@ SC_EXPORT CUresult cuKernelGetAttribute(int* pi, CUfunction_attribute a, CUkerne
 SC_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                                   unsigned int bx, unsigned int by, unsigned int bz,
                                   unsigned int shmem, CUstream h, void** params, void** extra) {
+  SC_ENTRY(cuLaunchKernel);
   return launch(reinterpret_cast<Func*>(f), gx, gy, gz, bx, by, bz, shmem, h, params, extra, false);
 }
 SC_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
                                        unsigned int gz, unsigned int bx, unsigned int by,
                                        unsigned int bz, unsigned int shmem, CUstream h,
                                        void** params, void** extra) {
+  SC_ENTRY(cuLaunchKernel_ptsz);
   return launch(reinterpret_cast<Func*>(f), gx, gy, gz, bx, by, bz, shmem, h, params, extra, true);
 }
 SC_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy,
                                              unsigned int gz, unsigned int bx, unsigned int by,
                                              unsigned int bz, unsigned int shmem, CUstream h,
                                              void** params) {
+  SC_ENTRY(cuLaunchCooperativeKernel);
   return launch(reinterpret_cast<Func*>(f), gx, gy, gz, bx, by, bz, shmem, h, params, nullptr,
                 false);
 }
@@ -374,6 +409,7 @@ SC_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx,
                                                   unsigned int gz, unsigned int bx, unsigned int by,
                                                   unsigned int bz, unsigned int shmem, CUstream h,
                                                   void** params) {
+  SC_ENTRY(cuLaunchCooperativeKernel_ptsz);
   return launch(reinterpret_cast<Func*>(f), gx, gy, gz, bx, by, bz, shmem, h, params, nullptr,
                 true);
 }
@@ -385,9 +421,11 @@ static CUresult launch_ex(const CUlaunchConfig* c, CUfunction f, void** params, 
 }
 SC_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig* c, CUfunction f, void** params,
                                     void** extra) {
+  SC_ENTRY(cuLaunchKernelEx);
   return launch_ex(c, f, params, extra, false);
 }
 SC_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* c, CUfunction f, void** params,
                                          void** extra) {
+  SC_ENTRY(cuLaunchKernelEx_ptsz);
   return launch_ex(c, f, params, extra, true);
 }

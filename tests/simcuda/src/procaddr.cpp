@@ -71,8 +71,10 @@ using namespace simcuda;
 
 SC_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version,
                                        cuuint64_t flags, CUdriverProcAddressQueryResult* status) {
+  SC_ENTRY(cuGetProcAddress_v2);
   return lookup(symbol, pfn, version, flags, status);
 }
 SC_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, cuuint64_t flags) {
+  SC_ENTRY(cuGetProcAddress);
   return lookup(symbol, pfn, version, flags, nullptr);
 }

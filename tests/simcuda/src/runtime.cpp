@@ -98,13 +98,25 @@ static void parse_setting(const char* env, const char* dflt, Count* out) {
   const char* v = std::getenv(env);
   *out = std::atoi(v && *v ? v : dflt);
 }
+static void parse_setting(const char* env, const char* dflt, Text* out) {
+  const char* v = std::getenv(env);
+  *out = v ? v : dflt;
+}
+
+// Reads every setting once, at the first cuInit, before that call is counted, so that
+// SIMCUDA_FAIL can already fail it. False when SIMCUDA_FAIL is malformed: cuInit then fails.
+static bool read_settings() {
+  Config& c = g().cfg;
+#define SC_SETTING(ident, env, type, dflt, doc) parse_setting(env, dflt, &c.ident);
+#include "settings.def"
+#undef SC_SETTING
+  // Left unset, the variable keeps whatever a program armed with simcudaInjectFailure.
+  return c.fail.empty() || arm_failures_from_env(c.fail);
+}
 
 static void init_once() {
   Global& G = g();
   Config& c = G.cfg;
-#define SC_SETTING(ident, env, type, dflt, doc) parse_setting(env, dflt, &c.ident);
-#include "settings.def"
-#undef SC_SETTING
   if (c.granularity == 0 || (c.granularity & (c.granularity - 1)) || c.granularity % 4096) {
     std::fprintf(stderr,
                  "simcuda: SIMCUDA_GRANULARITY must be a power of two >= 4KiB; using 2MiB\n");
@@ -123,6 +135,7 @@ static void init_once() {
     G.devices.push_back(d);
   }
   pthread_atfork(atfork_prepare, atfork_release, atfork_release);
+  register_stats_file();
   G.initialized.store(true, std::memory_order_release);
 }
 
@@ -164,19 +177,25 @@ static CUresult ctx_create(CUcontext* pctx, unsigned flags, CUdevice dev) {
 using namespace simcuda;
 
 SC_EXPORT CUresult cuInit(unsigned int flags) {
-  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  static std::once_flag settings_once;
+  static bool settings_ok = false;
+  std::call_once(settings_once, [] { settings_ok = read_settings(); });
+  SC_ENTRY(cuInit);
+  if (!settings_ok || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   static std::once_flag once;
   std::call_once(once, init_once);
   return CUDA_SUCCESS;
 }
 
 SC_EXPORT CUresult cuDriverGetVersion(int* v) {
+  SC_ENTRY(cuDriverGetVersion);
   if (!v) return CUDA_ERROR_INVALID_VALUE;
   *v = 13000;
   return CUDA_SUCCESS;
 }
 
 SC_EXPORT CUresult cuDeviceGet(CUdevice* d, int ordinal) {
+  SC_ENTRY(cuDeviceGet);
   if (CUresult r = check_init()) return r;
   if (!d) return CUDA_ERROR_INVALID_VALUE;
   if (ordinal < 0 || ordinal >= static_cast<int>(g().devices.size()))
@@ -186,6 +205,7 @@ SC_EXPORT CUresult cuDeviceGet(CUdevice* d, int ordinal) {
 }
 
 SC_EXPORT CUresult cuDeviceGetCount(int* n) {
+  SC_ENTRY(cuDeviceGetCount);
   if (CUresult r = check_init()) return r;
   if (!n) return CUDA_ERROR_INVALID_VALUE;
   *n = static_cast<int>(g().devices.size());
@@ -193,6 +213,7 @@ SC_EXPORT CUresult cuDeviceGetCount(int* n) {
 }
 
 SC_EXPORT CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
+  SC_ENTRY(cuDeviceGetName);
   if (CUresult r = check_dev(dev)) return r;
   if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
   std::snprintf(name, static_cast<size_t>(len), "%s simulated GPU %d", SIMCUDA_DEVICE_NAME_PREFIX,
@@ -200,7 +221,7 @@ SC_EXPORT CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
   return CUDA_SUCCESS;
 }
 
-SC_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) {
+static CUresult device_uuid(CUuuid* uuid, CUdevice dev) {
   if (CUresult r = check_dev(dev)) return r;
   if (!uuid) return CUDA_ERROR_INVALID_VALUE;
   // Deterministic per ordinal: "simcuda" tag, then the ordinal.
@@ -210,24 +231,35 @@ SC_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) {
   uuid->bytes[15] = static_cast<char>(0x5c);
   return CUDA_SUCCESS;
 }
+SC_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) {
+  SC_ENTRY(cuDeviceGetUuid_v2);
+  return device_uuid(uuid, dev);
+}
 SC_EXPORT CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) {
-  return cuDeviceGetUuid_v2(uuid, dev);
+  SC_ENTRY(cuDeviceGetUuid);
+  return device_uuid(uuid, dev);
 }
 
-SC_EXPORT CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
+static CUresult device_total_mem(size_t* bytes, CUdevice dev) {
   if (CUresult r = check_dev(dev)) return r;
   if (!bytes) return CUDA_ERROR_INVALID_VALUE;
   *bytes = g().cfg.capacity;
   return CUDA_SUCCESS;
 }
+SC_EXPORT CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
+  SC_ENTRY(cuDeviceTotalMem_v2);
+  return device_total_mem(bytes, dev);
+}
 SC_EXPORT CUresult cuDeviceTotalMem(unsigned int* bytes, CUdevice dev) {
+  SC_ENTRY(cuDeviceTotalMem);
   size_t b = 0;
-  CUresult r = cuDeviceTotalMem_v2(&b, dev);
+  CUresult r = device_total_mem(&b, dev);
   if (r == CUDA_SUCCESS) *bytes = b > 0xffffffffu ? 0xffffffffu : static_cast<unsigned>(b);
   return r;
 }
 
 SC_EXPORT CUresult cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev) {
+  SC_ENTRY(cuDeviceGetAttribute);
   if (CUresult r = check_dev(dev)) return r;
   if (!pi) return CUDA_ERROR_INVALID_VALUE;
   int v = 0;
@@ -380,13 +412,14 @@ SC_EXPORT CUresult cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUde
 }
 
 SC_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
+  SC_ENTRY(cuDevicePrimaryCtxRetain);
   if (CUresult r = check_dev(dev)) return r;
   if (!pctx) return CUDA_ERROR_INVALID_VALUE;
   g().devices[dev]->primary_refs.fetch_add(1);
   *pctx = reinterpret_cast<CUcontext>(g().devices[dev]->primary);
   return CUDA_SUCCESS;
 }
-SC_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+static CUresult primary_ctx_release(CUdevice dev) {
   if (CUresult r = check_dev(dev)) return r;
   // The primary context stays usable after the last release (its resources are simulated
   // host memory that the process keeps), which is enough for every caller we serve.
@@ -395,10 +428,16 @@ SC_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   }
   return prev > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
+SC_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+  SC_ENTRY(cuDevicePrimaryCtxRelease_v2);
+  return primary_ctx_release(dev);
+}
 SC_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
-  return cuDevicePrimaryCtxRelease_v2(dev);
+  SC_ENTRY(cuDevicePrimaryCtxRelease);
+  return primary_ctx_release(dev);
 }
 SC_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, int* active) {
+  SC_ENTRY(cuDevicePrimaryCtxGetState);
   if (CUresult r = check_dev(dev)) return r;
   if (!flags || !active) return CUDA_ERROR_INVALID_VALUE;
   *flags = g().devices[dev]->primary->flags;
@@ -406,6 +445,7 @@ SC_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags,
   return CUDA_SUCCESS;
 }
 SC_EXPORT CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags) {
+  SC_ENTRY(cuDevicePrimaryCtxSetFlags_v2);
   if (CUresult r = check_dev(dev)) return r;
   g().devices[dev]->primary->flags = flags;
   return CUDA_SUCCESS;
@@ -413,20 +453,24 @@ SC_EXPORT CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flag
 
 SC_EXPORT CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* params, unsigned int flags,
                                   CUdevice dev) {
+  SC_ENTRY(cuCtxCreate_v4);
   return ctx_create(pctx, flags, dev);
 }
 SC_EXPORT CUresult cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityParam* params, int n,
                                   unsigned int flags, CUdevice dev) {
+  SC_ENTRY(cuCtxCreate_v3);
   return ctx_create(pctx, flags, dev);
 }
 SC_EXPORT CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
+  SC_ENTRY(cuCtxCreate_v2);
   return ctx_create(pctx, flags, dev);
 }
 SC_EXPORT CUresult cuCtxCreate(CUcontext* pctx, unsigned int flags, CUdevice dev) {
+  SC_ENTRY(cuCtxCreate);
   return ctx_create(pctx, flags, dev);
 }
 
-SC_EXPORT CUresult cuCtxDestroy_v2(CUcontext h) {
+static CUresult ctx_destroy(CUcontext h) {
   if (CUresult r = check_init()) return r;
   auto* c = reinterpret_cast<Ctx*>(h);
   if (!c || c->primary || !live(g().ctxs, c)) return CUDA_ERROR_INVALID_CONTEXT;
@@ -443,11 +487,17 @@ SC_EXPORT CUresult cuCtxDestroy_v2(CUcontext h) {
   // stale handle must read as invalid rather than crash.
   return CUDA_SUCCESS;
 }
+SC_EXPORT CUresult cuCtxDestroy_v2(CUcontext h) {
+  SC_ENTRY(cuCtxDestroy_v2);
+  return ctx_destroy(h);
+}
 SC_EXPORT CUresult cuCtxDestroy(CUcontext h) {
-  return cuCtxDestroy_v2(h);
+  SC_ENTRY(cuCtxDestroy);
+  return ctx_destroy(h);
 }
 
 SC_EXPORT CUresult cuCtxSetCurrent(CUcontext h) {
+  SC_ENTRY(cuCtxSetCurrent);
   if (CUresult r = check_init()) return r;
   auto* c = reinterpret_cast<Ctx*>(h);
   if (!c) {
@@ -462,32 +512,44 @@ SC_EXPORT CUresult cuCtxSetCurrent(CUcontext h) {
   return CUDA_SUCCESS;
 }
 SC_EXPORT CUresult cuCtxGetCurrent(CUcontext* pctx) {
+  SC_ENTRY(cuCtxGetCurrent);
   if (CUresult r = check_init()) return r;
   if (!pctx) return CUDA_ERROR_INVALID_VALUE;
   *pctx = reinterpret_cast<CUcontext>(current_ctx());
   return CUDA_SUCCESS;
 }
-SC_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext h) {
+static CUresult ctx_push(CUcontext h) {
   if (CUresult r = check_init()) return r;
   auto* c = reinterpret_cast<Ctx*>(h);
   if (!c || !live(g().ctxs, c)) return CUDA_ERROR_INVALID_CONTEXT;
   t_ctx_stack.push_back(c);
   return CUDA_SUCCESS;
 }
-SC_EXPORT CUresult cuCtxPushCurrent(CUcontext h) {
-  return cuCtxPushCurrent_v2(h);
+SC_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext h) {
+  SC_ENTRY(cuCtxPushCurrent_v2);
+  return ctx_push(h);
 }
-SC_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext* pctx) {
+SC_EXPORT CUresult cuCtxPushCurrent(CUcontext h) {
+  SC_ENTRY(cuCtxPushCurrent);
+  return ctx_push(h);
+}
+static CUresult ctx_pop(CUcontext* pctx) {
   if (CUresult r = check_init()) return r;
   if (t_ctx_stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
   if (pctx) *pctx = reinterpret_cast<CUcontext>(t_ctx_stack.back());
   t_ctx_stack.pop_back();
   return CUDA_SUCCESS;
 }
+SC_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext* pctx) {
+  SC_ENTRY(cuCtxPopCurrent_v2);
+  return ctx_pop(pctx);
+}
 SC_EXPORT CUresult cuCtxPopCurrent(CUcontext* pctx) {
-  return cuCtxPopCurrent_v2(pctx);
+  SC_ENTRY(cuCtxPopCurrent);
+  return ctx_pop(pctx);
 }
 SC_EXPORT CUresult cuCtxGetDevice(CUdevice* dev) {
+  SC_ENTRY(cuCtxGetDevice);
   Ctx* c = nullptr;
   if (CUresult r = need_ctx(&c)) return r;
   if (!dev) return CUDA_ERROR_INVALID_VALUE;
@@ -495,6 +557,7 @@ SC_EXPORT CUresult cuCtxGetDevice(CUdevice* dev) {
   return CUDA_SUCCESS;
 }
 SC_EXPORT CUresult cuCtxGetFlags(unsigned int* flags) {
+  SC_ENTRY(cuCtxGetFlags);
   Ctx* c = nullptr;
   if (CUresult r = need_ctx(&c)) return r;
   if (!flags) return CUDA_ERROR_INVALID_VALUE;
@@ -502,15 +565,18 @@ SC_EXPORT CUresult cuCtxGetFlags(unsigned int* flags) {
   return CUDA_SUCCESS;
 }
 SC_EXPORT CUresult cuCtxGetApiVersion(CUcontext h, unsigned int* version) {
+  SC_ENTRY(cuCtxGetApiVersion);
   if (CUresult r = check_init()) return r;
   if (!version) return CUDA_ERROR_INVALID_VALUE;
   *version = 3020;
   return CUDA_SUCCESS;
 }
 SC_EXPORT CUresult cuCtxSynchronize() {
+  SC_ENTRY(cuCtxSynchronize);
   Ctx* c = nullptr;
   if (CUresult r = need_ctx(&c)) return r;
   if (capture_violation()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  count(Counter::ctx_synchronize);
   sync_ctx(c);
   return CUDA_SUCCESS;
 }
@@ -550,6 +616,16 @@ const ErrInfo kErrors[] = {
      "operation not permitted when stream is capturing"},
     {CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
      "operation failed due to a previous error during capture"},
+    {CUDA_ERROR_STREAM_CAPTURE_MERGE, "CUDA_ERROR_STREAM_CAPTURE_MERGE",
+     "operation would result in a merge of separate capture sequences"},
+    {CUDA_ERROR_STREAM_CAPTURE_UNMATCHED, "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED",
+     "capture was not ended in the same stream as it began"},
+    {CUDA_ERROR_STREAM_CAPTURE_UNJOINED, "CUDA_ERROR_STREAM_CAPTURE_UNJOINED",
+     "capturing stream has unjoined work"},
+    {CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT",
+     "operation would make the legacy stream depend on a capturing blocking stream"},
+    {CUDA_ERROR_CAPTURED_EVENT, "CUDA_ERROR_CAPTURED_EVENT",
+     "operation not permitted on an event last recorded in a capturing stream"},
     {CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD",
      "attempt to terminate a thread-local capture sequence from another thread"},
     {CUDA_ERROR_STREAM_CAPTURE_ISOLATION, "CUDA_ERROR_STREAM_CAPTURE_ISOLATION",
@@ -561,7 +637,17 @@ const ErrInfo kErrors[] = {
 };
 }  // namespace
 
+bool simcuda::error_by_name(std::string_view name, CUresult* code) {
+  for (const auto& i : kErrors)
+    if (name == i.name) {
+      *code = i.code;
+      return true;
+    }
+  return false;
+}
+
 SC_EXPORT CUresult cuGetErrorString(CUresult e, const char** s) {
+  SC_ENTRY(cuGetErrorString);
   if (!s) return CUDA_ERROR_INVALID_VALUE;
   for (const auto& i : kErrors)
     if (i.code == e) {
@@ -572,6 +658,7 @@ SC_EXPORT CUresult cuGetErrorString(CUresult e, const char** s) {
   return CUDA_ERROR_INVALID_VALUE;
 }
 SC_EXPORT CUresult cuGetErrorName(CUresult e, const char** s) {
+  SC_ENTRY(cuGetErrorName);
   if (!s) return CUDA_ERROR_INVALID_VALUE;
   for (const auto& i : kErrors)
     if (i.code == e) {
@@ -582,6 +669,7 @@ SC_EXPORT CUresult cuGetErrorName(CUresult e, const char** s) {
   return CUDA_ERROR_INVALID_VALUE;
 }
 SC_EXPORT CUresult cuGetExportTable(const void** table, const CUuuid* id) {
+  SC_ENTRY(cuGetExportTable);
   // simcuda does not host libcudart: the runtime's private tables do not exist here.
   if (table) *table = nullptr;
   return CUDA_ERROR_NOT_SUPPORTED;

@@ -93,7 +93,29 @@ static void run_copy(Op& op) {
       break;
   }
   std::unique_lock<std::mutex> lk;
-  if (bps > 0) lk = std::unique_lock(*engine);  // one copy engine per direction
+  if (bps > 0) {  // one copy engine per direction
+    lk = std::unique_lock(*engine, std::try_to_lock);
+    if (!lk.owns_lock()) {
+      count(Counter::copy_engine_waits);
+      lk.lock();
+    }
+  }
+  switch (op.dir) {
+    case Dir::H2D:
+      count(Counter::h2d_copies);
+      count(Counter::h2d_bytes, bytes);
+      break;
+    case Dir::D2H:
+      count(Counter::d2h_copies);
+      count(Counter::d2h_bytes, bytes);
+      break;
+    case Dir::D2D:
+      count(Counter::d2d_copies);
+      count(Counter::d2d_bytes, bytes);
+      break;
+    case Dir::H2H:
+      break;
+  }
   int64_t t0 = now_ns();
   size_t dpitch = op.dpitch ? op.dpitch : op.width, spitch = op.spitch ? op.spitch : op.width;
   size_t dh = op.dheight ? op.dheight : op.height, sh = op.sheight ? op.sheight : op.height;
@@ -159,6 +181,7 @@ static void run_wait_value(const Op& op) {
                   __atomic_load_n(reinterpret_cast<const uint32_t*>(op.dst), __ATOMIC_ACQUIRE),
                   static_cast<uint32_t>(op.value64), op.memop_flags);
     if (ok) return;
+    count(Counter::wait_value_unmet);
     if (spins < 64)
       std::this_thread::yield();
     else
@@ -177,6 +200,7 @@ void execute(Op& op, Stream* s) {
       l.params_size = op.params_size;
       l.stream_id = s->id;
       int64_t t0 = now_ns();
+      count(Counter::kernels);
       op.desc->fn(&l);
       uint64_t dur = op.desc->duration_fn ? op.desc->duration_fn(&l) : op.desc->duration_ns;
       if (dur) sleep_until_ns(t0 + static_cast<int64_t>(dur));
@@ -398,6 +422,7 @@ CUresult submit_and_wait(Stream* s, Op&& op) {
 }
 
 void sync_ctx(Ctx* c) {
+  count(Counter::device_wide_syncs);
   std::vector<Stream*> streams;
   {
     std::lock_guard lk(c->order_mu);
@@ -419,6 +444,7 @@ bool capture_violation() {
         c->mode == CU_STREAM_CAPTURE_MODE_GLOBAL ||
         (c->mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL && c->thread == std::this_thread::get_id());
     if (applies) {
+      if (!c->invalidated) count(Counter::capture_invalidations);
       c->invalidated = true;
       hit = true;
     }
@@ -439,19 +465,22 @@ static CUresult stream_create(CUstream* ph, unsigned flags, int priority) {
   return CUDA_SUCCESS;
 }
 SC_EXPORT CUresult cuStreamCreate(CUstream* ph, unsigned int flags) {
+  SC_ENTRY(cuStreamCreate);
   return stream_create(ph, flags, 0);
 }
 SC_EXPORT CUresult cuStreamCreateWithPriority(CUstream* ph, unsigned int flags, int priority) {
+  SC_ENTRY(cuStreamCreateWithPriority);
   if (priority > 0) priority = 0;
   if (priority < -5) priority = -5;
   return stream_create(ph, flags, priority);
 }
 SC_EXPORT CUresult cuCtxGetStreamPriorityRange(int* least, int* greatest) {
+  SC_ENTRY(cuCtxGetStreamPriorityRange);
   if (least) *least = 0;
   if (greatest) *greatest = -5;
   return CUDA_SUCCESS;
 }
-SC_EXPORT CUresult cuStreamDestroy_v2(CUstream h) {
+static CUresult stream_destroy(CUstream h) {
   if (CUresult r = check_init()) return r;
   auto* s = reinterpret_cast<Stream*>(h);
   if (h == nullptr || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD || !live(g().streams, s) ||
@@ -460,8 +489,13 @@ SC_EXPORT CUresult cuStreamDestroy_v2(CUstream h) {
   destroy_stream(s);
   return CUDA_SUCCESS;
 }
+SC_EXPORT CUresult cuStreamDestroy_v2(CUstream h) {
+  SC_ENTRY(cuStreamDestroy_v2);
+  return stream_destroy(h);
+}
 SC_EXPORT CUresult cuStreamDestroy(CUstream h) {
-  return cuStreamDestroy_v2(h);
+  SC_ENTRY(cuStreamDestroy);
+  return stream_destroy(h);
 }
 
 static CUresult stream_sync(CUstream h, bool pt) {
@@ -471,9 +505,13 @@ static CUresult stream_sync(CUstream h, bool pt) {
     capture_violation();
     // Synchronising a capturing stream invalidates its capture whatever the mode.
     std::lock_guard lk(g().capture_mu);
-    if (Capture* cap = s->capture.load()) cap->invalidated = true;
+    if (Capture* cap = s->capture.load(); cap && !cap->invalidated) {
+      count(Counter::capture_invalidations);
+      cap->invalidated = true;
+    }
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
+  count(Counter::stream_synchronize);
   if (s->legacy) {
     // Synchronising the legacy stream waits for the blocking streams its next op would wait on.
     Op nop;
@@ -488,9 +526,11 @@ static CUresult stream_sync(CUstream h, bool pt) {
   return CUDA_SUCCESS;
 }
 SC_EXPORT CUresult cuStreamSynchronize(CUstream h) {
+  SC_ENTRY(cuStreamSynchronize);
   return stream_sync(h, false);
 }
 SC_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream h) {
+  SC_ENTRY(cuStreamSynchronize_ptsz);
   return stream_sync(h, true);
 }
 
@@ -502,9 +542,11 @@ static CUresult stream_query(CUstream h, bool pt) {
   return s->tl->done.load() >= s->enqueued ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 SC_EXPORT CUresult cuStreamQuery(CUstream h) {
+  SC_ENTRY(cuStreamQuery);
   return stream_query(h, false);
 }
 SC_EXPORT CUresult cuStreamQuery_ptsz(CUstream h) {
+  SC_ENTRY(cuStreamQuery_ptsz);
   return stream_query(h, true);
 }
 
@@ -535,9 +577,11 @@ static CUresult stream_wait_event(CUstream h, CUevent e, unsigned flags, bool pt
   return CUDA_SUCCESS;
 }
 SC_EXPORT CUresult cuStreamWaitEvent(CUstream h, CUevent e, unsigned int flags) {
+  SC_ENTRY(cuStreamWaitEvent);
   return stream_wait_event(h, e, flags, false);
 }
 SC_EXPORT CUresult cuStreamWaitEvent_ptsz(CUstream h, CUevent e, unsigned int flags) {
+  SC_ENTRY(cuStreamWaitEvent_ptsz);
   return stream_wait_event(h, e, flags, true);
 }
 
@@ -552,9 +596,11 @@ static CUresult launch_host_func(CUstream h, CUhostFn fn, void* user, bool pt) {
   return submit(s, std::move(op));
 }
 SC_EXPORT CUresult cuLaunchHostFunc(CUstream h, CUhostFn fn, void* user) {
+  SC_ENTRY(cuLaunchHostFunc);
   return launch_host_func(h, fn, user, false);
 }
 SC_EXPORT CUresult cuLaunchHostFunc_ptsz(CUstream h, CUhostFn fn, void* user) {
+  SC_ENTRY(cuLaunchHostFunc_ptsz);
   return launch_host_func(h, fn, user, true);
 }
 
@@ -571,10 +617,12 @@ static CUresult add_callback(CUstream h, CUstreamCallback cb, void* user, unsign
 }
 SC_EXPORT CUresult cuStreamAddCallback(CUstream h, CUstreamCallback cb, void* user,
                                        unsigned int flags) {
+  SC_ENTRY(cuStreamAddCallback);
   return add_callback(h, cb, user, flags, false);
 }
 SC_EXPORT CUresult cuStreamAddCallback_ptsz(CUstream h, CUstreamCallback cb, void* user,
                                             unsigned int flags) {
+  SC_ENTRY(cuStreamAddCallback_ptsz);
   return add_callback(h, cb, user, flags, true);
 }
 
@@ -586,9 +634,11 @@ static CUresult stream_get_flags(CUstream h, unsigned* flags, bool pt) {
   return CUDA_SUCCESS;
 }
 SC_EXPORT CUresult cuStreamGetFlags(CUstream h, unsigned int* f) {
+  SC_ENTRY(cuStreamGetFlags);
   return stream_get_flags(h, f, false);
 }
 SC_EXPORT CUresult cuStreamGetFlags_ptsz(CUstream h, unsigned int* f) {
+  SC_ENTRY(cuStreamGetFlags_ptsz);
   return stream_get_flags(h, f, true);
 }
 static CUresult stream_get_priority(CUstream h, int* p, bool pt) {
@@ -599,9 +649,11 @@ static CUresult stream_get_priority(CUstream h, int* p, bool pt) {
   return CUDA_SUCCESS;
 }
 SC_EXPORT CUresult cuStreamGetPriority(CUstream h, int* p) {
+  SC_ENTRY(cuStreamGetPriority);
   return stream_get_priority(h, p, false);
 }
 SC_EXPORT CUresult cuStreamGetPriority_ptsz(CUstream h, int* p) {
+  SC_ENTRY(cuStreamGetPriority_ptsz);
   return stream_get_priority(h, p, true);
 }
 static CUresult stream_get_ctx(CUstream h, CUcontext* pctx, bool pt) {
@@ -612,9 +664,11 @@ static CUresult stream_get_ctx(CUstream h, CUcontext* pctx, bool pt) {
   return CUDA_SUCCESS;
 }
 SC_EXPORT CUresult cuStreamGetCtx(CUstream h, CUcontext* c) {
+  SC_ENTRY(cuStreamGetCtx);
   return stream_get_ctx(h, c, false);
 }
 SC_EXPORT CUresult cuStreamGetCtx_ptsz(CUstream h, CUcontext* c) {
+  SC_ENTRY(cuStreamGetCtx_ptsz);
   return stream_get_ctx(h, c, true);
 }
 static CUresult stream_get_id(CUstream h, unsigned long long* id, bool pt) {
@@ -625,9 +679,11 @@ static CUresult stream_get_id(CUstream h, unsigned long long* id, bool pt) {
   return CUDA_SUCCESS;
 }
 SC_EXPORT CUresult cuStreamGetId(CUstream h, unsigned long long* id) {
+  SC_ENTRY(cuStreamGetId);
   return stream_get_id(h, id, false);
 }
 SC_EXPORT CUresult cuStreamGetId_ptsz(CUstream h, unsigned long long* id) {
+  SC_ENTRY(cuStreamGetId_ptsz);
   return stream_get_id(h, id, true);
 }
 static CUresult stream_get_device(CUstream h, CUdevice* d, bool pt) {
@@ -638,14 +694,17 @@ static CUresult stream_get_device(CUstream h, CUdevice* d, bool pt) {
   return CUDA_SUCCESS;
 }
 SC_EXPORT CUresult cuStreamGetDevice(CUstream h, CUdevice* d) {
+  SC_ENTRY(cuStreamGetDevice);
   return stream_get_device(h, d, false);
 }
 SC_EXPORT CUresult cuStreamGetDevice_ptsz(CUstream h, CUdevice* d) {
+  SC_ENTRY(cuStreamGetDevice_ptsz);
   return stream_get_device(h, d, true);
 }
 
 // ---- events ----
 SC_EXPORT CUresult cuEventCreate(CUevent* ph, unsigned int flags) {
+  SC_ENTRY(cuEventCreate);
   Ctx* c = nullptr;
   if (CUresult r = need_ctx(&c)) return r;
   if (!ph) return CUDA_ERROR_INVALID_VALUE;
@@ -686,15 +745,19 @@ static CUresult event_record(CUevent he, CUstream h, bool pt) {
   return CUDA_SUCCESS;
 }
 SC_EXPORT CUresult cuEventRecord(CUevent e, CUstream s) {
+  SC_ENTRY(cuEventRecord);
   return event_record(e, s, false);
 }
 SC_EXPORT CUresult cuEventRecord_ptsz(CUevent e, CUstream s) {
+  SC_ENTRY(cuEventRecord_ptsz);
   return event_record(e, s, true);
 }
 SC_EXPORT CUresult cuEventRecordWithFlags(CUevent e, CUstream s, unsigned int flags) {
+  SC_ENTRY(cuEventRecordWithFlags);
   return event_record(e, s, false);
 }
 SC_EXPORT CUresult cuEventRecordWithFlags_ptsz(CUevent e, CUstream s, unsigned int flags) {
+  SC_ENTRY(cuEventRecordWithFlags_ptsz);
   return event_record(e, s, true);
 }
 
@@ -704,6 +767,7 @@ static std::shared_ptr<EventRec> event_rec(Event* ev) {
 }
 
 SC_EXPORT CUresult cuEventQuery(CUevent he) {
+  SC_ENTRY(cuEventQuery);
   auto* ev = reinterpret_cast<Event*>(he);
   if (CUresult r = check_init()) return r;
   if (!live(g().events, ev)) return CUDA_ERROR_INVALID_HANDLE;
@@ -712,14 +776,16 @@ SC_EXPORT CUresult cuEventQuery(CUevent he) {
   return rec->complete() && rec->t_ns.load() >= 0 ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 SC_EXPORT CUresult cuEventSynchronize(CUevent he) {
+  SC_ENTRY(cuEventSynchronize);
   auto* ev = reinterpret_cast<Event*>(he);
   if (CUresult r = check_init()) return r;
   if (!live(g().events, ev)) return CUDA_ERROR_INVALID_HANDLE;
   auto rec = event_rec(ev);
+  count(Counter::event_synchronize);
   if (rec) rec->tl->wait(rec->seq);
   return CUDA_SUCCESS;
 }
-SC_EXPORT CUresult cuEventElapsedTime_v2(float* ms, CUevent a, CUevent b) {
+static CUresult event_elapsed(float* ms, CUevent a, CUevent b) {
   if (CUresult r = check_init()) return r;
   auto* ea = reinterpret_cast<Event*>(a);
   auto* eb = reinterpret_cast<Event*>(b);
@@ -734,10 +800,15 @@ SC_EXPORT CUresult cuEventElapsedTime_v2(float* ms, CUevent a, CUevent b) {
   *ms = static_cast<float>(static_cast<double>(tb - ta) / 1e6);
   return CUDA_SUCCESS;
 }
-SC_EXPORT CUresult cuEventElapsedTime(float* ms, CUevent a, CUevent b) {
-  return cuEventElapsedTime_v2(ms, a, b);
+SC_EXPORT CUresult cuEventElapsedTime_v2(float* ms, CUevent a, CUevent b) {
+  SC_ENTRY(cuEventElapsedTime_v2);
+  return event_elapsed(ms, a, b);
 }
-SC_EXPORT CUresult cuEventDestroy_v2(CUevent he) {
+SC_EXPORT CUresult cuEventElapsedTime(float* ms, CUevent a, CUevent b) {
+  SC_ENTRY(cuEventElapsedTime);
+  return event_elapsed(ms, a, b);
+}
+static CUresult event_destroy(CUevent he) {
   if (CUresult r = check_init()) return r;
   auto* ev = reinterpret_cast<Event*>(he);
   if (!remove_handle(g().events, ev)) return CUDA_ERROR_INVALID_HANDLE;
@@ -745,8 +816,13 @@ SC_EXPORT CUresult cuEventDestroy_v2(CUevent he) {
   // allocated so a stale handle reads as invalid.
   return CUDA_SUCCESS;
 }
+SC_EXPORT CUresult cuEventDestroy_v2(CUevent he) {
+  SC_ENTRY(cuEventDestroy_v2);
+  return event_destroy(he);
+}
 SC_EXPORT CUresult cuEventDestroy(CUevent he) {
-  return cuEventDestroy_v2(he);
+  SC_ENTRY(cuEventDestroy);
+  return event_destroy(he);
 }
 
 // ---- capture and graphs ----
@@ -774,15 +850,19 @@ static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool pt) {
   return CUDA_SUCCESS;
 }
 SC_EXPORT CUresult cuStreamBeginCapture_v2(CUstream h, CUstreamCaptureMode mode) {
+  SC_ENTRY(cuStreamBeginCapture_v2);
   return begin_capture(h, mode, false);
 }
 SC_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream h, CUstreamCaptureMode mode) {
+  SC_ENTRY(cuStreamBeginCapture_v2_ptsz);
   return begin_capture(h, mode, true);
 }
 SC_EXPORT CUresult cuStreamBeginCapture(CUstream h) {
+  SC_ENTRY(cuStreamBeginCapture);
   return begin_capture(h, CU_STREAM_CAPTURE_MODE_GLOBAL, false);
 }
 SC_EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream h) {
+  SC_ENTRY(cuStreamBeginCapture_ptsz);
   return begin_capture(h, CU_STREAM_CAPTURE_MODE_GLOBAL, true);
 }
 
@@ -815,9 +895,11 @@ static CUresult end_capture(CUstream h, CUgraph* out, bool pt) {
   return CUDA_SUCCESS;
 }
 SC_EXPORT CUresult cuStreamEndCapture(CUstream h, CUgraph* g_) {
+  SC_ENTRY(cuStreamEndCapture);
   return end_capture(h, g_, false);
 }
 SC_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream h, CUgraph* g_) {
+  SC_ENTRY(cuStreamEndCapture_ptsz);
   return end_capture(h, g_, true);
 }
 
@@ -836,16 +918,20 @@ static CUresult capture_info(CUstream h, CUstreamCaptureStatus* st, cuuint64_t* 
   return CUDA_SUCCESS;
 }
 SC_EXPORT CUresult cuStreamIsCapturing(CUstream h, CUstreamCaptureStatus* st) {
+  SC_ENTRY(cuStreamIsCapturing);
   return capture_info(h, st, nullptr, false);
 }
 SC_EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream h, CUstreamCaptureStatus* st) {
+  SC_ENTRY(cuStreamIsCapturing_ptsz);
   return capture_info(h, st, nullptr, true);
 }
 SC_EXPORT CUresult cuStreamGetCaptureInfo(CUstream h, CUstreamCaptureStatus* st, cuuint64_t* id) {
+  SC_ENTRY(cuStreamGetCaptureInfo);
   return capture_info(h, st, id, false);
 }
 SC_EXPORT CUresult cuStreamGetCaptureInfo_ptsz(CUstream h, CUstreamCaptureStatus* st,
                                                cuuint64_t* id) {
+  SC_ENTRY(cuStreamGetCaptureInfo_ptsz);
   return capture_info(h, st, id, true);
 }
 static CUresult capture_info_v3(CUstream h, CUstreamCaptureStatus* st, cuuint64_t* id,
@@ -866,26 +952,31 @@ static CUresult capture_info_v3(CUstream h, CUstreamCaptureStatus* st, cuuint64_
 SC_EXPORT CUresult cuStreamGetCaptureInfo_v2(CUstream h, CUstreamCaptureStatus* st, cuuint64_t* id,
                                              CUgraph* graph, const CUgraphNode** deps,
                                              size_t* ndeps) {
+  SC_ENTRY(cuStreamGetCaptureInfo_v2);
   return capture_info_v3(h, st, id, graph, deps, nullptr, ndeps, false);
 }
 SC_EXPORT CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream h, CUstreamCaptureStatus* st,
                                                   cuuint64_t* id, CUgraph* graph,
                                                   const CUgraphNode** deps, size_t* ndeps) {
+  SC_ENTRY(cuStreamGetCaptureInfo_v2_ptsz);
   return capture_info_v3(h, st, id, graph, deps, nullptr, ndeps, true);
 }
 SC_EXPORT CUresult cuStreamGetCaptureInfo_v3(CUstream h, CUstreamCaptureStatus* st, cuuint64_t* id,
                                              CUgraph* graph, const CUgraphNode** deps,
                                              const CUgraphEdgeData** edges, size_t* ndeps) {
+  SC_ENTRY(cuStreamGetCaptureInfo_v3);
   return capture_info_v3(h, st, id, graph, deps, edges, ndeps, false);
 }
 SC_EXPORT CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream h, CUstreamCaptureStatus* st,
                                                   cuuint64_t* id, CUgraph* graph,
                                                   const CUgraphNode** deps,
                                                   const CUgraphEdgeData** edges, size_t* ndeps) {
+  SC_ENTRY(cuStreamGetCaptureInfo_v3_ptsz);
   return capture_info_v3(h, st, id, graph, deps, edges, ndeps, true);
 }
 
 SC_EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
+  SC_ENTRY(cuThreadExchangeStreamCaptureMode);
   if (!mode) return CUDA_ERROR_INVALID_VALUE;
   *mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
   return CUDA_SUCCESS;
@@ -905,16 +996,23 @@ static CUresult instantiate(CUgraphExec* out, CUgraph hg) {
 }
 SC_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec* out, CUgraph hg,
                                                unsigned long long flags) {
+  SC_ENTRY(cuGraphInstantiateWithFlags);
+  return instantiate(out, hg);
+}
+static CUresult graph_instantiate_v1(CUgraphExec* out, CUgraph hg, CUgraphNode* err, char* log,
+                                     size_t n) {
+  if (log && n) log[0] = 0;
   return instantiate(out, hg);
 }
 SC_EXPORT CUresult cuGraphInstantiate(CUgraphExec* out, CUgraph hg, CUgraphNode* err, char* log,
                                       size_t n) {
-  if (log && n) log[0] = 0;
-  return instantiate(out, hg);
+  SC_ENTRY(cuGraphInstantiate);
+  return graph_instantiate_v1(out, hg, err, log, n);
 }
 SC_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec* out, CUgraph hg, CUgraphNode* err, char* log,
                                          size_t n) {
-  return cuGraphInstantiate(out, hg, err, log, n);
+  SC_ENTRY(cuGraphInstantiate_v2);
+  return graph_instantiate_v1(out, hg, err, log, n);
 }
 
 static CUresult graph_launch(CUgraphExec he, CUstream h, bool pt) {
@@ -928,12 +1026,15 @@ static CUresult graph_launch(CUgraphExec he, CUstream h, bool pt) {
   return CUDA_SUCCESS;
 }
 SC_EXPORT CUresult cuGraphLaunch(CUgraphExec e, CUstream s) {
+  SC_ENTRY(cuGraphLaunch);
   return graph_launch(e, s, false);
 }
 SC_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec e, CUstream s) {
+  SC_ENTRY(cuGraphLaunch_ptsz);
   return graph_launch(e, s, true);
 }
 SC_EXPORT CUresult cuGraphExecDestroy(CUgraphExec he) {
+  SC_ENTRY(cuGraphExecDestroy);
   if (CUresult r = check_init()) return r;
   auto* ex = reinterpret_cast<GraphExec*>(he);
   if (!remove_handle(g().execs, ex)) return CUDA_ERROR_INVALID_HANDLE;
@@ -941,6 +1042,7 @@ SC_EXPORT CUresult cuGraphExecDestroy(CUgraphExec he) {
   return CUDA_SUCCESS;
 }
 SC_EXPORT CUresult cuGraphDestroy(CUgraph hg) {
+  SC_ENTRY(cuGraphDestroy);
   if (CUresult r = check_init()) return r;
   auto* gr = reinterpret_cast<Graph*>(hg);
   if (!remove_handle(g().graphs, gr)) return CUDA_ERROR_INVALID_HANDLE;
@@ -948,6 +1050,7 @@ SC_EXPORT CUresult cuGraphDestroy(CUgraph hg) {
   return CUDA_SUCCESS;
 }
 SC_EXPORT CUresult cuGraphGetNodes(CUgraph hg, CUgraphNode* nodes, size_t* n) {
+  SC_ENTRY(cuGraphGetNodes);
   if (CUresult r = check_init()) return r;
   auto* gr = reinterpret_cast<Graph*>(hg);
   if (!n) return CUDA_ERROR_INVALID_VALUE;

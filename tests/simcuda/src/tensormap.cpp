@@ -51,6 +51,7 @@ SC_EXPORT CUresult cuTensorMapEncodeTiled(CUtensorMap* map, CUtensorMapDataType 
                                           CUtensorMapInterleave interleave,
                                           CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2,
                                           CUtensorMapFloatOOBfill oob) {
+  SC_ENTRY(cuTensorMapEncodeTiled);
   simcuda_tensor_map t;
   if (CUresult r = encode(map, type, rank, addr, dim, strides, 1, interleave, &t)) return r;
   if (!box || !estrides) return CUDA_ERROR_INVALID_VALUE;
@@ -68,6 +69,7 @@ SC_EXPORT CUresult cuTensorMapEncodeIm2col(
     const cuuint64_t* strides, const int* lower, const int* upper, cuuint32_t channels,
     cuuint32_t pixels, const cuuint32_t* estrides, CUtensorMapInterleave interleave,
     CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob) {
+  SC_ENTRY(cuTensorMapEncodeIm2col);
   simcuda_tensor_map t;
   if (CUresult r = encode(map, type, rank, addr, dim, strides, 3, interleave, &t)) return r;
   if (!lower || !upper || !estrides || channels == 0 || channels > 256 || pixels == 0 ||

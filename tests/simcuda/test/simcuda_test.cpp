@@ -123,14 +123,35 @@ TEST(SimcudaReadme, SettingsTableMatchesDeclarations) {
   for (std::string line; std::getline(f, line);)
     if (line.rfind("| `SIMCUDA_", 0) == 0) rows.push_back(line);
   size_t declared = 0;
-#define SC_SETTING(ident, env, type, dflt, doc)                                          \
-  ++declared;                                                                            \
-  EXPECT_TRUE(std::any_of(rows.begin(), rows.end(), [](const std::string& r) {           \
-    return r.find(std::string("| `") + env + "` | `" + dflt + "` | " + doc + " |") == 0; \
+#define SC_SETTING(ident, env, type, dflt, doc)                                         \
+  ++declared;                                                                           \
+  EXPECT_TRUE(std::any_of(rows.begin(), rows.end(), [](const std::string& r) {          \
+    std::string shown = *dflt ? std::string("`") + dflt + "`" : std::string("unset");   \
+    return r.find(std::string("| `") + env + "` | " + shown + " | " + doc + " |") == 0; \
   })) << env;
 #include "settings.def"
 #undef SC_SETTING
   EXPECT_EQ(rows.size(), declared);
+}
+
+// The README's counter table must list every counter of counters.def with its meaning.
+TEST(SimcudaReadme, CounterTableMatchesDeclarations) {
+  std::ifstream f(SIMCUDA_README);
+  ASSERT_TRUE(f.good()) << SIMCUDA_README;
+  std::vector<std::string> rows;
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind("| `", 0) == 0 && line.find("SIMCUDA_") == std::string::npos)
+      rows.push_back(line);
+  size_t declared = 0;
+#define SC_COUNTER(name, doc)                                                  \
+  ++declared;                                                                  \
+  EXPECT_TRUE(std::any_of(rows.begin(), rows.end(), [](const std::string& r) { \
+    return r == std::string("| `") + #name + "` | " + doc + " |";              \
+  })) << #name;
+#include "counters.def"
+#undef SC_COUNTER
+  // One more row: calls:<ABI symbol>.
+  EXPECT_EQ(rows.size(), declared + 1);
 }
 
 // Settings are read by the first cuInit, so this runs in a re-executed child that sets them first.
