@@ -13,6 +13,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "proto/rendezvous.h"
+
 namespace gswap::daemon {
 namespace {
 
@@ -344,11 +346,11 @@ double Config::weight_for(const std::string& exe) const {
 }
 
 std::string runtime_dir(const Config& config) {
-  const std::string& dir = config.text("runtime_dir");
-  if (!dir.empty()) return dir;
-  if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg && *xdg)
-    return std::string(xdg) + "/gswap";
-  return "/run/gswap";
+  char buf[4096];
+  if (proto::runtime_dir(config.text("runtime_dir").c_str(), std::getenv("XDG_RUNTIME_DIR"), buf,
+                         sizeof buf))
+    return buf;
+  return config.text("runtime_dir");
 }
 
 }  // namespace gswap::daemon

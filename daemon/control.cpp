@@ -10,14 +10,21 @@
 
 #include <fmt/format.h>
 
+#include "proto/rendezvous.h"
 #include "proto/wire.h"
 
 namespace gswap::daemon {
 
+// The naming rule is proto/rendezvous.h's, shared with the library. A name that does not fit is
+// returned whole; binding or connecting to it then fails with a message naming it.
 std::string socket_path(const std::string& dir, const std::string& uuid) {
+  char buf[4096];
+  if (proto::socket_path(dir.c_str(), uuid.c_str(), buf, sizeof buf)) return buf;
   return dir + "/" + uuid + ".sock";
 }
 std::string lock_path(const std::string& dir, const std::string& uuid) {
+  char buf[4096];
+  if (proto::lock_path(dir.c_str(), uuid.c_str(), buf, sizeof buf)) return buf;
   return dir + "/" + uuid + ".lock";
 }
 
