@@ -1,0 +1,318 @@
+// search.cpp: seeded local search over plans, scored by the simulator (see search.h).
+//
+// A plan is a set of evictions, at most one per (region, gap between two accesses). The gaps of
+// every evictable region are enumerated once; a move edits one entry (or, for a persistent
+// region, adds all of its gaps at once) and is kept if the simulated step gets shorter. Moves
+// are drawn from a seeded generator with plain modulo arithmetic, so the sequence is the same on
+// every platform.
+#include "policy/search.h"
+
+#include <algorithm>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "policy/baselines.h"
+#include "policy/capuchin.h"
+#include "policy/corpus.h"
+
+namespace gswap::policy {
+namespace {
+
+constexpr double kDemandPenalty = 1.02;  // a plan with demand evictions scores 2% slower
+constexpr int kFeedbackRounds = 8;
+
+struct Gap {
+  std::size_t r, e, b;  // b = kNoLaunch: the tail after the last access; b <= e: wraps
+};
+
+double score(const SimResult& s) {
+  if (!s.feasible) return std::numeric_limits<double>::infinity();
+  return s.step_time_us * (s.demand_evictions > 0 ? kDemandPenalty : 1.0);
+}
+
+class Search {
+ public:
+  Search(const Analysis& a, std::uint64_t budget, const SearchOptions& o)
+      : a_(a), t_(*a.trace), budget_(budget), o_(o), rng_(o.seed) {
+    start_ms_ = o_.now_ms ? o_.now_ms() : 0;
+    for (std::size_t r = 0; r < t_.regions.size(); ++r) {
+      if (!a_.evictable(r)) continue;
+      const auto& acc = a_.accesses[r];
+      std::vector<std::size_t> mine;
+      for (std::size_t k = 0; k + 1 < acc.size(); ++k)
+        if (acc[k + 1] > acc[k] + 1) mine.push_back(add_gap({r, acc[k], acc[k + 1]}));
+      if (a_.live_at_start[r] && a_.live_at_end[r] && a_.n > 1)
+        mine.push_back(add_gap({r, acc.back(), acc.front()}));
+      if (!a_.live_at_end[r] && acc.back() < a_.last_live[r])
+        mine.push_back(add_gap({r, acc.back(), kNoLaunch}));
+      if (a_.live_at_start[r] && a_.live_at_end[r] && !mine.empty())
+        persistent_.push_back(std::move(mine));
+    }
+  }
+
+  SearchResult run() {
+    SearchResult res;
+    // Seeds, planned lazily: on a long iteration the time budget may end after the first.
+    const std::vector<std::string> names =
+        o_.allow_recompute
+            ? std::vector<std::string>{"capuchin", "swap-only", "recompute", "delta", "vdnn", "lru"}
+            : std::vector<std::string>{"capuchin", "delta", "vdnn", "lru"};
+    Plan first;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      if (i > 0 && stop()) break;
+      Plan plan = make_seed(names[i]);
+      if (i == 0) {
+        first = plan;
+        if (!plan.feasible) {  // no plan can fit: say why, as the greedy planner does
+          res.plan = plan;
+          res.plan.fits = false;
+          finish(res, false);
+          return res;
+        }
+      }
+      if (!o_.allow_recompute) strip_recompute(plan);
+      for (int round = 0; round < kFeedbackRounds && !stop(); ++round) {
+        SimResult s = eval(plan);
+        consider(plan, s, names[i]);
+        bool late = false;
+        for (double x : s.lateness_us) late |= x > 0;
+        if (!late) break;
+        plan = apply_feedback(a_, plan, s.lateness_us);
+      }
+    }
+    if (!best_) {  // stopped before the first simulation: the greedy plan, unsimulated
+      res.plan = first;
+      res.seed_policy = names[0];
+      finish(res, false);
+      return res;
+    }
+    // Local moves from the best seed.
+    while (!stop() && !gaps_.empty()) {
+      Plan cand = best_->plan;
+      if (!move(cand)) continue;
+      SimResult s = eval(cand);
+      if (score(s) < score(best_->sim) * (1 - 1e-9)) {
+        ++improvements_;
+        consider(cand, s, best_->seed);
+      }
+    }
+    res.plan = best_->plan;
+    res.sim = best_->sim;
+    res.seed_policy = best_->seed;
+    finish(res, true);
+    return res;
+  }
+
+ private:
+  struct Best {
+    Plan plan;
+    SimResult sim;
+    std::string seed;
+  };
+
+  std::size_t add_gap(Gap g) {
+    gaps_.push_back(g);
+    return gaps_.size() - 1;
+  }
+
+  Plan make_seed(const std::string& name) const {
+    CapuchinOptions swap_only;
+    swap_only.allow_recompute = false;
+    if (name == "capuchin")
+      return o_.allow_recompute ? plan_capuchin(a_, budget_)
+                                : plan_capuchin(a_, budget_, swap_only);
+    if (name == "swap-only") return plan_capuchin(a_, budget_, swap_only);
+    if (name == "recompute") return plan_recompute_only(a_, budget_);
+    if (name == "delta") return plan_delta(a_, budget_);
+    if (name == "vdnn") return plan_vdnn(a_, budget_);
+    return plan_lru(a_, budget_);
+  }
+
+  // `simulated`: res.sim holds the plan's simulation, which then decides `fits`; otherwise the
+  // greedy planner's own verdict stands (its memory model is the simulator's).
+  void finish(SearchResult& res, bool simulated) {
+    res.plan.policy = "capuchin";
+    if (simulated) res.plan.fits = res.sim.feasible && res.sim.demand_evictions == 0;
+    if (!res.plan.fits && res.plan.reason.empty())
+      res.plan.reason = "the best plan found still needs demand evictions";
+    if (res.plan.fits) res.plan.reason.clear();
+    res.evaluations = evaluations_;
+    res.improvements = improvements_;
+    res.cancelled = o_.cancel && o_.cancel->load(std::memory_order_relaxed);
+    res.out_of_time = out_of_time_;
+  }
+
+  void strip_recompute(Plan& p) const {
+    for (PlanEntry& e : p.entries)
+      if (e.kind == EvictKind::kRecompute) {
+        e.kind = EvictKind::kSwap;
+        if (e.trigger == kNoLaunch) e.trigger = e.back_access;
+        e.swap_in_us = static_cast<double>(t_.regions[a_.index.at(e.region)].bytes) /
+                       (t_.device.h2d_bytes_per_s / 1e6);
+      }
+  }
+
+  bool stop() {
+    if (evaluations_ >= o_.max_evaluations) return true;
+    if (o_.cancel && o_.cancel->load(std::memory_order_relaxed)) return true;
+    if (o_.now_ms && o_.now_ms() - start_ms_ > o_.time_budget_ms) {
+      out_of_time_ = true;
+      return true;
+    }
+    return false;
+  }
+
+  SimResult eval(const Plan& p) {
+    ++evaluations_;
+    return simulate(a_, p, budget_);
+  }
+
+  void consider(const Plan& p, const SimResult& s, const std::string& seed) {
+    if (best_ && score(s) >= score(best_->sim)) return;
+    best_ = Best{p, s, seed};
+    if (o_.on_improvement) {
+      Plan pub = p;
+      pub.policy = "capuchin";
+      pub.fits = s.feasible && s.demand_evictions == 0;
+      o_.on_improvement(pub, s);
+    }
+  }
+
+  std::size_t pick(std::size_t n) { return static_cast<std::size_t>(rng_() % n); }
+
+  bool recomputable(const Gap& g) const {
+    if (!o_.allow_recompute) return false;
+    const Region& reg = t_.regions[g.r];
+    if (!reg.recompute || (g.b != kNoLaunch && g.b <= g.e)) return false;
+    if (g.b == kNoLaunch) return true;  // a drop of dead data
+    for (RegionId s : reg.recompute->sources) {
+      auto it = a_.index.find(s);
+      if (it == a_.index.end() || a_.first_live[it->second] > g.b || a_.last_live[it->second] < g.b)
+        return false;
+    }
+    return true;
+  }
+
+  PlanEntry entry_for(const Gap& g, bool recompute) const {
+    PlanEntry e;
+    e.region = t_.regions[g.r].id;
+    e.evict_after = g.e;
+    e.back_access = g.b;
+    if (recompute) {
+      e.kind = EvictKind::kRecompute;
+      e.trigger = g.b;
+      return e;
+    }
+    e.kind = EvictKind::kSwap;
+    if (g.b == kNoLaunch) return e;
+    const SwapTiming st = swap_timing(a_, t_.regions[g.r].bytes, g.e, g.b);
+    e.trigger = st.in_trigger;
+    if (g.b > g.e) e.trigger = std::clamp(e.trigger, g.e + 1, g.b);
+    e.swap_in_us = st.swap_in_us;
+    return e;
+  }
+
+  std::optional<std::size_t> find(const Plan& p, const Gap& g) const {
+    const RegionId id = t_.regions[g.r].id;
+    for (std::size_t k = 0; k < p.entries.size(); ++k)
+      if (p.entries[k].region == id && p.entries[k].evict_after == g.e) return k;
+    return std::nullopt;
+  }
+
+  // Edits `p` by one move; false when the move drawn does not apply.
+  bool move(Plan& p) {
+    const std::size_t kind = pick(10);
+    if (p.entries.empty() || kind < 2) {  // add an eviction
+      const Gap& g = gaps_[pick(gaps_.size())];
+      if (find(p, g)) return false;
+      p.entries.push_back(entry_for(g, recomputable(g) && pick(2) == 0));
+      return true;
+    }
+    if (kind == 2 && !persistent_.empty()) {  // a persistent region off between all its uses
+      const auto& gs = persistent_[pick(persistent_.size())];
+      bool added = false;
+      for (std::size_t gi : gs)
+        if (!find(p, gaps_[gi])) p.entries.push_back(entry_for(gaps_[gi], false)), added = true;
+      return added;
+    }
+    // Prefer the entries that were late last time.
+    std::size_t k = pick(p.entries.size());
+    if (kind >= 7 && !best_->sim.lateness_us.empty()) {
+      std::vector<std::size_t> late;
+      for (std::size_t j = 0; j < best_->sim.lateness_us.size() && j < p.entries.size(); ++j)
+        if (best_->sim.lateness_us[j] > 0) late.push_back(j);
+      if (!late.empty()) k = late[pick(late.size())];
+    }
+    PlanEntry& e = p.entries[k];
+    const std::size_t r = a_.index.at(e.region);
+    switch (kind) {
+      case 3:  // drop the eviction
+        p.entries.erase(p.entries.begin() + static_cast<std::ptrdiff_t>(k));
+        return true;
+      case 4: {  // trade swap for recompute or back
+        const Gap g{r, e.evict_after, e.back_access};
+        const bool to_recompute = e.kind == EvictKind::kSwap;
+        if (to_recompute && !recomputable(g)) return false;
+        e = entry_for(g, to_recompute);
+        return true;
+      }
+      case 5: {  // move the eviction to another gap of the same region
+        std::vector<std::size_t> same;
+        for (std::size_t gi = 0; gi < gaps_.size(); ++gi)
+          if (gaps_[gi].r == r && gaps_[gi].e != e.evict_after && !find(p, gaps_[gi]))
+            same.push_back(gi);
+        if (same.empty()) return false;
+        const Gap& g = gaps_[same[pick(same.size())]];
+        e = entry_for(g, e.kind == EvictKind::kRecompute && recomputable(g));
+        return true;
+      }
+      default: {  // shift a restore's trigger
+        if (e.kind != EvictKind::kSwap || e.back_access == kNoLaunch || e.trigger == kNoLaunch)
+          return false;
+        const bool wrap = is_wrap(e);
+        const std::size_t lo = wrap ? 0 : e.evict_after + 1, hi = e.back_access;
+        if (hi <= lo) return false;
+        const std::size_t span = std::max<std::size_t>(1, (hi - lo) / 4);
+        const std::size_t d = 1 + pick(span);
+        const bool earlier = kind >= 7 || pick(2) == 0;
+        std::size_t t = e.trigger;
+        t = earlier ? (t >= lo + d ? t - d : lo) : std::min(hi, t + d);
+        if (t == e.trigger) return false;
+        e.trigger = t;
+        return true;
+      }
+    }
+  }
+
+  const Analysis& a_;
+  const Trace& t_;
+  std::uint64_t budget_;
+  const SearchOptions& o_;
+  std::mt19937_64 rng_;
+  double start_ms_ = 0;
+  std::vector<Gap> gaps_;
+  std::vector<std::vector<std::size_t>> persistent_;  // per persistent region: its gaps
+  std::optional<Best> best_;
+  std::size_t evaluations_ = 0, improvements_ = 0;
+  bool out_of_time_ = false;
+};
+
+}  // namespace
+
+SearchResult search_plan(const Analysis& a, std::uint64_t budget, const SearchOptions& options) {
+  if (options.allow_recompute || !a.trace) return Search(a, budget, options).run();
+  // Swap-only: plan on a copy of the trace that registers no recomputation, so that no seed
+  // (DELTA included) and no move can choose one. Positions and region ids are unchanged.
+  const Trace stripped = without_recompute(*a.trace);
+  const Analysis sa = analyze(stripped);
+  SearchResult r = Search(sa, budget, options).run();
+  r.sim = simulate(a, r.plan, budget);
+  r.plan.fits = r.sim.feasible && r.sim.demand_evictions == 0;
+  return r;
+}
+
+}  // namespace gswap::policy

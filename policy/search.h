@@ -1,0 +1,59 @@
+// search.h: improves on the greedy plan by local search scored by the simulator (HOME's idea —
+// search the whole plan with a simulator as the cost model — made practical by seeding with the
+// greedy plan and moving one decision at a time).
+//
+// It is anytime: the best plan so far is always available, and `on_improvement` hears of every
+// better one. It is deterministic for a seed: the sequence of moves tried depends on the trace,
+// the budget and the seed only; the clock, the evaluation cap and the cancellation flag decide
+// only where the sequence stops. Single-threaded; a caller runs it on a thread of its own.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "policy/analysis.h"
+#include "policy/plan.h"
+#include "policy/simulator.h"
+
+namespace gswap::policy {
+
+struct SearchOptions {
+  // Stop once now_ms() - start exceeds this (needs now_ms; ignored without it).
+  double time_budget_ms = 200;
+  // Milliseconds from any fixed origin. policy/ reads no clock of its own.
+  std::function<double()> now_ms;
+  // Stop after this many simulated plans (seeds included), whatever the clock says.
+  std::size_t max_evaluations = 1'000'000;
+  std::uint64_t seed = 1;
+  // Checked between evaluations; set from another thread to stop early.
+  const std::atomic<bool>* cancel = nullptr;
+  // False: swap-only plans, whatever the trace registers as recomputable.
+  bool allow_recompute = true;
+  // Called with every plan better than all before it (the first is the best seed).
+  std::function<void(const Plan&, const SimResult&)> on_improvement;
+};
+
+struct SearchResult {
+  Plan plan;      // the best plan found; plan.fits is true only if it ran with no demand eviction
+  SimResult sim;  // its simulation; empty (step_time_us 0) if the search stopped before the
+                  // first simulation finished, and then plan.fits is the greedy planner's verdict
+  std::string seed_policy;       // the seed it descends from
+  std::size_t evaluations = 0;   // plans simulated
+  std::size_t improvements = 0;  // accepted moves
+  bool cancelled = false;        // stopped by the flag
+  bool out_of_time = false;      // stopped by the time budget
+};
+
+// Seeds: the greedy hybrid plan (and its swap-only form), recompute-only, DELTA, vDNN and no
+// plan at all, each after a few rounds of the feedback rule; the best by simulated step time is
+// then improved by local moves: shift a trigger, move an eviction to another gap of the same
+// region, add or drop an eviction, trade swap for recompute or back, take a persistent region
+// off the device between all of its uses (and across the iteration boundary). A move is kept
+// when the simulated step is shorter. Plans with demand evictions count 2% slower, so a plan
+// that fits is preferred unless the other is clearly faster.
+SearchResult search_plan(const Analysis& a, std::uint64_t budget, const SearchOptions& options);
+
+}  // namespace gswap::policy
