@@ -21,34 +21,132 @@ namespace {
 constexpr double kEps = 1e-9;
 constexpr std::size_t kMaxLineage = 16;  // sources visited while substituting dropped ones
 
-// One copy engine's schedule: disjoint busy intervals sorted by start.
+// One copy engine's schedule: disjoint busy intervals sorted by start, kept in blocks of at
+// most kBlock intervals. Each block caches the largest gap between its own consecutive
+// intervals, so a search for the first gap of a given length skips whole blocks of a saturated
+// engine instead of walking thousands of small gaps (which made planning quadratic).
 class Engine {
  public:
+  // Earliest start >= t of a free interval of length len.
   double earliest(double t, double len) const {
-    auto it = std::lower_bound(busy_.begin(), busy_.end(), std::make_pair(t, t));
-    if (it != busy_.begin() && std::prev(it)->second > t) --it;
-    for (; it != busy_.end(); ++it) {
-      if (it->first >= t + len - kEps) break;
-      t = std::max(t, it->second);
+    std::size_t b = block_of(t);
+    while (b < blocks_.size()) {
+      const Block& blk = blocks_[b];
+      if (blk.iv.front().first >= t + len - kEps) return t;
+      auto it = std::lower_bound(blk.iv.begin(), blk.iv.end(), std::make_pair(t, t));
+      if (it != blk.iv.begin() && std::prev(it)->second > t) --it;
+      for (; it != blk.iv.end(); ++it) {
+        if (it->first >= t + len - kEps) return t;
+        t = std::max(t, it->second);
+      }
+      // Skip the blocks with no gap of len (before or inside them) in O(log blocks).
+      const std::size_t next = first_gap_at_least(b + 1, len - kEps);
+      if (next >= blocks_.size()) return std::max(t, blocks_.back().iv.back().second);
+      t = std::max(t, blocks_[next - 1].iv.back().second);
+      b = next;
     }
     return t;
   }
   // Touching intervals are merged, so a saturated engine is one interval, not thousands.
   void insert(double s, double len) {
-    auto p = std::make_pair(s, s + len);
-    auto it = busy_.insert(std::lower_bound(busy_.begin(), busy_.end(), p), p);
-    if (it != busy_.begin() && std::prev(it)->second >= it->first - kEps) {
-      std::prev(it)->second = std::max(std::prev(it)->second, it->second);
-      it = busy_.erase(it) - 1;
+    std::pair<double, double> p{s, s + len};
+    if (blocks_.empty()) {
+      blocks_.push_back({{p}, 0});
+      rebuild();
+      return;
     }
-    while (std::next(it) != busy_.end() && std::next(it)->first <= it->second + kEps) {
+    const std::size_t count = blocks_.size();
+    std::size_t b = block_of(s);
+    auto& iv = blocks_[b].iv;
+    auto it = iv.insert(std::lower_bound(iv.begin(), iv.end(), p), p);
+    if (it != iv.begin() && std::prev(it)->second >= it->first - kEps) {
+      std::prev(it)->second = std::max(std::prev(it)->second, it->second);
+      it = iv.erase(it) - 1;
+    }
+    while (std::next(it) != iv.end() && std::next(it)->first <= it->second + kEps) {
       it->second = std::max(it->second, std::next(it)->second);
-      busy_.erase(std::next(it));
+      iv.erase(std::next(it));
+    }
+    // Merge across the boundary with the next blocks.
+    while (b + 1 < blocks_.size() && blocks_[b + 1].iv.front().first <= iv.back().second + kEps) {
+      auto& nx = blocks_[b + 1].iv;
+      iv.back().second = std::max(iv.back().second, nx.front().second);
+      nx.erase(nx.begin());
+      if (nx.empty()) {
+        blocks_.erase(blocks_.begin() + static_cast<std::ptrdiff_t>(b + 1));
+      } else {
+        refresh(b + 1);
+        break;
+      }
+    }
+    if (iv.size() > 2 * kBlock) {
+      Block tail{std::vector<std::pair<double, double>>(iv.begin() + kBlock, iv.end()), 0};
+      iv.resize(kBlock);
+      blocks_.insert(blocks_.begin() + static_cast<std::ptrdiff_t>(b + 1), std::move(tail));
+      refresh(b + 1);
+    }
+    refresh(b);
+    if (blocks_.size() != count) {
+      rebuild();
+    } else {
+      update(b);
+      if (b + 1 < blocks_.size()) update(b + 1);
     }
   }
 
  private:
-  std::vector<std::pair<double, double>> busy_;
+  static constexpr std::size_t kBlock = 64;
+  struct Block {
+    std::vector<std::pair<double, double>> iv;
+    double max_gap = 0;  // largest gap between consecutive intervals of this block
+  };
+  // The block whose first interval starts at or before t (block 0 when none does).
+  std::size_t block_of(double t) const {
+    auto it = std::upper_bound(blocks_.begin(), blocks_.end(), t,
+                               [](double v, const Block& b) { return v < b.iv.front().first; });
+    return it == blocks_.begin() ? 0 : static_cast<std::size_t>(it - blocks_.begin()) - 1;
+  }
+  void refresh(std::size_t b) {
+    Block& blk = blocks_[b];
+    blk.max_gap = 0;
+    for (std::size_t k = 1; k < blk.iv.size(); ++k)
+      blk.max_gap = std::max(blk.max_gap, blk.iv[k].first - blk.iv[k - 1].second);
+  }
+  // Largest gap before or inside block b.
+  double gap_of(std::size_t b) const {
+    const double before =
+        b == 0 ? 0 : blocks_[b].iv.front().first - blocks_[b - 1].iv.back().second;
+    return std::max(before, blocks_[b].max_gap);
+  }
+  void rebuild() {
+    size_ = 1;
+    while (size_ < blocks_.size()) size_ <<= 1;
+    tree_.assign(2 * size_, -1);
+    for (std::size_t b = 0; b < blocks_.size(); ++b) tree_[size_ + b] = gap_of(b);
+    for (std::size_t k = size_ - 1; k >= 1; --k)
+      tree_[k] = std::max(tree_[2 * k], tree_[2 * k + 1]);
+  }
+  void update(std::size_t b) {
+    std::size_t k = size_ + b;
+    tree_[k] = gap_of(b);
+    for (k /= 2; k >= 1; k /= 2) tree_[k] = std::max(tree_[2 * k], tree_[2 * k + 1]);
+  }
+  // First block >= from whose gap_of is at least len (blocks_.size() when none).
+  std::size_t first_gap_at_least(std::size_t from, double len) const {
+    if (from >= blocks_.size()) return blocks_.size();
+    return first(1, 0, size_ - 1, from, len);
+  }
+  std::size_t first(std::size_t k, std::size_t lo, std::size_t hi, std::size_t from,
+                    double len) const {
+    if (hi < from || tree_[k] < len) return blocks_.size();
+    if (lo == hi) return lo < blocks_.size() ? lo : blocks_.size();
+    const std::size_t mid = (lo + hi) / 2;
+    const std::size_t got = first(2 * k, lo, mid, from, len);
+    return got != blocks_.size() ? got : first(2 * k + 1, mid + 1, hi, from, len);
+  }
+  std::vector<Block> blocks_;
+  std::vector<double> tree_;  // max of gap_of over block ranges
+  std::size_t size_ = 1;
 };
 
 struct Chosen {
