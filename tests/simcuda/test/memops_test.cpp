@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "sc_test.h"
+#include "simcuda.h"
 
 // The per-thread-default-stream ABI, which cuda.h only declares under
 // CUDA_API_PER_THREAD_DEFAULT_STREAM.
@@ -34,9 +35,24 @@ void poke32(CUdeviceptr p, uint32_t v) {
   __atomic_store_n(reinterpret_cast<uint32_t*>(p), v, __ATOMIC_RELEASE);
 }
 
-// A wait that should still hold: give the worker a moment to (wrongly) pass it, then query.
+unsigned long long unmet_reads() {
+  unsigned long long v = 0;
+  EXPECT_EQ(simcudaGetCounter("wait_value_unmet", &v), 0);
+  return v;
+}
+
+// A wait that should still hold. Once its stream's worker has read the word and found the
+// condition unmet after this call (the counter moves; no other wait is pending in these tests),
+// the stream must still be busy; a wait passed wrongly finishes its stream instead.
 void expect_blocked(CUstream s) {
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  unsigned long long base = unmet_reads();
+  bool seen = false;
+  for (int i = 0; i < 3'000'000 && !seen; ++i) {
+    if (cuStreamQuery(s) == CUDA_SUCCESS) break;
+    seen = unmet_reads() > base;
+    if (!seen) std::this_thread::sleep_for(std::chrono::microseconds(10));
+  }
+  EXPECT_TRUE(seen) << "the wait never read an unmet value";
   EXPECT_EQ(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
 }
 

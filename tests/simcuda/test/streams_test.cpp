@@ -2,11 +2,13 @@
 // against non-blocking streams, per-thread default streams, host functions, and graph capture.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <thread>
 #include <vector>
 
 #include "sc_test.h"
+#include "simcuda.h"
 
 // The per-thread-default-stream ABI, which cuda.h only declares under
 // CUDA_API_PER_THREAD_DEFAULT_STREAM.
@@ -105,31 +107,88 @@ TEST_F(Sim, CrossStreamWaitOnEvent) {
 }
 
 TEST_F(Sim, EventTiming) {
-  load_kernels();
-  CUstream s;
-  CK(cuStreamCreate(&s, 0));
-  CUevent start, stop, untimed;
+  CUstream s, other;
+  CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CK(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
+  CUevent start, mid, stop, untimed;
   CK(cuEventCreate(&start, 0));
+  CK(cuEventCreate(&mid, 0));
   CK(cuEventCreate(&stop, CU_EVENT_BLOCKING_SYNC));
   CK(cuEventCreate(&untimed, CU_EVENT_DISABLE_TIMING));
   float ms = 0;
   EXPECT_EQ(cuEventElapsedTime(&ms, start, stop), CUDA_ERROR_INVALID_HANDLE);  // never recorded
   CK(cuEventRecord(start, s));
-  uint64_t ns = 30'000'000;
-  void* args[] = {&ns};
-  CK(cuLaunchKernel(busy, 1, 1, 1, 1, 1, 1, 0, s, args, nullptr));
+  CK(cuEventSynchronize(start));
+  Gate* gate = Gate::make();
+  CK(gate->block(s));
   CK(cuEventRecord(stop, s));
   CK(cuEventRecord(untimed, s));
-  CUresult q = cuEventQuery(stop);
-  EXPECT_TRUE(q == CUDA_ERROR_NOT_READY || q == CUDA_SUCCESS);
-  CUresult early = cuEventElapsedTime(&ms, start, stop);
-  EXPECT_TRUE(early == CUDA_ERROR_NOT_READY || early == CUDA_SUCCESS);
+  // stop is behind the held gate: not reached, so neither complete nor measurable.
+  EXPECT_EQ(cuEventQuery(stop), CUDA_ERROR_NOT_READY);
+  EXPECT_EQ(cuEventElapsedTime(&ms, start, stop), CUDA_ERROR_NOT_READY);
+  // mid is reached on another stream while s is still held...
+  CK(cuEventRecord(mid, other));
+  CK(cuEventSynchronize(mid));
+  EXPECT_EQ(cuEventQuery(stop), CUDA_ERROR_NOT_READY);
+  gate->release();
   CK(cuEventSynchronize(stop));
-  CK(cuEventElapsedTime(&ms, start, stop));
-  EXPECT_GE(ms, 30.0f);  // at least the declared kernel duration
+  // ...so timestamps taken when each stream reaches its event order start <= mid <= stop, although
+  // stop was recorded before mid.
+  float start_mid = 0, mid_stop = 0, start_stop = 0, stop_start = 0;
+  CK(cuEventElapsedTime(&start_mid, start, mid));
+  CK(cuEventElapsedTime(&mid_stop, mid, stop));
+  CK(cuEventElapsedTime(&start_stop, start, stop));
+  CK(cuEventElapsedTime(&stop_start, stop, start));
+  EXPECT_GE(start_mid, 0.0f);
+  EXPECT_GE(mid_stop, 0.0f);
+  EXPECT_NEAR(start_mid + mid_stop, start_stop, 1e-3f);
+  EXPECT_EQ(stop_start, -start_stop);
   EXPECT_EQ(cuEventElapsedTime(&ms, start, untimed), CUDA_ERROR_INVALID_HANDLE);
-  for (CUevent e : {start, stop, untimed}) CK(cuEventDestroy(e));
+  for (CUevent e : {start, mid, stop, untimed}) CK(cuEventDestroy(e));
   CK(cuStreamDestroy(s));
+  CK(cuStreamDestroy(other));
+}
+
+// Spins until pred() holds; false after 30 s (only a broken simcuda gets there).
+template <class Pred>
+static bool spin_until(Pred pred) {
+  for (int i = 0; i < 3'000'000; ++i) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::microseconds(10));
+  }
+  return false;
+}
+
+static unsigned long long counter(const char* name) {
+  unsigned long long v = 0;
+  return simcudaGetCounter(name, &v) == 0 ? v : ~0ull;
+}
+
+// Runs in a re-executed child, so that it can leave a stream busy for minutes and exit.
+static bool kernel_duration_child() {
+  CUdevice d;
+  CUcontext c;
+  CUmodule m;
+  CUfunction f;
+  CUstream s;
+  CUdeviceptr flag;
+  if (cuInit(0) || cuDeviceGet(&d, 0) || cuDevicePrimaryCtxRetain(&c, d) || cuCtxSetCurrent(c) ||
+      cuModuleLoad(&m, module_path("test_kernels").c_str()) ||
+      cuModuleGetFunction(&f, m, "mark_busy") || cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) ||
+      cuMemAlloc(&flag, 4) || cuMemsetD32(flag, 0, 1))
+    return false;
+  uint64_t ns = 600'000'000'000;  // ten minutes of simulated GPU time
+  void* args[] = {&ns, &flag};
+  if (cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, args, nullptr)) return false;
+  auto* set = reinterpret_cast<int32_t*>(flag);
+  if (!spin_until([&] { return __atomic_load_n(set, __ATOMIC_ACQUIRE) == 1; })) return false;
+  // The kernel's host function has run, but its stream stays busy for the declared duration.
+  return cuStreamQuery(s) == CUDA_ERROR_NOT_READY;
+}
+
+TEST(SimcudaDuration, KernelHoldsItsStreamForItsDeclaredDuration) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(std::_Exit(kernel_duration_child() ? 0 : 1), ::testing::ExitedWithCode(0), "");
 }
 
 TEST_F(Sim, LegacyStreamOrdersBlockingStreamsButNotNonBlocking) {
@@ -196,41 +255,42 @@ TEST_F(Sim, PerThreadDefaultStreamsAreIndependent) {
   EXPECT_EQ(log.read(), std::vector<int32_t>{5});
 }
 
-TEST_F(Sim, SameDirectionCopiesShareOneEngine) {
-  // ctest runs this binary with SIMCUDA_H2D_BPS=1e9: an 8 MB copy holds the H2D engine >= 8 ms.
-  const char* bps = std::getenv("SIMCUDA_H2D_BPS");
-  if (!bps || std::strtod(bps, nullptr) != 1e9) GTEST_SKIP() << "needs SIMCUDA_H2D_BPS=1e9";
-  const size_t n = 8'000'000;
+// Runs in a re-executed child with a host-to-device rate of 1000 bytes/s, so that one 64 KiB copy
+// holds the H2D engine for over a minute, and exits without waiting for it.
+static bool copy_engine_child() {
+  setenv("SIMCUDA_H2D_BPS", "1000", 1);
+  CUdevice dv;
+  CUcontext c;
+  CUstream a, b, up;
   CUdeviceptr d;
-  CK(cuMemAlloc(&d, 2 * n));
-  std::vector<uint8_t> host(n, 1);
-  CUstream a, b;
-  CK(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
-  CK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
-  CUevent start, end_a, end_b;
-  for (CUevent* e : {&start, &end_a, &end_b}) CK(cuEventCreate(e, 0));
-  Gate* gate = Gate::make();
-  CK(gate->block(a));  // both copies are queued before either can start
-  CK(cuEventRecord(start, a));
-  CK(cuStreamWaitEvent(b, start, 0));
-  CK(cuMemcpyHtoDAsync(d, host.data(), n, a));
-  CK(cuMemcpyHtoDAsync(d + n, host.data(), n, b));
-  CK(cuEventRecord(end_a, a));
-  CK(cuEventRecord(end_b, b));
-  gate->release();
-  CK(cuEventSynchronize(end_a));
-  CK(cuEventSynchronize(end_b));
-  float ta = 0, tb = 0;
-  CK(cuEventElapsedTime(&ta, start, end_a));
-  CK(cuEventElapsedTime(&tb, start, end_b));
-  // Each copy takes >= 8 ms; on one engine the later one ends >= 16 ms after the start. (A lower
-  // bound that follows from the throttle itself, not a timing expectation of the machine.)
-  EXPECT_GE(std::max(ta, tb), 16.0f);
-  EXPECT_GE(std::min(ta, tb), 8.0f);
-  for (CUevent e : {start, end_a, end_b}) CK(cuEventDestroy(e));
-  CK(cuStreamDestroy(a));
-  CK(cuStreamDestroy(b));
-  CK(cuMemFree(d));
+  const size_t n = 64 << 10;
+  if (cuInit(0) || cuDeviceGet(&dv, 0) || cuDevicePrimaryCtxRetain(&c, dv) || cuCtxSetCurrent(c) ||
+      cuStreamCreate(&a, CU_STREAM_NON_BLOCKING) || cuStreamCreate(&b, CU_STREAM_NON_BLOCKING) ||
+      cuStreamCreate(&up, CU_STREAM_NON_BLOCKING) || cuMemAlloc(&d, 2 * n) ||
+      cuMemsetD8(d, 0, 2 * n))
+    return false;
+  std::vector<uint8_t> host(n, 0x5a), down(1, 0);
+  auto* dev = reinterpret_cast<volatile uint8_t*>(d);
+  if (cuMemcpyHtoDAsync(d, host.data(), n, a)) return false;
+  // The copy's bytes have landed; it now holds the engine (and its stream) for n / rate seconds.
+  if (!spin_until([&] { return dev[n - 1] == 0x5a; })) return false;
+  if (cuStreamQuery(a) != CUDA_ERROR_NOT_READY) return false;
+  // A 1-byte copy in the same direction on another stream waits for the engine...
+  unsigned long long waits = counter("copy_engine_waits");
+  if (cuMemcpyHtoDAsync(d + n, host.data(), 1, b)) return false;
+  if (!spin_until(
+          [&] { return counter("copy_engine_waits") > waits || cuStreamQuery(b) == CUDA_SUCCESS; }))
+    return false;
+  if (cuStreamQuery(b) != CUDA_ERROR_NOT_READY || dev[n] != 0) return false;
+  // ...while a copy in the other direction runs at once.
+  if (cuMemcpyDtoHAsync(down.data(), d, 1, up)) return false;
+  if (!spin_until([&] { return cuStreamQuery(up) == CUDA_SUCCESS; })) return false;
+  return down[0] == 0x5a && cuStreamQuery(b) == CUDA_ERROR_NOT_READY;
+}
+
+TEST(SimcudaThrottle, SameDirectionCopiesShareOneEngine) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(std::_Exit(copy_engine_child() ? 0 : 1), ::testing::ExitedWithCode(0), "");
 }
 
 TEST_F(Sim, ThrottledCopiesStayCorrect) {

@@ -70,15 +70,32 @@ static uint64_t busy_duration(const simcuda_launch* l) {
 }
 static const simcuda_param busy_params[] = {{0, sizeof(uint64_t)}};
 
+/* mark_busy(ns, flag): sets *flag to 1, then occupies its stream for ns nanoseconds, so a test can
+ * see the kernel has started and that its stream is still busy afterwards. */
+struct mark_busy_args {
+  uint64_t ns;
+  int32_t* flag;
+};
+static void mark_busy(const simcuda_launch* l) {
+  const struct mark_busy_args* p = (const struct mark_busy_args*)l->params;
+  __atomic_store_n(p->flag, 1, __ATOMIC_RELEASE);
+}
+static const simcuda_param mark_busy_params[] = {
+    {offsetof(struct mark_busy_args, ns), sizeof(uint64_t)},
+    {offsetof(struct mark_busy_args, flag), sizeof(void*)},
+};
+
 static const simcuda_kernel_desc kernels[] = {
     {"append", append, 3, append_params, 0, NULL},
     {"sleep_append", append, 3, append_params, 20000000, NULL},
     {"record", record, 5, record_params, 0, NULL},
     {"touch", touch, 1, touch_params, 0, NULL},
     {"busy", busy, 1, busy_params, 0, busy_duration},
+    {"mark_busy", mark_busy, 2, mark_busy_params, 0, busy_duration},
 };
 
 SIMCUDA_EXPORT const simcuda_module_desc* SIMCUDA_MODULE_ENTRY(void) {
-  static const simcuda_module_desc m = {SIMCUDA_ABI_VERSION, 5, kernels};
+  static const simcuda_module_desc m = {SIMCUDA_ABI_VERSION, sizeof kernels / sizeof kernels[0],
+                                        kernels};
   return &m;
 }
