@@ -315,4 +315,10 @@ SearchResult search_plan(const Analysis& a, std::uint64_t budget, const SearchOp
   return r;
 }
 
+SearchResult plan_iteration(const Trace& trace, std::uint64_t budget,
+                            const SearchOptions& options) {
+  const Analysis a = analyze(trace);
+  return search_plan(a, budget, options);
+}
+
 }  // namespace gswap::policy

@@ -56,4 +56,10 @@ struct SearchResult {
 // that fits is preferred unless the other is clearly faster.
 SearchResult search_plan(const Analysis& a, std::uint64_t budget, const SearchOptions& options);
 
+// The daemon's entry point: analyses one iteration's trace and returns the best plan found
+// within the options' time budget (the greedy plan at least, also when the budget ends first).
+// Thread-compatible: it touches nothing but its arguments, so a background thread may run it
+// while another sets `options.cancel`; `options.on_improvement` is called on the calling thread.
+SearchResult plan_iteration(const Trace& trace, std::uint64_t budget, const SearchOptions& options);
+
 }  // namespace gswap::policy

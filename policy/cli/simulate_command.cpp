@@ -1,7 +1,8 @@
-// simulate_command.cpp: `simulate --trace F --budget B --policy P [--json]`. Loads a trace (a
-// file, or a built-in reference with ref:NAME), plans it under the budget with one policy,
-// simulates the plan and prints the prediction next to the lower bound. Errors are thrown as
-// CLI::Error / std::runtime_error for the caller's command boundary to report.
+// simulate_command.cpp: `simulate --trace F --budget B --policy P [--json] [--no-recompute]
+// [--search-ms MS] [--seed N]`. Loads a trace (a file, or a built-in one with ref:NAME), plans it
+// under the budget with one policy (capuchin: the greedy plan improved by the search, as gswapd
+// plans), simulates the plan and prints the prediction next to the lower bound. Errors are thrown
+// as CLI::Error / std::runtime_error for the caller's command boundary to report.
 #include "policy/cli/simulate_command.h"
 
 #include <chrono>
@@ -15,8 +16,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "policy/corpus.h"
 #include "policy/planners.h"
 #include "policy/reference_traces.h"
+#include "policy/search.h"
 #include "policy/trace_json.h"
 #include "proto/settings.h"
 
@@ -26,15 +29,20 @@ namespace {
 struct Options {
   std::string trace, budget, policy = "capuchin";
   bool json = false;
+  bool no_recompute = false;
+  double search_ms = 200;
+  std::uint64_t seed = 1;
 };
 
 Trace load_trace(const std::string& spec) {
   if (spec.rfind("ref:", 0) == 0) {
     auto t = reference_trace(spec.substr(4));
+    if (!t) t = corpus_trace(spec.substr(4));
     if (!t) {
       std::string names;
       for (auto n : reference_trace_names())
         names += std::string(names.empty() ? "" : ", ") + "ref:" + std::string(n);
+      for (auto n : corpus_trace_names()) names += ", ref:" + std::string(n);
       throw std::runtime_error("unknown reference trace '" + spec + "' (known: " + names + ")");
     }
     return std::move(*t);
@@ -63,10 +71,30 @@ void run(const Options& o) {
                                "expected bytes with a unit (6GiB) or a percentage "
                                "of the trace's peak (50%), got '" +
                                    o.budget + "'");
-  const Trace trace = load_trace(o.trace);
+  if (o.search_ms < 0) throw CLI::ValidationError("--search-ms", "must not be negative");
+  Trace trace = load_trace(o.trace);
+  if (o.no_recompute) trace = without_recompute(std::move(trace));
   const Analysis a = analyze(trace);
   const std::uint64_t budget = size.resolve(a.peak_bytes);
-  const Evaluation ev = evaluate(*kind, a, budget, now_ms);
+  Evaluation ev;
+  std::size_t evaluations = 0;
+  if (*kind == PolicyKind::kCapuchin && o.search_ms > 0) {
+    // What gswapd runs: the greedy plan improved by the search for the same time budget.
+    SearchOptions so;
+    so.time_budget_ms = o.search_ms;
+    so.now_ms = now_ms;
+    so.seed = o.seed;
+    const double t0 = now_ms();
+    SearchResult r = search_plan(a, budget, so);
+    ev.plan_time_ms = now_ms() - t0;
+    ev.plan = std::move(r.plan);
+    ev.sim =
+        r.sim.step_time_us > 0 || !r.sim.feasible ? std::move(r.sim) : simulate(a, ev.plan, budget);
+    ev.bound = lower_bound(a, budget);
+    evaluations = r.evaluations;
+  } else {
+    ev = evaluate(*kind, a, budget, now_ms);
+  }
   const SimResult& s = ev.sim;
   const bool feasible = ev.plan.feasible && s.feasible;
   const std::string reason = !ev.plan.feasible ? ev.plan.reason : s.reason;
@@ -90,7 +118,10 @@ void run(const Options& o) {
                         {"d2h_busy_us", s.d2h_busy_us},
                         {"demand_evictions", s.demand_evictions},
                         {"plan_entries", ev.plan.entries.size()},
-                        {"plan_time_ms", ev.plan_time_ms}};
+                        {"plan_fits", ev.plan.fits},
+                        {"plan_time_ms", ev.plan_time_ms},
+                        {"search_evaluations", evaluations},
+                        {"recompute", !o.no_recompute}};
     if (!feasible) j["error"] = reason;
     std::cout << j.dump() << "\n";
   } else if (feasible) {
@@ -117,7 +148,10 @@ void run(const Options& o) {
     row("d2h busy", us(s.d2h_busy_us));
     row("demand evictions", std::to_string(s.demand_evictions));
     row("plan entries", std::to_string(ev.plan.entries.size()));
+    row("plan fits", ev.plan.fits ? "yes" : "no");
     row("plan time", fmt::format("{:.2f} ms", ev.plan_time_ms));
+    if (evaluations) row("plans simulated", std::to_string(evaluations));
+    row("recompute", o.no_recompute ? "off (--no-recompute)" : "as registered");
   }
   if (!feasible)
     throw std::runtime_error("budget of " + std::to_string(budget) +
@@ -131,8 +165,9 @@ void add_simulate_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "simulate", "Predict a policy's step time under a memory budget from a trace (no daemon)");
   sub->add_option("--trace", o->trace,
-                  "trace file (gswap-trace JSON) or a built-in reference: ref:resnet50, "
-                  "ref:bert-large, ref:gpt2-medium")
+                  "trace file (gswap-trace JSON) or a built-in trace: ref:resnet50, "
+                  "ref:bert-large, ref:gpt2-medium, ref:vgg16, ref:vit-b16, ref:unet, "
+                  "ref:optimizer-heavy, ref:two-stream-bert, ref:random:SEED")
       ->required();
   sub->add_option("--budget", o->budget,
                   "device memory budget: bytes with a unit (6GiB, 512MiB) or a percentage of the "
@@ -144,6 +179,14 @@ void add_simulate_command(CLI::App& app) {
                   "(recompute-only)")
       ->capture_default_str();
   sub->add_flag("--json", o->json, "print one JSON object instead of a table");
+  sub->add_flag("--no-recompute", o->no_recompute,
+                "plan as for a program that registers no recompute callback: no region of the "
+                "trace is recomputable (swap-only plans)");
+  sub->add_option("--search-ms", o->search_ms,
+                  "capuchin: time the search may spend improving the greedy plan, as gswapd does "
+                  "(0: the greedy plan alone)")
+      ->capture_default_str();
+  sub->add_option("--seed", o->seed, "capuchin: the search's seed")->capture_default_str();
   sub->callback([o] { run(*o); });
 }
 
