@@ -72,56 +72,133 @@ CUresult hook_cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdevicep
 }
 
 namespace {
-// Attributes of a region address answered without the driver: an evicted region is unmapped, and
-// the driver would describe gswap's reservation rather than the application's allocation.
-bool region_attribute(CUpointer_attribute a, void* data, CUdeviceptr p) {
+
+// What a region looks like to the pointer-attribute queries. Every attribute is answered here,
+// never by the driver: an evicted region is unmapped (the driver would fail), and a resident one
+// is a slice of gswap's reservation backed by a VMM handle that changes with every restore, so
+// the driver's answers would describe gswap's memory, not the application's allocation, and
+// would change when the region moves.
+struct RegionFacts {
+  CUdeviceptr p, base;
+  std::size_t size, mapping;  // the allocation, and its granule-aligned slice of the reservation
+  CUcontext ctx;
+  CUdevice dev;
+  unsigned long long id;  // buffer and memory-block id
+};
+
+bool region_facts(CUdeviceptr p, RegionFacts* f) {
   CUdeviceptr base = 0;
-  size_t size = 0;
+  std::size_t size = 0;
   CUcontext ctx = nullptr;
   CUdevice dev = 0;
-  if (!data || !region_range(p, &base, &size) || !region_owner(&ctx, &dev)) return false;
+  if (!region_range(p, &base, &size) || !region_owner(&ctx, &dev)) return false;
+  Region* r = fast().map.find(base);
+  if (!r) return false;  // freed meanwhile: the driver answers
+  std::uint64_t granule = std::uint64_t{1} << fast().map.shift();
+  // Region ids are never reused, so the id is unique and stable over the process's life, as the
+  // driver's buffer ids are. The top bit keeps it apart from the ids the driver gives its own
+  // allocations (a counter, or on simcuda an address below 2^63).
+  *f = {p,
+        base,
+        size,
+        (size + granule - 1) & ~(granule - 1),
+        ctx,
+        dev,
+        (1ull << 63) | __atomic_load_n(&r->id, __ATOMIC_RELAXED)};
+  return true;
+}
+
+template <class T>
+CUresult put(void* data, T value) {
+  *static_cast<T*>(data) = value;
+  return CUDA_SUCCESS;
+}
+
+// One attribute of a region, as the driver answers it for an ordinary device allocation of that
+// size. `in_list`: for cuPointerGetAttributes, which writes every attribute it supports (a NULL
+// value where there is none) instead of failing.
+CUresult region_attribute(CUpointer_attribute a, void* data, const RegionFacts& f, bool in_list) {
+  if (!data) return CUDA_ERROR_INVALID_VALUE;
   switch (a) {
     case CU_POINTER_ATTRIBUTE_CONTEXT:
-      *static_cast<CUcontext*>(data) = ctx;
-      return true;
+      return put(data, f.ctx);
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
-      *static_cast<unsigned int*>(data) = CU_MEMORYTYPE_DEVICE;
-      return true;
+      return put<unsigned int>(data, CU_MEMORYTYPE_DEVICE);
     case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
-      *static_cast<CUdeviceptr*>(data) = p;
-      return true;
+      return put(data, f.p);
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+      // Device memory has no host address.
+      if (in_list) return put<void*>(data, nullptr);
+      return CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+      // Never set: the driver refuses to set it on VMM memory, and gswap's synchronous calls do
+      // not promise more than the driver's default.
+      return put<int>(data, 0);
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+    case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
+      return put<unsigned long long>(data, f.id);
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+      return put<int>(data, 0);
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-      *static_cast<int*>(data) = dev;
-      return true;
+      return put<int>(data, f.dev);
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+      // A region is VMM memory, which cuIpcGetMemHandle cannot export.
+      return put<int>(data, 0);
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-      *static_cast<CUdeviceptr*>(data) = base;
-      return true;
+      return put(data, f.base);
     case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-      *static_cast<size_t*>(data) = size;
-      return true;
+      return put<std::size_t>(data, f.size);
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+      // Mapped as far as the application can tell: gswap maps it back before any access.
+      return put<int>(data, 1);
+    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+      // The physical handle changes on every restore: none may be exported.
+      return put<unsigned long long>(data, CU_MEM_HANDLE_TYPE_NONE);
+    case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
+      // RDMA registration pins physical pages, which gswap unmaps on eviction.
+      return put<int>(data, 0);
+    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS: {
+      // gswap maps regions for their own device only; another device has no access.
+      CUdevice current = f.dev;
+      if (real().cuCtxGetDevice && real().cuCtxGetDevice(&current) != CUDA_SUCCESS) current = f.dev;
+      return put<unsigned int>(data, current == f.dev ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE
+                                                      : CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE);
+    }
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+      // cuMemAllocAsync is emulated with regions, not a pool.
+      return put<CUmemoryPool>(data, nullptr);
+    case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
+      return put<std::size_t>(data, f.mapping);
+    case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
+      return put(data, f.base);
+    case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE:
+      return put<int>(data, 0);
+    case CU_POINTER_ATTRIBUTE_P2P_TOKENS:
+      // Tokens let a kernel driver pin the physical pages, which gswap moves: not offered.
+      // cuPointerGetAttributes does not support this attribute at all.
+      return in_list ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED;
     default:
-      return false;  // the driver answers (the region may need to be resident)
+      return CUDA_ERROR_INVALID_VALUE;  // not an attribute this driver API defines
   }
 }
+
 }  // namespace
 
 CUresult hook_cuPointerGetAttribute(void* data, CUpointer_attribute a, CUdeviceptr p) {
-  if (region_attribute(a, data, p)) return CUDA_SUCCESS;
+  RegionFacts f;
+  if (region_facts(p, &f)) return region_attribute(a, data, f, false);
   return real().cuPointerGetAttribute(data, a, p);
 }
 
 CUresult hook_cuPointerGetAttributes(unsigned int n, CUpointer_attribute* attrs, void** data,
                                      CUdeviceptr p) {
-  CUdeviceptr base = 0;
-  size_t size = 0;
-  if (!attrs || !data || !region_range(p, &base, &size))
+  RegionFacts f;
+  if (!attrs || !data || !region_facts(p, &f))
     return real().cuPointerGetAttributes(n, attrs, data, p);
-  // Ask the driver for the rest first, then overwrite what gswap knows better.
-  CUresult e = real().cuPointerGetAttributes(n, attrs, data, p);
-  bool all_ours = true;
+  // As the driver does: every requested attribute is written, or the call fails.
   for (unsigned int i = 0; i < n; ++i)
-    all_ours = region_attribute(attrs[i], data[i], p) && all_ours;
-  return all_ours ? CUDA_SUCCESS : e;
+    if (CUresult e = region_attribute(attrs[i], data[i], f, true); e != CUDA_SUCCESS) return e;
+  return CUDA_SUCCESS;
 }
 
 CUresult hook_cuIpcGetMemHandle(CUipcMemHandle* h, CUdeviceptr p) {
