@@ -513,8 +513,14 @@ class Planner {
     // Repeated recomputation: chosen targets that read this region while it is dropped will
     // recompute it again.
     std::size_t dependents = 0;
-    for (std::size_t qi : readers_[c.r])
-      if (c.e < recomputes_[qi].b && recomputes_[qi].b < c.b) ++dependents;
+    for (std::size_t qi : readers_[c.r]) {
+      const std::size_t qb = recomputes_[qi].b;
+      if (!(c.e < qb && qb < c.b)) continue;
+      ++dependents;
+      // They will recompute this region at their own back-access, from these sources.
+      for (std::size_t s : ev.sources)
+        if (a_.first_live[s] > qb || a_.last_live[s] < qb) return std::nullopt;
+    }
     ev.cost += reg.recompute->cost_us * static_cast<double>(dependents);
     ev.cost = std::max(ev.cost, 1e-3);
     return ev;
