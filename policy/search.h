@@ -52,8 +52,8 @@ struct SearchResult {
 // then improved by local moves: shift a trigger, move an eviction to another gap of the same
 // region, add or drop an eviction, trade swap for recompute or back, take a persistent region
 // off the device between all of its uses (and across the iteration boundary). A move is kept
-// when the simulated step is shorter. Plans with demand evictions count 2% slower, so a plan
-// that fits is preferred unless the other is clearly faster.
+// when the simulated step is shorter. A plan with demand evictions loses ties to one that fits,
+// but a faster one wins (and is reported with fits == false).
 SearchResult search_plan(const Analysis& a, std::uint64_t budget, const SearchOptions& options);
 
 // The daemon's entry point: analyses one iteration's trace and returns the best plan found
