@@ -1,0 +1,83 @@
+// exact_test.cpp: the MILP optimum of small random iterations as the truth: the lower bound is
+// never above it, the simulator runs its schedule for about what the model says, and the
+// planner is measured against it (the benchmark records the exact ratios; here the thresholds
+// are loose).
+#include "policy/exact.h"
+
+#include <algorithm>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "policy/lower_bound.h"
+#include "policy/search.h"
+#include "policy/simulator.h"
+#include "policy/test_traces.h"
+
+namespace gswap::policy {
+namespace {
+
+using testing::add_region;
+using testing::empty_trace;
+using testing::kMiB;
+
+TEST(ExactTest, HiddenSwapIsOptimal) {
+  // X (4 MiB) used at 1 and 8, Y (8 MiB) live over 3..6, budget 8 MiB: X must be off over
+  // 3..6, and a 10 us copy each way hides in the 40 us between.
+  Trace t = empty_trace(10, 10.0, 4.0 * kMiB / 10e-6);
+  add_region(t, 4 * kMiB, 0, -1, {1, 8});
+  add_region(t, 8 * kMiB, 3, 6, {3, 4, 5, 6});
+  const Analysis a = analyze(t);
+  const ExactResult r = solve_exact(a, 8 * kMiB);
+  ASSERT_TRUE(r.solved) << r.reason;
+  EXPECT_TRUE(r.optimal);
+  EXPECT_NEAR(r.step_us, 100.0, 1e-6);
+  ASSERT_EQ(r.plan.entries.size(), 1u);
+  const SimResult s = simulate(a, r.plan, 8 * kMiB);
+  EXPECT_NEAR(s.step_time_us, 100.0, 1e-6);
+  EXPECT_EQ(s.demand_evictions, 0u);
+}
+
+TEST(ExactTest, RecomputeWhenTheLinkIsSlow) {
+  // The same shape with a link 20x slower: swapping X costs 200 us each way, recomputing it 5.
+  Trace t = empty_trace(10, 10.0, 4.0 * kMiB / 200e-6);
+  RegionId x = add_region(t, 4 * kMiB, 0, -1, {1, 8});
+  add_region(t, 8 * kMiB, 3, 6, {3, 4, 5, 6});
+  t.regions[x - 1].recompute = Recompute{5.0, {}};
+  const Analysis a = analyze(t);
+  const ExactResult r = solve_exact(a, 8 * kMiB);
+  ASSERT_TRUE(r.optimal) << r.reason;
+  EXPECT_NEAR(r.step_us, 105.0, 1e-6);
+  ASSERT_EQ(r.plan.entries.size(), 1u);
+  EXPECT_EQ(r.plan.entries[0].kind, EvictKind::kRecompute);
+}
+
+TEST(ExactTest, BoundBelowOptimumAndPlannerNearIt) {
+  std::mt19937_64 rng(7);
+  int solved = 0;
+  for (int k = 0; k < 60 && solved < 12; ++k) {
+    const Trace t = testing::random_trace(rng);
+    const Analysis a = analyze(t);
+    if (a.peak_bytes <= a.max_working_set || a.n > 26) continue;
+    const std::uint64_t budget = a.max_working_set + rng() % (a.peak_bytes - a.max_working_set + 1);
+    ExactOptions o;
+    o.time_limit_s = 5;
+    const ExactResult ex = solve_exact(a, budget, o);
+    if (!ex.optimal) continue;
+    ++solved;
+    const double lb = lower_bound(a, budget).bound_us;
+    EXPECT_LE(lb, ex.step_us * (1 + 1e-9)) << "trace " << k;
+    const SimResult sx = simulate(a, ex.plan, budget);
+    ASSERT_TRUE(sx.feasible) << "trace " << k;
+    EXPECT_GE(sx.step_time_us, lb * (1 - 1e-9)) << "trace " << k;
+    SearchOptions so;
+    so.max_evaluations = 300;
+    const SearchResult r = search_plan(a, budget, so);
+    // Loose: the benchmark records the exact ratios, and where the model and the simulator part.
+    EXPECT_LE(r.sim.step_time_us, sx.step_time_us * 1.6) << "trace " << k;
+  }
+  EXPECT_GE(solved, 8);
+}
+
+}  // namespace
+}  // namespace gswap::policy

@@ -1,0 +1,113 @@
+// search_test.cpp: the search is deterministic for a seed, anytime (stops on its clock, its
+// evaluation cap or a cancellation flag, with the best plan so far), and never worse than the
+// plan it was seeded with.
+#include "policy/search.h"
+
+#include <atomic>
+
+#include <gtest/gtest.h>
+
+#include "policy/capuchin.h"
+#include "policy/corpus.h"
+#include "policy/reference_traces.h"
+
+namespace gswap::policy {
+namespace {
+
+bool same(const Plan& x, const Plan& y) {
+  if (x.entries.size() != y.entries.size()) return false;
+  for (std::size_t k = 0; k < x.entries.size(); ++k) {
+    const PlanEntry &a = x.entries[k], &b = y.entries[k];
+    if (a.region != b.region || a.kind != b.kind || a.evict_after != b.evict_after ||
+        a.trigger != b.trigger || a.back_access != b.back_access)
+      return false;
+  }
+  return true;
+}
+
+TEST(SearchTest, DeterministicForASeed) {
+  const Trace t = make_unet(2);
+  const Analysis a = analyze(t);
+  const std::uint64_t budget = a.peak_bytes / 2;
+  SearchOptions o;
+  o.max_evaluations = 150;
+  o.seed = 42;
+  const SearchResult r1 = search_plan(a, budget, o);
+  const SearchResult r2 = search_plan(a, budget, o);
+  EXPECT_TRUE(same(r1.plan, r2.plan));
+  EXPECT_EQ(r1.sim.step_time_us, r2.sim.step_time_us);
+  EXPECT_EQ(r1.evaluations, 150u);
+  EXPECT_GT(r1.improvements, 0u);
+  // A clock only decides where the same sequence stops: a clock that never runs out gives the
+  // same plan as the evaluation cap.
+  double fake = 0;
+  o.now_ms = [&] { return fake; };
+  o.time_budget_ms = 1e9;
+  const SearchResult r3 = search_plan(a, budget, o);
+  EXPECT_TRUE(same(r1.plan, r3.plan));
+}
+
+TEST(SearchTest, ImprovesOnTheGreedyPlanAndReportsImprovements) {
+  const Trace t = without_recompute(make_vit_b16(8));
+  const Analysis a = analyze(t);
+  const std::uint64_t budget = a.peak_bytes / 2;
+  const SimResult greedy = simulate(a, plan_capuchin(a, budget), budget);
+  SearchOptions o;
+  o.max_evaluations = 200;
+  double last = 1e300;
+  int heard = 0;
+  o.on_improvement = [&](const Plan& p, const SimResult& s) {
+    EXPECT_LT(s.step_time_us, last * (1 + 1e-6));
+    EXPECT_EQ(p.fits, s.demand_evictions == 0);
+    last = s.step_time_us;
+    ++heard;
+  };
+  const SearchResult r = search_plan(a, budget, o);
+  EXPECT_LT(r.sim.step_time_us, greedy.step_time_us);
+  EXPECT_GT(heard, 1);
+  EXPECT_DOUBLE_EQ(last, r.sim.step_time_us);
+}
+
+TEST(SearchTest, StaysWithinItsTimeBudget) {
+  const Trace t = make_bert_large(8);
+  const Analysis a = analyze(t);
+  // A fake clock that advances 1 ms whenever it is read: the search must stop once 20 ms have
+  // passed, after a handful of evaluations, with a plan.
+  double fake = 0;
+  SearchOptions o;
+  o.now_ms = [&] { return fake += 1; };
+  o.time_budget_ms = 20;
+  const SearchResult r = search_plan(a, a.peak_bytes / 2, o);
+  EXPECT_TRUE(r.out_of_time);
+  EXPECT_LT(r.evaluations, 20u);
+  EXPECT_FALSE(r.plan.entries.empty());
+}
+
+TEST(SearchTest, CancelledBeforeTheFirstSimulationReturnsTheGreedyPlan) {
+  TransformerConfig c;
+  c.layers = 40, c.hidden = 512, c.heads = 8, c.seq = 256, c.batch = 8, c.vocab = 32000;
+  const Trace t = make_transformer(c);
+  std::atomic<bool> cancel{true};
+  SearchOptions o;
+  o.cancel = &cancel;
+  const SearchResult r = plan_iteration(t, analyze(t).peak_bytes / 2, o);
+  EXPECT_TRUE(r.cancelled);
+  EXPECT_EQ(r.evaluations, 0u);
+  EXPECT_EQ(r.seed_policy, "capuchin");
+  EXPECT_TRUE(r.plan.fits);  // the greedy planner's own verdict
+  const Analysis a = analyze(t);
+  EXPECT_TRUE(same(r.plan, plan_capuchin(a, a.peak_bytes / 2)));
+}
+
+TEST(SearchTest, SwapOnlySearchChoosesNoRecomputation) {
+  const Trace t = make_resnet50(32);
+  const Analysis a = analyze(t);
+  SearchOptions o;
+  o.max_evaluations = 100;
+  o.allow_recompute = false;
+  const SearchResult r = search_plan(a, a.peak_bytes / 2, o);
+  for (const PlanEntry& e : r.plan.entries) EXPECT_EQ(e.kind, EvictKind::kSwap);
+}
+
+}  // namespace
+}  // namespace gswap::policy
