@@ -8,6 +8,7 @@ packages=(
   libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format python3
+  coinor-libcbc-dev
 )
 
 missing=()
