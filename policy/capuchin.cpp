@@ -176,7 +176,8 @@ struct SwapEval {
 struct RecomputeEval {
   double cost;  // own + substituted sources + repeated recomputation for dependents
   std::vector<std::size_t> sources;
-  std::int64_t temp_bytes = 0;  // substituted intermediates that exist at b while recomputing
+  std::int64_t temp_bytes = 0;     // substituted intermediates that exist at b while recomputing
+  std::vector<std::size_t> chain;  // those intermediates
 };
 
 class Planner {
@@ -504,6 +505,7 @@ class Planner {
         if (ch->kind == EvictKind::kSwap || !t_.regions[s].recompute) return std::nullopt;
         ev.cost += t_.regions[s].recompute->cost_us;
         ev.temp_bytes += static_cast<std::int64_t>(bytes(s));
+        ev.chain.push_back(s);
         for (RegionId x : t_.regions[s].recompute->sources) work.push_back(x);
         continue;
       }
@@ -517,9 +519,10 @@ class Planner {
       const std::size_t qb = recomputes_[qi].b;
       if (!(c.e < qb && qb < c.b)) continue;
       ++dependents;
-      // They will recompute this region at their own back-access, from these sources.
-      for (std::size_t s : ev.sources)
-        if (a_.first_live[s] > qb || a_.last_live[s] < qb) return std::nullopt;
+      // They will recompute this region at their own back-access, through the same chain.
+      for (const auto* v : {&ev.sources, &ev.chain})
+        for (std::size_t s : *v)
+          if (a_.first_live[s] > qb || a_.last_live[s] < qb) return std::nullopt;
     }
     ev.cost += reg.recompute->cost_us * static_cast<double>(dependents);
     ev.cost = std::max(ev.cost, 1e-3);

@@ -316,6 +316,9 @@ class Sim {
         s.st = St::kResident;
         return true;
       case St::kDropped: {
+        // A drop whose last reader has finished has released its memory, as the planner
+        // counts it: recompute it rather than reuse it.
+        process(T);
         if (s.occupying) {  // dropped but not yet released: keep it
           ++s.gen;
           s.st = St::kResident;
