@@ -1,7 +1,9 @@
 // policy_bench.cpp: the policy benchmark. Prints, as a Markdown table, every reference model x
 // budget (30%, 50%, 70% of its peak) x policy: predicted step time over the ideal step, over the
 // lower bound, and the planning time; then the planning time of a 20,000-launch iteration.
-// `--smoke` runs one small case only (used by CTest to keep the program working).
+// `--smoke` runs one small case only (used by CTest to keep the program working). `--corpus`
+// prints the corpus table (greedy and searched plans against the bound and the baselines) and
+// how greedy planning time grows with the iteration's length.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -11,6 +13,9 @@
 #include <fmt/format.h>
 
 #include "policy/capuchin.h"
+#include "policy/corpus.h"
+#include "policy/lower_bound.h"
+#include "policy/search.h"
 #include "policy/planners.h"
 #include "policy/reference_traces.h"
 
@@ -97,6 +102,70 @@ void large(int layers, int repeats) {
       wall[wall.size() / 2]);
 }
 
+// Every corpus trace (full-size models, swap-only and with recompute, six random iterations) at
+// 30/50/70/90%: the greedy plan and the searched plan (search_ms each) over the lower bound,
+// the best baseline, and whether the searched plan fits.
+void corpus_table(double search_ms, bool small) {
+  fmt::print(
+      "| trace | budget | greedy/bound | search/bound | best baseline/bound | search/best "
+      "baseline | fits | plans simulated |\n|---|---|---|---|---|---|---|---|\n");
+  for (const CorpusTrace& ct : corpus(small, small ? 1 : 6)) {
+    const Analysis a = analyze(ct.trace);
+    for (int pct : {30, 50, 70, 90}) {
+      const std::uint64_t budget = a.peak_bytes * static_cast<std::uint64_t>(pct) / 100;
+      if (budget < a.max_working_set) {
+        fmt::print("| {} | {}% | infeasible: one launch's working set exceeds the budget |||||\n",
+                   ct.name, pct);
+        continue;
+      }
+      const double lb = lower_bound(a, budget).bound_us;
+      const SimResult g = simulate(a, plan_capuchin(a, budget), budget);
+      double best = 0;
+      for (PolicyKind p : kAllPolicies) {
+        if (p == PolicyKind::kCapuchin) continue;
+        const SimResult s = simulate(a, make_plan(p, a, budget), budget);
+        if (s.feasible && (best == 0 || s.step_time_us < best)) best = s.step_time_us;
+      }
+      SearchOptions o;
+      o.time_budget_ms = search_ms;
+      o.now_ms = now_ms;
+      const SearchResult r = search_plan(a, budget, o);
+      fmt::print("| {} | {}% | {:.3f} | {:.3f} | {} | {} | {} | {} |\n", ct.name, pct,
+                 g.feasible ? g.step_time_us / lb : 0.0, r.sim.step_time_us / lb,
+                 best > 0 ? fmt::format("{:.3f}", best / lb) : "all infeasible",
+                 best > 0 ? fmt::format("{:.3f}", r.sim.step_time_us / best) : "-",
+                 r.plan.fits ? "yes" : "no", r.evaluations);
+    }
+  }
+}
+
+// Greedy planning time against the iteration's length (transformer layers of 29 launches).
+void scale(int repeats) {
+  fmt::print(
+      "\n| launches | regions | plan ms, with recompute (CPU) | plan ms, swap-only (CPU) |\n"
+      "|---|---|---|---|\n");
+  for (int layers : {172, 688, 1724, 3448, 6896}) {
+    TransformerConfig c;
+    c.layers = layers, c.hidden = 512, c.heads = 8, c.seq = 256, c.batch = 8, c.vocab = 32000;
+    const Trace t = make_transformer(c);
+    const Analysis a = analyze(t);
+    double ms[2];
+    for (int k = 0; k < 2; ++k) {
+      CapuchinOptions o;
+      o.allow_recompute = k == 0;
+      std::vector<double> v;
+      for (int r = 0; r < repeats; ++r) {
+        const double c0 = cpu_ms();
+        plan_capuchin(a, a.peak_bytes / 2, o);
+        v.push_back(cpu_ms() - c0);
+      }
+      std::sort(v.begin(), v.end());
+      ms[k] = v[v.size() / 2];
+    }
+    fmt::print("| {} | {} | {:.1f} | {:.1f} |\n", a.n, t.regions.size(), ms[0], ms[1]);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -104,6 +173,12 @@ int main(int argc, char** argv) {
   if (smoke) {
     table({"resnet50"}, {50});
     large(24, 1);
+    corpus_table(5, true);
+    return 0;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "--corpus") == 0) {
+    corpus_table(200, false);
+    scale(3);
     return 0;
   }
   table({"resnet50", "bert-large", "gpt2-medium"}, {30, 50, 70});
