@@ -8,6 +8,7 @@
 #include "policy/search.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -24,6 +25,8 @@ namespace {
 
 constexpr double kDemandPenalty = 1 + 1e-6;  // a plan with demand evictions loses ties
 constexpr int kFeedbackRounds = 8;
+constexpr double kStartTemperature = 0.01;  // a 1% worse plan is first taken with p = 1/e
+constexpr std::size_t kRestartAfter = 300;
 
 struct Gap {
   std::size_t r, e, b;  // b = kNoLaunch: the tail after the last access; b <= e: wraps
@@ -90,14 +93,33 @@ class Search {
       finish(res, false);
       return res;
     }
-    // Local moves from the best seed.
+    // Local moves from the best seed, accepted by simulated annealing: a worse plan is taken
+    // with probability exp(-relative loss / temperature), the temperature falling with the
+    // evaluations, and the walk returns to the best plan after kRestartAfter moves without a
+    // new best. Plain hill climbing stalls on the first plateau (a restore cannot move earlier
+    // until another one does).
+    Best cur = *best_;
+    std::size_t since_best = 0, walked = 0;
     while (!stop() && !gaps_.empty()) {
-      Plan cand = best_->plan;
-      if (!move(cand)) continue;
+      Plan cand = cur.plan;
+      if (!move(cand, cur.sim)) continue;
       SimResult s = eval(cand);
-      if (score(s) < score(best_->sim) * (1 - 1e-9)) {
+      const double sc = score(s), cs = score(cur.sim);
+      bool accept = sc < cs * (1 - 1e-9);
+      if (!accept && std::isfinite(sc)) {
+        const double temp = kStartTemperature / (1.0 + static_cast<double>(walked) / 1000.0);
+        const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+        accept = u < std::exp(-(sc - cs) / cs / temp);
+      }
+      ++walked;
+      if (accept) cur = Best{std::move(cand), std::move(s), cur.seed};
+      if (score(cur.sim) < score(best_->sim) * (1 - 1e-9)) {
         ++improvements_;
-        consider(cand, s, best_->seed);
+        consider(cur.plan, cur.sim, cur.seed);
+        since_best = 0;
+      } else if (++since_best >= kRestartAfter) {
+        cur = *best_;
+        since_best = 0;
       }
     }
     res.plan = best_->plan;
@@ -224,7 +246,7 @@ class Search {
   }
 
   // Edits `p` by one move; false when the move drawn does not apply.
-  bool move(Plan& p) {
+  bool move(Plan& p, const SimResult& last) {
     const std::size_t kind = pick(10);
     if (p.entries.empty() || kind < 2) {  // add an eviction
       const Gap& g = gaps_[pick(gaps_.size())];
@@ -241,10 +263,10 @@ class Search {
     }
     // Prefer the entries that were late last time.
     std::size_t k = pick(p.entries.size());
-    if (kind >= 7 && !best_->sim.lateness_us.empty()) {
+    if (kind >= 7 && !last.lateness_us.empty()) {
       std::vector<std::size_t> late;
-      for (std::size_t j = 0; j < best_->sim.lateness_us.size() && j < p.entries.size(); ++j)
-        if (best_->sim.lateness_us[j] > 0) late.push_back(j);
+      for (std::size_t j = 0; j < last.lateness_us.size() && j < p.entries.size(); ++j)
+        if (last.lateness_us[j] > 0) late.push_back(j);
       if (!late.empty()) k = late[pick(late.size())];
     }
     PlanEntry& e = p.entries[k];
