@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "proto/rendezvous.h"
+
 namespace gswap::interpose {
 namespace {
 
@@ -66,6 +68,25 @@ bool load_config(EnvLookup env, Config* out, char* err, unsigned err_size) {
   v = value_of(env, "debug_skip_restore");
   if (!settings::parse_bool(v, &out->debug_skip_restore))
     return bad(err, err_size, "debug_skip_restore", v, "expected 0 or 1");
+
+  v = value_of(env, "daemon");
+  if (std::strcmp(v, "off") == 0)
+    out->daemon = Config::Daemon::kOff;
+  else if (std::strcmp(v, "connect") == 0)
+    out->daemon = Config::Daemon::kConnect;
+  else if (std::strcmp(v, "spawn") == 0)
+    out->daemon = Config::Daemon::kSpawn;
+  else
+    return bad(err, err_size, "daemon", v, "expected off|connect|spawn");
+
+  v = value_of(env, "runtime_dir");
+  if (!proto::runtime_dir(v, env("XDG_RUNTIME_DIR"), out->runtime_dir, sizeof out->runtime_dir))
+    return bad(err, err_size, "runtime_dir", v, "too long for a socket directory");
+
+  v = value_of(env, "daemon_path");
+  if (std::strlen(v) >= sizeof out->daemon_path)
+    return bad(err, err_size, "daemon_path", v, "too long");
+  std::snprintf(out->daemon_path, sizeof out->daemon_path, "%s", v);
   return true;
 }
 

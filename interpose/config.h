@@ -24,6 +24,10 @@ struct Config {
   // claim residency without mapping memory and the residency wait is dropped, so the preload tests
   // can prove a residency bug crashes.
   bool debug_skip_restore = false;
+  // The daemon (telemetry.h): off, connect to a running one, or spawn one when none runs.
+  enum class Daemon { kOff, kConnect, kSpawn } daemon = Daemon::kConnect;
+  char runtime_dir[256] = {};   // resolved (proto/rendezvous.h)
+  char daemon_path[1024] = {};  // GSWAP_DAEMON_PATH; empty: the gswapd beside libgswap.so
 };
 
 using EnvLookup = const char* (*)(const char* name);

@@ -35,6 +35,35 @@ TEST(Config, Defaults) {
   EXPECT_TRUE(c.summary);
   EXPECT_EQ(c.log_level, LogLevel::kWarn);
   EXPECT_FALSE(c.debug_skip_restore);
+  EXPECT_EQ(c.daemon, Config::Daemon::kConnect);
+  EXPECT_STREQ(c.runtime_dir, "/run/gswap");
+  EXPECT_STREQ(c.daemon_path, "");
+}
+
+TEST(Config, DaemonSettings) {
+  Config c;
+  std::string err;
+  ASSERT_TRUE(load({{"GSWAP_DAEMON", "spawn"},
+                    {"XDG_RUNTIME_DIR", "/run/user/7"},
+                    {"GSWAP_DAEMON_PATH", "/opt/gswapd"}},
+                   &c, &err))
+      << err;
+  EXPECT_EQ(c.daemon, Config::Daemon::kSpawn);
+  EXPECT_STREQ(c.runtime_dir, "/run/user/7/gswap");
+  EXPECT_STREQ(c.daemon_path, "/opt/gswapd");
+  ASSERT_TRUE(load({{"GSWAP_DAEMON", "off"}, {"GSWAP_RUNTIME_DIR", "/tmp/rt"}}, &c, &err)) << err;
+  EXPECT_EQ(c.daemon, Config::Daemon::kOff);
+  EXPECT_STREQ(c.runtime_dir, "/tmp/rt");
+}
+
+TEST(Config, BadDaemonModeIsRefusedLikeEveryOtherSetting) {
+  Config c;
+  std::string err;
+  EXPECT_FALSE(load({{"GSWAP_DAEMON", "sometimes"}}, &c, &err));
+  EXPECT_NE(err.find("GSWAP_DAEMON"), std::string::npos) << err;
+  EXPECT_NE(err.find("off|connect|spawn"), std::string::npos) << err;
+  EXPECT_FALSE(load({{"GSWAP_RUNTIME_DIR", std::string(300, 'x')}}, &c, &err));
+  EXPECT_NE(err.find("GSWAP_RUNTIME_DIR"), std::string::npos) << err;
 }
 
 TEST(Config, BudgetForms) {

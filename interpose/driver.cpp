@@ -62,6 +62,10 @@ bool load_driver() {
   g_real.sym = reinterpret_cast<decltype(g_real.sym)>(real_dlsym(h, #sym));
   GSWAP_INTERNAL_DRIVER(GSWAP_LOAD_INTERNAL)
 #undef GSWAP_LOAD_INTERNAL
+  g_real.cuEventElapsedTime_v1 =
+      reinterpret_cast<decltype(g_real.cuEventElapsedTime_v1)>(real_dlsym(h, "cuEventElapsedTime"));
+  g_real.cuStreamIsCapturing_ptsz = reinterpret_cast<decltype(g_real.cuStreamIsCapturing_ptsz)>(
+      real_dlsym(h, "cuStreamIsCapturing_ptsz"));
   g_handle.store(h, std::memory_order_release);
   t_loading = false;
   g_loaded.store(true, std::memory_order_release);

@@ -40,8 +40,13 @@ namespace gswap::interpose {
   X(cuEventRecord)                 \
   X(cuEventQuery)                  \
   X(cuEventSynchronize)            \
+  X(cuEventElapsedTime_v2)         \
   X(cuFuncGetParamInfo)            \
-  X(cuKernelGetParamInfo)
+  X(cuKernelGetParamInfo)          \
+  X(cuFuncGetName)                 \
+  X(cuKernelGetName)               \
+  X(cuGetErrorName)                \
+  X(cuThreadExchangeStreamCaptureMode)
 // clang-format on
 
 struct Real {
@@ -51,6 +56,10 @@ struct Real {
 #define GSWAP_DECLARE_INTERNAL(sym) decltype(&::sym) sym = nullptr;
   GSWAP_INTERNAL_DRIVER(GSWAP_DECLARE_INTERNAL)
 #undef GSWAP_DECLARE_INTERNAL
+  // The pre-12.8 ABI of cuEventElapsedTime, for drivers without the _v2 symbol.
+  CUresult (*cuEventElapsedTime_v1)(float*, CUevent, CUevent) = nullptr;
+  // cuda.h declares the per-thread forms only under CUDA_API_PER_THREAD_DEFAULT_STREAM.
+  CUresult (*cuStreamIsCapturing_ptsz)(CUstream, CUstreamCaptureStatus*) = nullptr;
 };
 
 // Loads the table the first time (thread-safe); later calls are one relaxed load. Returns false

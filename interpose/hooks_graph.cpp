@@ -13,7 +13,7 @@
 
 #include "interpose/driver.h"
 #include "interpose/hooks.h"
-#include "interpose/residency.h"
+#include "interpose/process.h"
 
 namespace gswap::interpose {
 namespace {
@@ -91,14 +91,18 @@ CUresult hook_cuGraphDestroy(CUgraph graph) {
   return real().cuGraphDestroy(graph);
 }
 
+// The capture is counted before the real call (capture_gate.h): no swap-out or free of gswap's
+// is half way through recording on application streams when the stream starts capturing.
 CUresult hook_cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode) {
+  capture_begin();
   CUresult e = real().cuStreamBeginCapture_v2(s, mode);
-  if (e == CUDA_SUCCESS) capture_begin(s, mode);
+  if (e != CUDA_SUCCESS) capture_end();
   return e;
 }
 CUresult hook_cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode mode) {
+  capture_begin();
   CUresult e = real().cuStreamBeginCapture_v2_ptsz(s, mode);
-  if (e == CUDA_SUCCESS) capture_begin(s, mode);
+  if (e != CUDA_SUCCESS) capture_end();
   return e;
 }
 namespace {
@@ -109,15 +113,28 @@ void captured(CUresult e, CUgraph* g) {
 }
 }  // namespace
 
+namespace {
+// Whether s is capturing now: only an end of a capture that was on ends gswap's count of it.
+bool is_capturing(CUstream s, bool per_thread) {
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUresult e = per_thread && real().cuStreamIsCapturing_ptsz
+                   ? real().cuStreamIsCapturing_ptsz(s, &st)
+                   : real().cuStreamIsCapturing(s, &st);
+  return e != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+}  // namespace
+
 CUresult hook_cuStreamEndCapture(CUstream s, CUgraph* g) {
+  bool was = is_capturing(s, false);
   CUresult e = real().cuStreamEndCapture(s, g);
-  capture_end(s);
+  if (was) capture_end();
   captured(e, g);
   return e;
 }
 CUresult hook_cuStreamEndCapture_ptsz(CUstream s, CUgraph* g) {
+  bool was = is_capturing(s, true);
   CUresult e = real().cuStreamEndCapture_ptsz(s, g);
-  capture_end(s);
+  if (was) capture_end();
   captured(e, g);
   return e;
 }

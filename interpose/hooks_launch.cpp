@@ -14,7 +14,7 @@ template <class Enqueue>
 CUresult launch(CUfunction f, CUstream stream, bool per_thread, void** params, void** extra,
                 Enqueue&& enqueue) {
   FastState& fs = fast();
-  fs.launches.fetch_add(1, std::memory_order_relaxed);
+  fs.launches.add();
   if (!fs.active.load(std::memory_order_acquire)) return enqueue();
   TouchSet t;
   bool tracked = true;

@@ -5,7 +5,7 @@
 #include "interpose/driver.h"
 #include "interpose/hooks.h"
 #include "interpose/log.h"
-#include "interpose/residency.h"
+#include "interpose/process.h"
 
 #include <atomic>
 

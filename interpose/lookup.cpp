@@ -9,7 +9,7 @@
 
 #include "interpose/hooks.h"
 #include "interpose/log.h"
-#include "interpose/residency.h"
+#include "interpose/process.h"
 
 namespace gswap::interpose {
 

@@ -2,7 +2,7 @@
 //
 // Every 8-byte-aligned word of every parameter is looked up, so interior pointers and pointers
 // inside by-value structs (TensorIterator arrays, multi_tensor_apply metadata) count, and so do
-// one-past-the-end pointers (scan_word). Pure and lock-free: unit-tested without a driver.
+// one-past-the-end pointers (see scan_word). Pure and lock-free: unit-tested without a driver.
 #pragma once
 
 #include <cstddef>
@@ -46,28 +46,12 @@ struct TouchSet {
   }
 };
 
-// The regions one word of parameter bytes may name: the region holding it and, when the word is
-// granule-aligned, the region whose bytes end exactly there. A kernel may be given only the end of
-// a range (`end = base + size`) and read backwards from it; when size is a multiple of the
-// granularity that end lies in the next granule, which belongs to another region or none, so
-// without this the region the kernel reads would be free to leave.
-//
-// Cost: a word outside the reservation (most non-pointers) takes one subtraction and one compare,
-// as before; only in-range words pay the alignment test, and only aligned ones a second lookup.
-// The region's base and size are read without the residency mutex: a region freed concurrently
-// may be added spuriously, which the access path handles as for any stale lookup.
+// The region one word of parameter bytes names, if any. A one-past-the-end pointer
+// (`end = base + size`, which a kernel may be given alone and read backwards from) needs nothing
+// more: residency follows every region with one unmapped guard granule that the map assigns to
+// the region before it, so `end` finds the region it ends, never the next one.
 inline void scan_word(const RegionMap& map, std::uint64_t w, TouchSet* out) {
-  std::uint64_t off = w - map.base();
-  if (off > map.span()) return;  // neither inside the reservation nor its end
   if (Region* r = map.find(w)) out->add(r);
-  if (off != 0 && (off & ((std::uint64_t{1} << map.shift()) - 1)) == 0) {
-    if (Region* p = map.find(w - 1)) {
-      if (__atomic_load_n(&p->base, __ATOMIC_RELAXED) +
-              __atomic_load_n(&p->size, __ATOMIC_RELAXED) ==
-          w)
-        out->add(p);
-    }
-  }
 }
 
 // Scans `bytes` bytes at p word by word (the words are 8-byte aligned relative to p).

@@ -1,46 +1,78 @@
 // region.h: one swappable allocation: a granularity-aligned VA range that keeps its address
-// while its bytes move between device and host.
+// while its bytes move between device and host, and the states it moves through.
+//
+//            alloc                 evict (D2H queued)            copy done, unmapped
+//   kFree ----------> kResident ----------------------> kEvicting -------------------> kHost
+//                       ^   ^  \                           |  ^                           |
+//                       |   |   `--- rescue / failure -----'  | evict before use          | restore
+//                       |   |                                 |                           v
+//                       |   `------- H2D done ----------- kRestoring <--------------------'
+//                       |                                     ^
+//                       `--- (recompute, later) kDropped -----'
+//   and from every state, free -> kFree (memory back once the streams that used it have passed).
 //
 // Ownership: the atomics are read on the launch path without locks (pins, state, last_use,
-// streams, restore_pending); every other field, and every state change, is owned by the residency
-// mutex (residency.cpp). Region objects are recycled, never freed, so a launch that raced with a
-// free reads a stale but valid object and then sees state kFree.
+// streams); every other field, and every state change, is owned by the residency mutex
+// (residency.cpp). Region objects are recycled, never freed, so a launch that raced with a free
+// reads a stale but valid object and then sees state kFree.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 
+#include "interpose/cuda_api.h"
+
 namespace gswap::interpose {
 
 enum RegionState : std::uint32_t {
-  kRegionFree = 0,      // not in use (recycled object)
-  kRegionResident = 1,  // physical memory mapped, usable
-  kRegionEvicting = 2,  // D2H in flight; physical still mapped until the copy's event completes
-  kRegionEvicted = 3,   // bytes on the host, VA unmapped (touching it faults)
+  kRegionFree = 0,       // not in use (recycled object), or freed with memory still pending
+  kRegionResident = 1,   // physical memory mapped, bytes valid on the device
+  kRegionEvicting = 2,   // swap-out queued or in flight; still mapped until its copy completes
+  kRegionHost = 3,       // bytes on the host, VA unmapped (touching it faults)
+  kRegionRestoring = 4,  // mapped, H2D in flight: users wait for restore_event on their stream
+  kRegionDropped = 5,    // bytes discarded, to be recomputed (recomputation callback)
+};
+const char* region_state_name(std::uint32_t state);
+// Whether residency may move a region from one state to the other (checked on every change).
+bool region_transition_allowed(std::uint32_t from, std::uint32_t to);
+
+// A host copy of a region's bytes: pinned (from the pinned pool) or pageable (reached through
+// the staging ring).
+struct HostBuffer {
+  void* ptr = nullptr;
+  std::uint64_t bytes = 0;
+  bool pinned = false;
 };
 
 struct Region {
   // --- read on the launch path ---
   std::atomic<std::uint32_t> state{kRegionFree};
-  std::atomic<std::uint32_t> pins{0};             // launches between check and enqueue
-  std::atomic<std::uint32_t> restore_pending{0};  // H2D may still be in flight
-  std::atomic<std::uint64_t> last_use{0};         // call sequence number of the last access
-  std::atomic<std::uint64_t> streams{0};          // bit per stream slot that used it since eviction
+  std::atomic<std::uint32_t> pins{0};      // launches between check and enqueue
+  std::atomic<std::uint64_t> last_use{0};  // tick of the last access (LRU)
+  std::atomic<std::uint64_t> streams{0};   // stream buckets that used it since its last swap-out
 
   // --- owned by the residency mutex ---
   std::uint64_t id = 0;
   std::uint64_t base = 0;
   std::uint64_t size = 0;       // what the application asked for
   std::uint64_t mapped = 0;     // size rounded up to the granularity
+  std::uint64_t va_bytes = 0;   // address range held: mapped + one guard granule (0: never reused)
   std::uint64_t alloc_seq = 0;  // call sequence number of its allocation (re-announced to gswapd)
+  std::uint64_t gen = 0;        // bumped on every state change: stale swapper work is skipped
   std::uint64_t handle = 0;     // CUmemGenericAllocationHandle while physical memory is held
-  void* host = nullptr;         // host copy while evicted (pinned or pageable)
-  bool host_pinned = false;
-  bool must_stay = false;         // accesses gswap cannot see: never evicted
-  bool free_requested = false;    // freed by the application while an eviction was in flight
-  void* restore_event = nullptr;  // CUevent of the last H2D
-  void* evict_event = nullptr;    // CUevent of the last D2H
-  Region* next_free = nullptr;    // recycling list
+  HostBuffer host;              // host copy while swapped out (kept for reuse until freed)
+  bool must_stay = false;       // accesses gswap cannot see: never evicted
+  bool free_requested = false;  // freed by the application while a swap-out was in flight
+  bool evict_issued = false;    // kEvicting: the D2H copy and its event are enqueued
+  bool free_issued = false;     // a stream-ordered free handed to the swapper
+  bool swapper_busy = false;    // the swapper copies it with the mutex released (staging ring)
+  std::uint32_t d2h_in_flight = 0;        // swap-out copies issued and not yet seen complete
+  bool restore_pending = false;           // the last restore has not been seen complete
+  std::uint64_t restores_issued = 0;      // numbers restores, so a stale completion is recognised
+  CUresult restore_error = CUDA_SUCCESS;  // why the swapper gave up restoring it (waiters read it)
+  CUevent restore_event = nullptr;        // the last H2D's completion
+  CUevent evict_event = nullptr;          // the last D2H's (or stream-ordered free's) completion
+  Region* next_free = nullptr;            // recycling list
 };
 
 }  // namespace gswap::interpose

@@ -1,78 +1,254 @@
-// residency.h: the memory manager behind the hooks: regions, budget, eviction and restore.
+// residency.h: the memory manager behind the hooks: regions on VMM under a budget, their states
+// (region.h), eviction, restore, stream-ordered frees, out-of-memory.
+//
+// It is written against the device contract (device.h), so it runs over the real driver in the
+// library and over a fake in residency_test.cpp.
 //
 // Threads and locks:
-//   - The launch path (access.h) reads the region map, the stream table and the region atomics
-//     and takes no lock.
-//   - Everything else here (region lists, the VA allocator, the physical-handle pool, host
-//     buffers, pending swap-outs and frees, byte accounting) is owned by g_mutex in residency.cpp,
-//     held by whichever application thread is on a slow path (allocation, free, restore, memory
-//     queries) or by telemetry's thread applying a new budget.
-//   - The reclaim thread (residency.cpp) waits for swap-out/free events outside the mutex, then
-//     takes it to unmap what finished and wake allocations waiting on a condition variable.
-//   - restore_mutex (taken before g_mutex) serialises the calls that pin regions and may wait.
+//   - The launch path (access.h) reads FastState (region map, stream table) and the region atomics
+//     and takes no lock. It may make its stream wait for a restore in flight (kRestoring) without
+//     a lock: a pinned region's restore event is not re-recorded while the pin is held.
+//   - mutex_ owns everything else here: region lists, the VA space, the handle pool, the arena, the
+//     in-flight and wanted lists, byte accounting, and every region state change. It is held by
+//     application threads on slow paths (allocation, free, restore requests, memory queries), by
+//     the swapper thread, and briefly by telemetry's thread (new budget, announcing regions). No
+//     thread waits on the device while holding it: host waits happen outside it.
+//   - The swapper thread (swapper.cpp) issues every swap-out and restore copy, records events on
+//     application streams, waits for copies, unmaps, finishes frees, and enforces the budget after
+//     a change. Application threads mark work under mutex_ and push a Command; they wait for the
+//     swapper on done_cv_ (releasing mutex_) only when the budget leaves them no choice.
+//   - restorer_mutex_ (taken before mutex_) serialises the calls that pin regions and then wait
+//     for restores, so two of them never block each other's evictions into a false out-of-memory.
+//   - host_ (host_memory.h) has its own mutex; gate_ (capture_gate.h) is taken after mutex_.
 #pragma once
 
-#include <atomic>
-#include <cstdint>
+#include <pthread.h>
 
-#include "interpose/cuda_api.h"
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "interpose/capture_gate.h"
+#include "interpose/command_queue.h"
+#include "interpose/device.h"
+#include "interpose/fast_state.h"
+#include "interpose/host_memory.h"
 #include "interpose/param_scan.h"
-#include "interpose/region_map.h"
-#include "interpose/stream_table.h"
+#include "interpose/region.h"
+#include "interpose/va_space.h"
+#include "interpose/victims.h"
 
 namespace gswap::interpose {
 
-// State the launch path reads without locks.
-struct FastState {
-  std::atomic<bool> active{false};    // some region exists: launches must be scanned
-  std::atomic<std::uint64_t> seq{0};  // call sequence number
-  std::atomic<std::uint64_t> launches{0};
-  std::atomic<int> capturing{0};      // streams in capture
-  std::atomic<bool> all_stay{false};  // every region stays resident (graphs, untrackable calls)
-  RegionMap map;
-  StreamTable streams;
+struct ResidencySettings {
+  std::uint64_t budget = 0;          // bytes of device memory gswap may hold
+  std::uint64_t physical_total = 0;  // the device's memory (0: unknown)
+  std::uint64_t swap_threshold = 0;  // allocations at least this big are regions; 0: granularity
+  std::uint64_t pinned_cap = 16ull << 30;
+  std::uint64_t staging_bytes = 64ull << 20;
+  bool debug_skip_restore = false;  // test-only fault injection (GSWAP_DEBUG_SKIP_RESTORE)
+  bool swapper_thread = true;       // false: tests drive swapper_step() themselves
 };
-FastState& fast();
 
-// Process init at cuInit: settings, budget, log. Returns the error every cuInit must return when
-// the configuration is refused (CUDA_SUCCESS when fine).
-CUresult init_process();
+struct ResidencyStats {
+  std::uint64_t budget = 0, used = 0, resident = 0, evicting = 0, freeing = 0, pooled = 0,
+                arena = 0, pinned = 0, peak = 0;
+  std::uint64_t swapped_out = 0, swapped_in = 0, evictions = 0, restores = 0;
+  std::uint64_t stalls = 0, stall_ns = 0, oom = 0, swap_errors = 0, regions = 0;
+  std::uint64_t capture_overshoot = 0;  // most bytes held above the budget during a capture
+};
 
-// Allocation. *handled = false means "not a region, forward to the driver" (small allocation,
-// no context, VA exhausted): the caller then calls arena_alloc.
-CUresult region_alloc(CUdeviceptr* out, std::size_t bytes, CUstream stream, bool per_thread,
-                      bool* handled);
-// Small allocations go to the driver but count against the budget; room is made first.
-CUresult arena_alloc(CUdeviceptr* out, std::size_t bytes, CUstream stream, bool async,
-                     bool per_thread, CUmemoryPool pool);
-// Pitched allocations are left to the driver (its pitch rules are device-specific) and counted
-// like the arena.
-CUresult arena_alloc_pitch(CUdeviceptr* out, std::size_t* pitch, std::size_t width,
-                           std::size_t height, unsigned elem);
-// Frees a region (stream-ordered) or an arena allocation; anything else is forwarded.
-CUresult free_any(CUdeviceptr p, CUstream stream, bool async, bool per_thread);
+// Restores of t still in flight (kRestoring): the caller's stream waits for them on the device,
+// or the host when host_wait. No lock: a pinned region's restore event is not re-recorded.
+CUresult wait_restores(Device& dev, const TouchSet& t, CUstream stream, bool per_thread,
+                       bool host_wait);
 
-bool memory_info(std::size_t* free, std::size_t* total);  // false before init: forward
-std::uint64_t budget_total(std::uint64_t physical);
-bool region_range(CUdeviceptr p, CUdeviceptr* base, std::size_t* size);
-// The context and device regions belong to (false before the first region).
-bool region_owner(CUcontext* ctx, CUdevice* device);
+class Residency {
+ public:
+  Residency(Device& device, FastState& fast, VictimPolicy& victims);
+  ~Residency();
+  Residency(const Residency&) = delete;
+  Residency& operator=(const Residency&) = delete;
 
-// Slow path of an access: makes every region of t resident (restoring, evicting others), has
-// the caller's stream (or, for sync calls, the host) wait for restores, and pins them all.
-// On success the caller marks use, enqueues, then unpins.
-CUresult prepare_slow(TouchSet& t, CUstream stream, bool per_thread, bool sync);
+  void configure(const ResidencySettings& settings);
+  // Sets the device up on first need from the calling thread's current context: granularity,
+  // one VA reservation for every region, gswap's two streams. False when the thread has no
+  // context (try again later) or VMM is unusable (nothing will be swappable).
+  bool ensure_device();
 
-// Accesses gswap cannot see. keep_resident: the regions of t never leave again.
-CUresult keep_resident(TouchSet& t, CUstream stream, bool per_thread);
-// Every live region (graph launches, untrackable calls) stays resident from now on.
-CUresult keep_all_resident(const char* why);
-CUresult keep_resident_at(CUdeviceptr addr, const char* why);
+  // --- application threads ------------------------------------------------------------------
+  // A new region; *handled = false means "not for gswap: forward to the driver" (small, no
+  // context, VA exhausted).
+  CUresult alloc_region(CUdeviceptr* out, std::uint64_t bytes, CUstream stream, bool per_thread,
+                        bool* handled);
+  // Memory the driver hands out (small and pitched allocations): room is made within the budget,
+  // then forward() allocates; the bytes it reports count until forget_arena.
+  using ForwardAlloc = CUresult (*)(void* ctx, CUdeviceptr* out, std::uint64_t* bytes);
+  CUresult alloc_arena(std::uint64_t estimate, ForwardAlloc forward, void* ctx, CUdeviceptr* out);
+  // Frees a region stream-ordered (true), else forgets an arena allocation (false: the caller
+  // forwards the free and, for an arena pointer, the bytes stop counting).
+  bool free_region(CUdeviceptr p, CUstream stream, bool async, bool per_thread);
+  void forget_arena(CUdeviceptr p);
 
-void stream_destroyed(CUstream stream);
-void capture_begin(CUstream stream, CUstreamCaptureMode mode);
-void capture_end(CUstream stream);
-void apply_budget(std::uint64_t bytes);  // telemetry's BudgetCallback
-void announce_live_regions();            // telemetry's ConnectCallback
+  // The slow path of an access: makes every region of t resident (restoring, evicting others),
+  // has the caller's stream (or, for synchronous calls, the host) wait for the restores, and
+  // returns with all of t pinned. The caller marks use, enqueues, then unpins.
+  CUresult prepare(TouchSet& t, CUstream stream, bool per_thread, bool sync);
+  // Accesses gswap cannot see: the regions of t are restored (the host waits) and never leave
+  // again. On failure nothing is marked and the regions may leave as before.
+  CUresult keep_resident(TouchSet& t);
+  // Every live region stays resident from now on (graph launches, untrackable calls).
+  CUresult keep_all_resident(const char* why);
+
+  void stream_destroyed(CUstream stream);
+  void capture_begin();
+  void capture_aborted();  // the real cuStreamBeginCapture failed
+  void capture_end();
+  void set_budget(std::uint64_t bytes);  // evicts down to it (the swapper, asynchronously)
+  // Under mutex_: calls first(ctx), then fn for every live region (telemetry opens its events and
+  // announces the live regions on a new daemon connection, atomically with allocations and frees).
+  void for_each_live(void (*first)(void* ctx), void (*fn)(const Region& r, void* ctx), void* ctx);
+
+  bool memory_info(std::uint64_t* free, std::uint64_t* total);
+  std::uint64_t budget() const { return budget_.load(std::memory_order_relaxed); }
+  bool device_ready() const { return device_ready_.load(std::memory_order_acquire); }
+  CUcontext context() const { return ctx_; }
+  int device_ordinal() const { return device_; }
+  ResidencyStats stats();
+
+  // --- swapper -----------------------------------------------------------------------------
+  void start_swapper();  // on first need (lazily); idempotent
+  void stop_swapper();   // joins it (at exit, before the driver's destructors)
+  // One pass of the swapper's work: returns true when it did something. The thread loops on it;
+  // tests may call it directly with no thread running.
+  bool swapper_step();
+  // Waits (test helper): until the swapper has nothing queued or in flight.
+  void drain();
+
+  // Called on the swapper thread about once a second (telemetry counters).
+  void set_tick(void (*fn)(void* ctx), void* ctx) {
+    tick_ = fn;
+    tick_ctx_ = ctx;
+  }
+  std::mutex& mutex() { return mutex_; }
+
+ private:
+  enum class CommandType : std::uint8_t { kEvict, kFree, kWake };
+  struct Command {
+    CommandType type;
+    Region* region;
+    std::uint64_t gen;
+  };
+  struct InFlight {
+    Region* region;
+    std::uint64_t gen;
+    bool is_free;
+  };
+  struct Wanted {
+    Region* region;
+    std::uint64_t gen;
+    std::uint64_t deadline_ns;  // OOM if no room by then (regions pinned only for an instant)
+  };
+  class Context;  // pushes ctx_ for the scope
+  class SlowLock;
+
+  // All under mutex_.
+  std::uint64_t used() const { return resident_ + evicting_ + freeing_ + pooled_ + arena_bytes_; }
+  void transition(Region* r, std::uint32_t to);
+  void note_peak();
+  Region* new_region();
+  void recycle(Region* r);
+  void finish_free(Region* r);
+  void unmap_to_pool(Region* r);
+  bool take_pooled_handle(std::uint64_t bytes, Device::Handle* h);
+  bool release_pooled_handle();
+  bool begin_evict(Region* r);
+  void push(CommandType type, Region* r);
+  void wake_swapper();
+  bool may_evict_now() const;
+  enum class Room { kReady, kWait, kNone };
+  Room make_room(std::uint64_t bytes, bool over_budget_ok);
+  CUresult wait_for_room(std::unique_lock<std::mutex>& lock, std::uint64_t bytes);
+  void wait_progress(std::unique_lock<std::mutex>& lock, std::uint64_t max_us);
+  bool step_locked(std::unique_lock<std::mutex>& lock);
+  void complete_evict(Region* r);
+  void undo_map(Region* r);
+  CUresult request_restores(std::unique_lock<std::mutex>& lock, TouchSet& t);
+  void rescue(Region* r);
+  void log_oom(std::uint64_t asked);
+  void count_stall(std::uint64_t ns);
+
+  // Swapper side (swapper.cpp), mutex_ held unless said.
+  bool run_commands(std::unique_lock<std::mutex>& lock);
+  void issue_evict(std::unique_lock<std::mutex>& lock, Region* r);
+  void issue_free(Region* r);
+  bool order_after_users(Region* r, Device::Stream s);
+  bool complete_in_flight(std::unique_lock<std::mutex>& lock);
+  bool serve_wanted(std::unique_lock<std::mutex>& lock);
+  CUresult issue_restore(std::unique_lock<std::mutex>& lock, Region* r);
+  bool enforce_budget();
+  static void* swapper_main(void* self);
+
+  Device& dev_;
+  FastState& fast_;
+  VictimPolicy& victims_;
+  HostMemory host_;
+  CaptureGate gate_;
+  ResidencySettings cfg_;
+  std::atomic<std::uint64_t> budget_{0};
+
+  std::mutex mutex_;
+  std::mutex restorer_mutex_;
+  std::condition_variable done_cv_;  // the swapper made progress
+
+  // Device (set by ensure_device).
+  std::atomic<bool> device_ready_{false};
+  bool device_failed_ = false;
+  CUcontext ctx_ = nullptr;
+  int device_ = 0;
+  std::uint64_t granularity_ = 0, threshold_ = 0, va_base_ = 0, va_span_ = 0;
+  Device::Stream evict_stream_ = nullptr, restore_stream_ = nullptr;
+  VaSpace va_;
+
+  // Regions.
+  std::vector<Region*> live_;
+  Region* recycled_ = nullptr;
+  std::uint64_t next_id_ = 1;
+  bool untrackable_seen_ = false;
+  std::vector<std::pair<Device::Handle, std::uint64_t>> handle_pool_;
+  std::unordered_map<CUdeviceptr, std::uint64_t> arena_;
+
+  // Work between application threads and the swapper.
+  CommandQueue<Command, 4096> queue_;
+  std::vector<Command> overflow_;         // pushes the full queue refused (mutex_ held)
+  std::vector<InFlight> evict_flight_;    // D2H copies and frees, in evict-stream order
+  std::vector<InFlight> restore_flight_;  // H2D copies, in restore-stream order
+  std::vector<Wanted> wanted_;            // restores asked for, waiting for room
+  std::vector<Region*> deferred_frees_;   // freed during a capture
+
+  // Bytes of device memory gswap holds or has handed out (see used()).
+  std::uint64_t resident_ = 0, evicting_ = 0, freeing_ = 0, pooled_ = 0, arena_bytes_ = 0;
+  std::uint64_t peak_ = 0;
+  std::uint64_t swapped_out_ = 0, swapped_in_ = 0, evictions_ = 0, restores_ = 0;
+  std::uint64_t stalls_ = 0, stall_ns_ = 0, oom_ = 0, swap_errors_ = 0, capture_overshoot_ = 0;
+
+  // The swapper thread.
+  pthread_t swapper_{};
+  bool swapper_running_ = false;
+  bool stopping_ = false;
+  std::mutex wake_mutex_;
+  std::condition_variable wake_cv_;
+  bool wake_pending_ = false;
+  std::vector<Device::Event> slot_events_;  // one per stream slot, recorded by the swapper only
+  Device::Event legacy_event_ = nullptr;
+  std::uint64_t last_tick_ns_ = 0;
+  std::uint64_t steps_ = 0;  // swapper passes (mutex_)
+  void (*tick_)(void* ctx) = nullptr;
+  void* tick_ctx_ = nullptr;
+  friend struct ResidencyTestPeer;
+};
 
 }  // namespace gswap::interpose

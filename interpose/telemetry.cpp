@@ -39,6 +39,7 @@
 
 #include "interpose/log.h"
 #include "proto/fdpass.h"
+#include "proto/rendezvous.h"
 #include "proto/ring.h"
 #include "proto/seqlock.h"
 #include "proto/wire.h"
@@ -67,7 +68,7 @@ struct Staging {
   p::EventRecord slots[kStagingRecords];
 };
 
-enum class Mode { kOff, kConnect, kSpawn };
+using Mode = DaemonMode;
 
 struct Shared {
   std::atomic<bool> enabled{false};  // a daemon is connected: stage events
@@ -176,6 +177,7 @@ void disconnect(const char* why) {
   if (g_conn.fd >= 0) close(g_conn.fd);
   g_conn = Connection{};
   g.enabled.store(false, std::memory_order_relaxed);
+  if (g_info.recording) g_info.recording->store(false, std::memory_order_relaxed);
   if (g.connected.exchange(false))
     GSWAP_LOG(kInfo, "gswapd connection closed (%s); continuing in passive mode", why);
 }
@@ -286,6 +288,7 @@ bool try_connect(bool* refused, bool* absent) {
   if (g_info.on_connect) g_info.on_connect();
   t_in_connect = false;
   g.enabled.store(true, std::memory_order_relaxed);
+  if (g_info.recording) g_info.recording->store(true, std::memory_order_relaxed);
   return true;
 }
 
@@ -435,10 +438,10 @@ void* thread_main(void*) {
   return nullptr;
 }
 
-void find_daemon_path() {
+void find_daemon_path(const char* configured) {
   g_daemon_path[0] = '\0';
-  if (const char* e = std::getenv("GSWAP_DAEMON_PATH"); e && *e) {
-    std::strncpy(g_daemon_path, e, sizeof g_daemon_path - 1);
+  if (configured && *configured) {
+    std::snprintf(g_daemon_path, sizeof g_daemon_path, "%s", configured);
     return;
   }
   // Beside the library: <build>/interpose/libgswap.so -> <build>/bin/gswapd; an installed
@@ -474,35 +477,19 @@ void start_thread() {
 
 void start(const StartInfo& info) {
   if (g_thread_running) return;
-  const char* mode_env = std::getenv("GSWAP_DAEMON");
-  Mode mode = Mode::kConnect;
-  if (mode_env && std::strcmp(mode_env, "off") == 0)
-    mode = Mode::kOff;
-  else if (mode_env && std::strcmp(mode_env, "spawn") == 0)
-    mode = Mode::kSpawn;
-  else if (mode_env && *mode_env && std::strcmp(mode_env, "connect") != 0)
-    GSWAP_LOG(kWarn, "GSWAP_DAEMON=%s is not off|connect|spawn; using connect", mode_env);
+  Mode mode = info.mode;
   if (mode == Mode::kOff || !info.gpu_uuid) return;
   g_info = info;
   std::memcpy(g_uuid, info.gpu_uuid, 16);
   g_info.gpu_uuid = reinterpret_cast<const char*>(g_uuid);
   p::format_uuid(g_uuid, g_uuid_text);
   g.applied_budget.store(info.budget_bytes);
-  char dir[sizeof g_socket_path];
-  const char* rd = std::getenv("GSWAP_RUNTIME_DIR");
-  const char* xdg = std::getenv("XDG_RUNTIME_DIR");
-  if (rd && *rd)
-    std::snprintf(dir, sizeof dir, "%s", rd);
-  else if (xdg && *xdg)
-    std::snprintf(dir, sizeof dir, "%s/gswap", xdg);
-  else
-    std::snprintf(dir, sizeof dir, "/run/gswap");
-  int n = std::snprintf(g_socket_path, sizeof g_socket_path, "%s/%s.sock", dir, g_uuid_text);
-  if (n < 0 || static_cast<std::size_t>(n) >= sizeof g_socket_path) {
-    GSWAP_LOG(kWarn, "runtime dir %s is too long for a socket path; running without gswapd", dir);
+  if (!p::socket_path(info.runtime_dir, g_uuid_text, g_socket_path, sizeof g_socket_path)) {
+    GSWAP_LOG(kWarn, "runtime dir %s is too long for a socket path; running without gswapd",
+              info.runtime_dir);
     return;
   }
-  if (mode == Mode::kSpawn) find_daemon_path();
+  if (mode == Mode::kSpawn) find_daemon_path(info.daemon_path);
   void* mem = mmap(nullptr, sizeof(Staging) * kMaxStaging, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) return;
@@ -555,7 +542,9 @@ void region_alloc(std::uint64_t region_id, std::uint64_t base, std::uint64_t byt
 }
 
 void open_events() {
-  if (t_in_connect) g.enabled.store(true, std::memory_order_relaxed);
+  if (!t_in_connect) return;
+  g.enabled.store(true, std::memory_order_relaxed);
+  if (g_info.recording) g_info.recording->store(true, std::memory_order_relaxed);
 }
 
 void announce_region(std::uint64_t region_id, std::uint64_t base, std::uint64_t bytes,

@@ -9,6 +9,7 @@
 //   - nothing here throws.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 namespace gswap::interpose::telemetry {
@@ -40,13 +41,22 @@ using BudgetCallback = void (*)(std::uint64_t budget_bytes);
 // does not (or when there is none).
 using ConnectCallback = void (*)();
 
+enum class DaemonMode { kOff, kConnect, kSpawn };
+
+// Everything start() needs; the settings come from the library's Config (read once, at cuInit).
 struct StartInfo {
+  DaemonMode mode = DaemonMode::kConnect;
+  const char* runtime_dir = "";    // resolved runtime directory (proto/rendezvous.h)
+  const char* daemon_path = "";    // gswapd to spawn; empty: the one installed beside the library
   const char* gpu_uuid = nullptr;  // 16 raw bytes (CUuuid)
   int device_ordinal = 0;
   std::uint64_t device_total_bytes = 0;
   std::uint64_t budget_bytes = 0;
   BudgetCallback on_budget = nullptr;
   ConnectCallback on_connect = nullptr;
+  // Set while events flow to a daemon (the interposer then numbers every call globally, which
+  // the launch path otherwise skips), cleared when the connection ends.
+  std::atomic<bool>* recording = nullptr;
 };
 
 // Lifecycle. start() connects to (or, if configured, spawns) the daemon and returns at once when

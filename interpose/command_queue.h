@@ -1,0 +1,79 @@
+// command_queue.h: the bounded lock-free queue that feeds the swapper thread.
+//
+// Many producers (application threads on slow paths, and the launch path when it follows a plan)
+// and one consumer (the swapper). Each cell carries a sequence number (Vyukov's bounded queue), so
+// a push is one CAS on the tail and two stores, never a lock, an allocation or a syscall: a full
+// queue refuses the push and the caller falls back (a planned action is skipped and counted).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace gswap::interpose {
+
+template <class T, std::size_t Capacity>
+class CommandQueue {
+  static_assert((Capacity & (Capacity - 1)) == 0, "Capacity is a power of two");
+
+ public:
+  CommandQueue() {
+    for (std::size_t i = 0; i < Capacity; ++i) cells_[i].seq.store(i, std::memory_order_relaxed);
+  }
+
+  bool push(const T& v) {
+    std::size_t pos = tail_.load(std::memory_order_relaxed);
+    for (;;) {
+      Cell& c = cells_[pos & (Capacity - 1)];
+      std::size_t seq = c.seq.load(std::memory_order_acquire);
+      auto diff = static_cast<std::intptr_t>(seq) - static_cast<std::intptr_t>(pos);
+      if (diff == 0) {
+        if (tail_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
+          c.value = v;
+          c.seq.store(pos + 1, std::memory_order_release);
+          return true;
+        }
+      } else if (diff < 0) {
+        return false;  // full
+      } else {
+        pos = tail_.load(std::memory_order_relaxed);
+      }
+    }
+  }
+
+  // Single consumer.
+  bool pop(T* out) {
+    Cell& c = cells_[head_ & (Capacity - 1)];
+    std::size_t seq = c.seq.load(std::memory_order_acquire);
+    if (static_cast<std::intptr_t>(seq) - static_cast<std::intptr_t>(head_ + 1) < 0) return false;
+    *out = c.value;
+    c.seq.store(head_ + Capacity, std::memory_order_release);
+    ++head_;
+    return true;
+  }
+
+  bool empty() const {
+    const Cell& c = cells_[head_ & (Capacity - 1)];
+    return static_cast<std::intptr_t>(c.seq.load(std::memory_order_acquire)) -
+               static_cast<std::intptr_t>(head_ + 1) <
+           0;
+  }
+
+  // Back to empty. Only when no thread can push or pop (after fork, in the child).
+  void reset() {
+    for (std::size_t i = 0; i < Capacity; ++i) cells_[i].seq.store(i, std::memory_order_relaxed);
+    tail_.store(0, std::memory_order_relaxed);
+    head_ = 0;
+  }
+
+ private:
+  struct Cell {
+    std::atomic<std::size_t> seq;
+    T value;
+  };
+  Cell cells_[Capacity];
+  alignas(64) std::atomic<std::size_t> tail_{0};
+  alignas(64) std::size_t head_ = 0;
+};
+
+}  // namespace gswap::interpose

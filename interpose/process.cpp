@@ -1,0 +1,398 @@
+// process.cpp: the process's residency manager and everything process-wide around it (see
+// process.h): settings and init at cuInit, framework refusal, the daemon callbacks, fork and the
+// summary at exit.
+//
+// Threads: g_init_mutex serialises init; the residency manager has its own locks. The objects
+// live in static storage that is never destroyed: hooks may run from other libraries'
+// destructors after ours.
+#include "interpose/process.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <new>
+
+#include "interpose/config.h"
+#include "interpose/device_cuda.h"
+#include "interpose/driver.h"
+#include "interpose/frameworks.h"
+#include "interpose/layout_cache.h"
+#include "interpose/log.h"
+#include "interpose/residency.h"
+#include "interpose/telemetry.h"
+
+namespace gswap::interpose {
+namespace {
+
+struct Process {
+  std::mutex init_mutex;
+  bool inited = false;
+  CUresult init_result = CUDA_SUCCESS;
+  Config config;
+  pid_t owner_pid = 0;
+  std::uint64_t physical_total = 0;
+};
+
+alignas(FastState) unsigned char g_fast_storage[sizeof(FastState)];
+alignas(Process) unsigned char g_process_storage[sizeof(Process)];
+alignas(Residency) unsigned char g_residency_storage[sizeof(Residency)];
+alignas(LruVictims) unsigned char g_victims_storage[sizeof(LruVictims)];
+FastState* g_fast = nullptr;
+Process* g = nullptr;
+Residency* g_res = nullptr;
+LruVictims* g_victims = nullptr;
+
+bool ready() {
+  return g && g->inited && g->init_result == CUDA_SUCCESS;
+}
+
+telemetry::Counters counters() {
+  ResidencyStats s = g_res->stats();
+  telemetry::Counters c;
+  c.budget = s.budget;
+  c.resident = s.used;
+  c.peak_resident = s.peak;
+  c.swapped_out = s.swapped_out;
+  c.swapped_in = s.swapped_in;
+  c.stalls = s.stalls;
+  c.stall_ns = s.stall_ns;
+  c.pinned = s.pinned;
+  c.regions = s.regions;
+  c.launches = g_fast->launches.total();
+  return c;
+}
+
+void publish_tick(void*) {
+  telemetry::publish_counters(counters());
+}
+
+void print_summary() {
+  if (!g || !g->inited || g->owner_pid != ::getpid() || !g->config.summary) return;
+  if (!g_res->device_ready()) return;
+  ResidencyStats s = g_res->stats();
+  char a[32], b[32], c[32], d[32];
+  char line[384];
+  int n = std::snprintf(
+      line, sizeof line,
+      "gswap summary: peak_resident=%llu (%s) budget=%llu (%s) swapped_out=%llu (%s) "
+      "swapped_in=%llu (%s) stalls=%llu stall_ms=%.1f oom=%llu swap_errors=%llu\n",
+      (unsigned long long)s.peak, format_bytes(s.peak, a, 32), (unsigned long long)s.budget,
+      format_bytes(s.budget, b, 32), (unsigned long long)s.swapped_out,
+      format_bytes(s.swapped_out, c, 32), (unsigned long long)s.swapped_in,
+      format_bytes(s.swapped_in, d, 32), (unsigned long long)s.stalls, s.stall_ns / 1e6,
+      (unsigned long long)s.oom, (unsigned long long)s.swap_errors);
+  if (n > 0) {
+    ssize_t w = ::write(2, line, std::min<size_t>(static_cast<size_t>(n), sizeof line - 1));
+    (void)w;
+  }
+}
+
+void at_exit() {
+  // The swapper may be inside the driver: let it finish before the driver's own destructors run
+  // (they run after this handler, which was registered after the driver loaded).
+  if (g && g->owner_pid == ::getpid()) g_res->stop_swapper();
+  print_summary();
+  telemetry::stop();
+}
+
+void fork_prepare() {
+  g_res->mutex().lock();
+}
+void fork_parent() {
+  g_res->mutex().unlock();
+}
+void fork_child() {
+  // The child has one thread and no usable CUDA state of its parent's (CUDA does not survive
+  // fork). Start over: a child that uses CUDA initialises again on its own cuInit. The old
+  // objects are left behind, not destroyed: their locks and condition variables may still count
+  // the parent's threads.
+  Config cfg = g->config;
+  g = new (g_process_storage) Process();
+  g->config = cfg;
+  g_fast = new (g_fast_storage) FastState();
+  g_res = new (g_residency_storage) Residency(cuda_device(), *g_fast, *g_victims);
+  layout_cache_reset();
+  telemetry::after_fork_child();
+}
+
+// Opens GSWAP_LOG_FILE; false (with errno) when it cannot be written.
+bool open_log(const char* path, int* fd) {
+  *fd = 2;
+  if (!path || !*path) return true;
+  int f = ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (f < 0) return false;
+  *fd = f;
+  return true;
+}
+
+}  // namespace
+
+// The state exists from the moment the library is loaded, so a hook called before (or after a
+// failed) cuInit finds it empty rather than null.
+__attribute__((constructor)) static void construct_process() {
+  g_fast = new (g_fast_storage) FastState();
+  g = new (g_process_storage) Process();
+  g_victims = new (g_victims_storage) LruVictims();
+  g_res = new (g_residency_storage) Residency(cuda_device(), *g_fast, *g_victims);
+}
+
+FastState& fast() {
+  return *g_fast;
+}
+
+CUresult init_process() {
+  std::lock_guard<std::mutex> lock(g->init_mutex);
+  if (g->inited) return g->init_result;
+  g->inited = true;
+  g->owner_pid = ::getpid();
+  char err[320];
+  if (!load_config([](const char* n) -> const char* { return std::getenv(n); }, &g->config, err,
+                   sizeof err)) {
+    log_configure(LogLevel::kError, 2);
+    GSWAP_LOG(kError, "refusing to start: %s; every cuInit fails with CUDA_ERROR_INVALID_VALUE",
+              err);
+    g->init_result = CUDA_ERROR_INVALID_VALUE;
+    return g->init_result;
+  }
+  int fd = 2;
+  if (!open_log(g->config.log_file, &fd)) {
+    log_configure(LogLevel::kError, 2);
+    GSWAP_LOG(kError,
+              "refusing to start: GSWAP_LOG_FILE=\"%s\" cannot be written (%s); every cuInit "
+              "fails with CUDA_ERROR_INVALID_VALUE",
+              g->config.log_file, strerror(errno));
+    g->init_result = CUDA_ERROR_INVALID_VALUE;
+    return g->init_result;
+  }
+  log_configure(g->config.log_level, fd);
+
+  // Framework allocators (frameworks.h): expandable segments are refused like a bad setting;
+  // a caching allocator is named once and gswap works at segment granularity.
+  FrameworkCheck fw;
+  check_frameworks([](const char* n) -> const char* { return std::getenv(n); }, loaded_frameworks(),
+                   &fw);
+  if (fw.refuse) {
+    GSWAP_LOG(kError, "%s; every cuInit fails with CUDA_ERROR_NOT_SUPPORTED", fw.error);
+    g->init_result = CUDA_ERROR_NOT_SUPPORTED;
+    return g->init_result;
+  }
+  for (unsigned i = 0; i < fw.warnings; ++i) GSWAP_LOG(kWarn, "%s", fw.warning[i]);
+
+  CUdevice dev = 0;
+  size_t total = 0;
+  if (real().cuDeviceGet(&dev, 0) == CUDA_SUCCESS &&
+      real().cuDeviceTotalMem_v2(&total, dev) == CUDA_SUCCESS) {
+    g->physical_total = total;
+  }
+  std::uint64_t b = g->config.budget.resolve(g->physical_total);
+  if (g->physical_total && b > g->physical_total) {
+    char x[32], y[32];
+    GSWAP_LOG(kWarn, "GSWAP_BUDGET %s is above the device's %s; using the device size",
+              format_bytes(b, x, 32), format_bytes(g->physical_total, y, 32));
+    b = g->physical_total;
+  }
+  ResidencySettings rs;
+  rs.budget = b;
+  rs.physical_total = g->physical_total;
+  rs.swap_threshold = g->config.swap_threshold.bytes;
+  rs.pinned_cap = g->config.pinned_cap;
+  rs.staging_bytes = g->config.staging_bytes;
+  rs.debug_skip_restore = g->config.debug_skip_restore;
+  g_res->configure(rs);
+  g_res->set_tick(publish_tick, nullptr);
+  std::atexit(at_exit);
+  pthread_atfork(fork_prepare, fork_parent, fork_child);
+
+  CUuuid uuid = {};
+  real().cuDeviceGetUuid_v2(&uuid, dev);
+  telemetry::StartInfo info;
+  switch (g->config.daemon) {
+    case Config::Daemon::kOff:
+      info.mode = telemetry::DaemonMode::kOff;
+      break;
+    case Config::Daemon::kConnect:
+      info.mode = telemetry::DaemonMode::kConnect;
+      break;
+    case Config::Daemon::kSpawn:
+      info.mode = telemetry::DaemonMode::kSpawn;
+      break;
+  }
+  info.runtime_dir = g->config.runtime_dir;
+  info.daemon_path = g->config.daemon_path;
+  info.gpu_uuid = uuid.bytes;
+  info.device_ordinal = dev;
+  info.device_total_bytes = g->physical_total;
+  info.budget_bytes = b;
+  info.on_budget = apply_budget;
+  info.on_connect = announce_live_regions;
+  info.recording = &g_fast->ordered;
+  telemetry::start(info);
+  return CUDA_SUCCESS;
+}
+
+CUresult region_alloc(CUdeviceptr* out, std::size_t bytes, CUstream stream, bool per_thread,
+                      bool* handled) {
+  *handled = false;
+  if (!ready() || !out) return CUDA_SUCCESS;
+  return g_res->alloc_region(out, bytes, stream, per_thread, handled);
+}
+
+namespace {
+struct ArenaCall {
+  CUdeviceptr* out;
+  std::size_t bytes;
+  CUstream stream;
+  bool async, per_thread;
+  CUmemoryPool pool;
+  std::size_t* pitch;
+  std::size_t width, height;
+  unsigned elem;
+};
+
+CUresult forward_alloc(void* p, CUdeviceptr* out, std::uint64_t* bytes) {
+  auto* a = static_cast<ArenaCall*>(p);
+  if (!a->async) return real().cuMemAlloc_v2(out, a->bytes);
+  if (a->pool)
+    return a->per_thread ? real().cuMemAllocFromPoolAsync_ptsz(out, a->bytes, a->pool, a->stream)
+                         : real().cuMemAllocFromPoolAsync(out, a->bytes, a->pool, a->stream);
+  (void)bytes;
+  return a->per_thread ? real().cuMemAllocAsync_ptsz(out, a->bytes, a->stream)
+                       : real().cuMemAllocAsync(out, a->bytes, a->stream);
+}
+
+CUresult forward_pitch(void* p, CUdeviceptr* out, std::uint64_t* bytes) {
+  auto* a = static_cast<ArenaCall*>(p);
+  CUresult e = real().cuMemAllocPitch_v2(out, a->pitch, a->width, a->height, a->elem);
+  if (e == CUDA_SUCCESS && a->pitch) *bytes = static_cast<std::uint64_t>(*a->pitch) * a->height;
+  return e;
+}
+}  // namespace
+
+CUresult arena_alloc(CUdeviceptr* out, std::size_t bytes, CUstream stream, bool async,
+                     bool per_thread, CUmemoryPool pool) {
+  ArenaCall a{out, bytes, stream, async, per_thread, pool, nullptr, 0, 0, 0};
+  if (!ready()) return forward_alloc(&a, out, nullptr);
+  return g_res->alloc_arena(bytes, forward_alloc, &a, out);
+}
+
+CUresult arena_alloc_pitch(CUdeviceptr* out, std::size_t* pitch, std::size_t width,
+                           std::size_t height, unsigned elem) {
+  ArenaCall a{out, 0, nullptr, false, false, nullptr, pitch, width, height, elem};
+  std::uint64_t ignored = 0;
+  if (!ready()) return forward_pitch(&a, out, &ignored);
+  // The driver picks the pitch; room is made for a 512-byte-aligned row (the usual pitch
+  // alignment) and the real size is what gets counted.
+  std::uint64_t estimate = (width + 511) / 512 * 512 * height;
+  return g_res->alloc_arena(estimate, forward_pitch, &a, out);
+}
+
+CUresult free_any(CUdeviceptr p, CUstream stream, bool async, bool per_thread) {
+  if (ready() && g_res->free_region(p, stream, async, per_thread)) return CUDA_SUCCESS;
+  CUresult e = !async ? real().cuMemFree_v2(p)
+                      : (per_thread ? real().cuMemFreeAsync_ptsz(p, stream)
+                                    : real().cuMemFreeAsync(p, stream));
+  if (e == CUDA_SUCCESS && ready()) g_res->forget_arena(p);
+  return e;
+}
+
+std::uint64_t budget_total(std::uint64_t physical) {
+  if (!ready()) return physical;
+  std::uint64_t b = g_res->budget();
+  return std::min(physical, b ? b : physical);
+}
+
+bool memory_info(std::size_t* free, std::size_t* total) {
+  if (!ready()) return false;
+  // Like the driver: a thread with no current context gets CUDA_ERROR_INVALID_CONTEXT, which the
+  // caller's forward to the driver produces.
+  if (!cuda_device().current()) return false;
+  std::uint64_t f = 0, t = 0;
+  g_res->memory_info(&f, &t);
+  if (free) *free = f;
+  if (total) *total = t;
+  return true;
+}
+
+bool region_range(CUdeviceptr p, CUdeviceptr* base, std::size_t* size) {
+  if (!g_fast) return false;
+  Region* r = g_fast->map.find(p);
+  if (!r || r->state.load() == kRegionFree || p >= r->base + r->size) return false;
+  if (base) *base = r->base;
+  if (size) *size = r->size;
+  return true;
+}
+
+bool region_owner(CUcontext* ctx, CUdevice* device) {
+  if (!g_res->device_ready()) return false;
+  *ctx = g_res->context();
+  *device = g_res->device_ordinal();
+  return true;
+}
+
+CUresult prepare_slow(TouchSet& t, CUstream stream, bool per_thread, bool sync) {
+  return g_res->prepare(t, stream, per_thread, sync);
+}
+
+CUresult wait_restoring(TouchSet& t, CUstream stream, bool per_thread, bool sync) {
+  return wait_restores(cuda_device(), t, stream, per_thread,
+                       sync || g_fast->capturing.load(std::memory_order_relaxed) > 0);
+}
+
+CUresult keep_resident(TouchSet& t, CUstream, bool) {
+  return g_res->keep_resident(t);
+}
+
+CUresult keep_all_resident(const char* why) {
+  return g_res->keep_all_resident(why);
+}
+
+CUresult keep_resident_at(CUdeviceptr addr, const char* why) {
+  if (!g_fast->active.load()) return CUDA_SUCCESS;
+  Region* r = g_fast->map.find(addr);
+  if (!r) return CUDA_SUCCESS;
+  GSWAP_LOG(kInfo, "%s: region at 0x%llx stays resident", why, (unsigned long long)r->base);
+  TouchSet t;
+  t.add(r);
+  return g_res->keep_resident(t);
+}
+
+void stream_destroyed(CUstream stream) {
+  g_res->stream_destroyed(stream);
+}
+
+void capture_begin() {
+  g_res->capture_begin();
+}
+void capture_end() {
+  g_res->capture_end();
+}
+
+void apply_budget(std::uint64_t bytes) {
+  if (!ready()) return;
+  g_res->set_budget(bytes);
+  telemetry::publish_counters(counters());
+}
+
+void announce_live_regions() {
+  if (!ready()) {
+    telemetry::open_events();
+    return;
+  }
+  // Under the residency mutex region_alloc and region_free emit under: a region allocated before
+  // this point is announced here, one allocated after is reported by its own event, and a region
+  // freed meanwhile is neither. One pass over the live list, no CUDA calls.
+  g_res->for_each_live([](void*) { telemetry::open_events(); },
+                       [](const Region& r, void*) {
+                         telemetry::announce_region(r.id, r.base, r.size, r.alloc_seq, 0);
+                       },
+                       nullptr);
+}
+
+}  // namespace gswap::interpose

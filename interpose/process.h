@@ -1,0 +1,67 @@
+// process.h: what the hooks call: the process's one residency manager (residency.h) over the
+// real driver, its settings, and the process-wide concerns around it (init at cuInit, fork, the
+// summary at exit, the daemon's budget and connection callbacks).
+//
+// Threads: these functions may be called from any application thread; the locking is
+// residency's (residency.h). fast() is read by the launch path without locks.
+#pragma once
+
+#include <cstdint>
+
+#include "interpose/cuda_api.h"
+#include "interpose/fast_state.h"
+#include "interpose/param_scan.h"
+
+namespace gswap::interpose {
+
+FastState& fast();
+
+// Process init at cuInit: settings, budget, log, framework check, telemetry. Returns the error
+// every cuInit must return when the configuration is refused (CUDA_SUCCESS when fine).
+CUresult init_process();
+
+// Allocation. *handled = false means "not a region, forward to the driver" (small allocation,
+// no context or another one, VA exhausted, graph memory during a capture): the caller then calls
+// arena_alloc.
+CUresult region_alloc(CUdeviceptr* out, std::size_t bytes, CUstream stream, bool per_thread,
+                      bool* handled);
+// Small allocations go to the driver but count against the budget; room is made first.
+CUresult arena_alloc(CUdeviceptr* out, std::size_t bytes, CUstream stream, bool async,
+                     bool per_thread, CUmemoryPool pool);
+// Pitched allocations are left to the driver (its pitch rules are device-specific) and counted
+// like the arena.
+CUresult arena_alloc_pitch(CUdeviceptr* out, std::size_t* pitch, std::size_t width,
+                           std::size_t height, unsigned elem);
+// Frees a region (stream-ordered) or an arena allocation; anything else is forwarded.
+CUresult free_any(CUdeviceptr p, CUstream stream, bool async, bool per_thread);
+
+bool memory_info(std::size_t* free, std::size_t* total);  // false before init: forward
+std::uint64_t budget_total(std::uint64_t physical);
+bool region_range(CUdeviceptr p, CUdeviceptr* base, std::size_t* size);
+// The context and device regions belong to (false before the first region).
+bool region_owner(CUcontext* ctx, CUdevice* device);
+
+// Slow path of an access: makes every region of t resident (restoring, evicting others), has
+// the caller's stream (or, for sync calls, the host) wait for restores, and pins them all.
+// On success the caller marks use, enqueues, then unpins.
+CUresult prepare_slow(TouchSet& t, CUstream stream, bool per_thread, bool sync);
+// The wait path of an access whose regions are all mapped but some still being restored
+// (kRestoring): the caller's stream waits for those restores on the device (the host, for
+// synchronous calls and during a capture). No lock. The regions stay pinned.
+CUresult wait_restoring(TouchSet& t, CUstream stream, bool per_thread, bool sync);
+
+// Accesses gswap cannot see. keep_resident: the regions of t never leave again.
+CUresult keep_resident(TouchSet& t, CUstream stream, bool per_thread);
+// Every live region (graph launches, untrackable calls) stays resident from now on.
+CUresult keep_all_resident(const char* why);
+CUresult keep_resident_at(CUdeviceptr addr, const char* why);
+
+void stream_destroyed(CUstream stream);
+// Stream capture (fact 8): capture_begin is called before the real cuStreamBeginCapture, and
+// capture_end after cuStreamEndCapture or a failed begin.
+void capture_begin();
+void capture_end();
+void apply_budget(std::uint64_t bytes);  // telemetry's BudgetCallback
+void announce_live_regions();            // telemetry's ConnectCallback
+
+}  // namespace gswap::interpose

@@ -1,0 +1,423 @@
+// residency_test.cpp: residency's state machine, accounting, out-of-memory and failure handling,
+// over the fake device (device_fake.h), with the swapper driven by hand (no thread) unless a test
+// says otherwise.
+#include "interpose/residency.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "interpose/access.h"
+#include "interpose/device_fake.h"
+
+namespace gswap::interpose {
+namespace {
+
+constexpr std::uint64_t kGran = 64 << 10;
+constexpr std::uint64_t kMiB = 1 << 20;
+
+struct Env {
+  FakeDevice dev{kGran};
+  FastState fast;
+  LruVictims lru;
+  Residency res{dev, fast, lru};
+  CUstream stream;
+
+  explicit Env(std::uint64_t budget, bool thread = false) {
+    ResidencySettings s;
+    s.budget = budget;
+    s.physical_total = 1ull << 30;
+    s.pinned_cap = 1ull << 30;
+    s.staging_bytes = 256 << 10;
+    s.swapper_thread = thread;
+    res.configure(s);
+    stream = dev.user_stream();
+  }
+
+  CUdeviceptr alloc(std::uint64_t bytes, CUresult want = CUDA_SUCCESS) {
+    CUdeviceptr p = 0;
+    bool handled = false;
+    EXPECT_EQ(res.alloc_region(&p, bytes, stream, false, &handled), want);
+    EXPECT_TRUE(handled);
+    return p;
+  }
+  Region* region(CUdeviceptr p) { return fast.map.find(p); }
+  std::uint32_t state(CUdeviceptr p) { return region(p)->state.load(); }
+
+  // Writes a pattern derived from seed through the region's mapping (the region must be mapped).
+  void fill(CUdeviceptr p, std::uint64_t bytes, std::uint32_t seed) {
+    std::vector<std::uint32_t> v(bytes / 4);
+    for (std::size_t i = 0; i < v.size(); ++i)
+      v[i] = seed * 2654435761u + static_cast<std::uint32_t>(i);
+    ASSERT_TRUE(dev.write(p, v.data(), bytes));
+  }
+  bool holds(CUdeviceptr p, std::uint64_t bytes, std::uint32_t seed) {
+    std::vector<std::uint32_t> v(bytes / 4);
+    if (!dev.read(p, v.data(), bytes)) return false;
+    for (std::size_t i = 0; i < v.size(); ++i)
+      if (v[i] != seed * 2654435761u + static_cast<std::uint32_t>(i)) return false;
+    return true;
+  }
+
+  // What a launch does (access.h): pin, make resident (slow or wait path), mark use, unpin.
+  // `while_pinned` runs as the kernel would: with every region pinned and resident.
+  CUresult launch(std::initializer_list<CUdeviceptr> ptrs, bool sync = false,
+                  const std::function<void()>& while_pinned = nullptr) {
+    TouchSet t;
+    for (CUdeviceptr p : ptrs) t.add(region(p));
+    Pinned pinned = pin_if_mapped(t);
+    if (pinned == Pinned::kNo) {
+      CUresult e = res.prepare(t, stream, false, sync);
+      if (e != CUDA_SUCCESS) return e;
+    } else if (pinned == Pinned::kSomeRestoring) {
+      CUresult e = wait_restores(dev, t, stream, false, sync);
+      if (e != CUDA_SUCCESS) {
+        unpin(t);
+        return e;
+      }
+    }
+    mark_use(t, lru_tick() + (1ull << 20) * ++ticks,
+             fast.streams.bit(reinterpret_cast<std::uintptr_t>(stream), false));
+    if (while_pinned) while_pinned();
+    unpin(t);
+    return CUDA_SUCCESS;
+  }
+  std::atomic<std::uint64_t> ticks{0};
+};
+
+TEST(RegionState, TransitionTable) {
+  EXPECT_TRUE(region_transition_allowed(kRegionFree, kRegionResident));
+  EXPECT_TRUE(region_transition_allowed(kRegionResident, kRegionEvicting));
+  EXPECT_TRUE(region_transition_allowed(kRegionEvicting, kRegionHost));
+  EXPECT_TRUE(region_transition_allowed(kRegionEvicting, kRegionResident));
+  EXPECT_TRUE(region_transition_allowed(kRegionHost, kRegionRestoring));
+  EXPECT_TRUE(region_transition_allowed(kRegionRestoring, kRegionResident));
+  EXPECT_TRUE(region_transition_allowed(kRegionRestoring, kRegionEvicting));
+  EXPECT_TRUE(region_transition_allowed(kRegionResident, kRegionDropped));
+  EXPECT_TRUE(region_transition_allowed(kRegionDropped, kRegionRestoring));
+  for (std::uint32_t s = kRegionResident; s <= kRegionDropped; ++s)
+    EXPECT_TRUE(region_transition_allowed(s, kRegionFree)) << region_state_name(s);
+  EXPECT_FALSE(region_transition_allowed(kRegionFree, kRegionFree));
+  EXPECT_FALSE(region_transition_allowed(kRegionResident, kRegionHost));  // no copy, no host
+  EXPECT_FALSE(region_transition_allowed(kRegionHost, kRegionEvicting));
+  EXPECT_FALSE(region_transition_allowed(kRegionFree, kRegionHost));
+  EXPECT_FALSE(region_transition_allowed(kRegionDropped, kRegionResident));
+}
+
+TEST(Residency, AllocationsWithinTheBudgetStayResident) {
+  Env env(8 * kMiB);
+  CUdeviceptr a = env.alloc(kMiB), b = env.alloc(kMiB + 1);
+  EXPECT_EQ(env.state(a), kRegionResident);
+  EXPECT_EQ(env.state(b), kRegionResident);
+  ResidencyStats s = env.res.stats();
+  EXPECT_EQ(s.resident, kMiB + (kMiB + kGran));  // rounded up to the granularity
+  EXPECT_EQ(s.used, s.resident);
+  EXPECT_EQ(s.regions, 2u);
+  // A guard granule follows every region: b does not start where a ends.
+  EXPECT_GE(b, a + kMiB + kGran);
+  EXPECT_EQ(env.region(a + kMiB), env.region(a));  // a's one-past-the-end names a
+}
+
+TEST(Residency, EvictionAndRestoreKeepTheBytes) {
+  Env env(2 * kMiB);
+  CUdeviceptr a = env.alloc(kMiB);
+  env.fill(a, kMiB, 1);
+  CUdeviceptr b = env.alloc(kMiB);
+  env.fill(b, kMiB, 2);
+  ASSERT_EQ(env.launch({b}), CUDA_SUCCESS);
+  // A third region only fits once the least recently used one (a) has left.
+  CUdeviceptr c = env.alloc(kMiB);
+  EXPECT_EQ(env.state(a), kRegionHost);
+  EXPECT_EQ(env.state(b), kRegionResident);
+  EXPECT_FALSE(env.holds(a, kMiB, 1));  // unmapped: touching it would fault
+  ResidencyStats s = env.res.stats();
+  EXPECT_LE(s.used, 2 * kMiB);
+  EXPECT_EQ(s.swapped_out, kMiB);
+  // Using a again brings it back, at the same address, with its bytes.
+  ASSERT_EQ(env.launch({a}), CUDA_SUCCESS);
+  env.res.drain();
+  EXPECT_EQ(env.state(a), kRegionResident);
+  EXPECT_TRUE(env.holds(a, kMiB, 1));
+  EXPECT_EQ(env.res.stats().swapped_in, kMiB);
+  EXPECT_LE(env.res.stats().used, 2 * kMiB);
+  (void)c;
+}
+
+TEST(Residency, RestoreInFlightIsWaitedForOnTheStream) {
+  Env env(kMiB);
+  CUdeviceptr a = env.alloc(kMiB);
+  env.fill(a, kMiB, 3);
+  CUdeviceptr b = env.alloc(kMiB);  // a leaves
+  ASSERT_EQ(env.state(a), kRegionHost);
+  env.dev.set_manual(true);
+  // The restore is issued but does not run: a is kRestoring, and the launch's stream waits.
+  std::thread app([&] { EXPECT_EQ(env.launch({a}), CUDA_SUCCESS); });
+  for (int i = 0; i < 200 && env.state(a) != kRegionRestoring; ++i) {
+    env.res.swapper_step();
+    env.dev.run();  // lets b's swap-out complete; a's restore is queued behind it
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (env.state(a) == kRegionRestoring) break;
+  }
+  app.join();
+  env.dev.set_manual(false);
+  env.res.drain();
+  EXPECT_EQ(env.state(a), kRegionResident);
+  EXPECT_TRUE(env.holds(a, kMiB, 3));
+  EXPECT_EQ(env.state(b), kRegionHost);
+}
+
+TEST(Residency, ASwapOutStillInFlightIsRescuedWithoutACopyBack) {
+  Env env(2 * kMiB);
+  CUdeviceptr a = env.alloc(kMiB), b = env.alloc(kMiB);
+  env.fill(a, kMiB, 4);
+  env.dev.hold(env.stream);  // a's users have not finished: its swap-out cannot start
+  env.res.set_budget(kMiB);  // a (least recently used) must leave
+  env.res.swapper_step();
+  ASSERT_EQ(env.state(a), kRegionEvicting);
+  EXPECT_EQ(env.res.stats().evicting, kMiB);
+  // a is needed again before its copy ran: it is rescued (no restore), still mapped.
+  env.res.set_budget(2 * kMiB);
+  ASSERT_EQ(env.launch({a}), CUDA_SUCCESS);
+  EXPECT_EQ(env.state(a), kRegionResident);
+  env.dev.release_stream(env.stream);
+  env.res.drain();
+  EXPECT_EQ(env.state(a), kRegionResident);
+  EXPECT_TRUE(env.holds(a, kMiB, 4));
+  EXPECT_EQ(env.dev.count("copy_h2d"), 0);
+  EXPECT_EQ(env.res.stats().evicting, 0u);
+  (void)b;
+}
+
+TEST(Residency, StreamOrderedFreeWaitsForTheUsersStreams) {
+  Env env(2 * kMiB);
+  CUdeviceptr a = env.alloc(kMiB);
+  ASSERT_EQ(env.launch({a}), CUDA_SUCCESS);
+  env.dev.hold(env.stream);  // the launch that used a is still running
+  ASSERT_TRUE(env.res.free_region(a, nullptr, false, false));
+  env.res.swapper_step();
+  EXPECT_EQ(env.res.stats().freeing, kMiB);  // not reused yet
+  EXPECT_EQ(env.dev.count("unmap"), 0);
+  env.dev.release_stream(env.stream);
+  env.res.drain();
+  EXPECT_EQ(env.res.stats().freeing, 0u);
+  EXPECT_EQ(env.dev.count("unmap"), 1);
+  // The address range is free again.
+  CUdeviceptr b = env.alloc(kMiB);
+  EXPECT_EQ(b, a);
+  EXPECT_EQ(env.res.stats().regions, 1u);
+}
+
+TEST(Residency, FreeDuringSwapOutFinishesAfterTheCopy) {
+  Env env(2 * kMiB);
+  CUdeviceptr a = env.alloc(kMiB);
+  env.alloc(kMiB);
+  env.dev.set_manual(true);
+  env.res.set_budget(kMiB);
+  env.res.swapper_step();  // a's swap-out is issued, not run
+  ASSERT_EQ(env.state(a), kRegionEvicting);
+  ASSERT_TRUE(env.res.free_region(a, nullptr, false, false));
+  EXPECT_EQ(env.region(a), nullptr);  // gone from the map at once
+  env.dev.set_manual(false);
+  env.res.drain();
+  ResidencyStats s = env.res.stats();
+  EXPECT_EQ(s.evicting, 0u);
+  EXPECT_EQ(s.regions, 1u);
+  EXPECT_LE(s.used, kMiB);
+}
+
+TEST(Residency, OutOfMemoryLeavesEverythingUsable) {
+  Env env(2 * kMiB);
+  CUdeviceptr a = env.alloc(kMiB), b = env.alloc(kMiB);
+  env.fill(a, kMiB, 5);
+  env.fill(b, kMiB, 6);
+  CUdeviceptr c = env.alloc(kMiB);  // one of a, b leaves
+  env.fill(c, kMiB, 7);
+  // No launch can have three 1 MiB regions resident under 2 MiB.
+  EXPECT_EQ(env.launch({a, b, c}), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(env.res.stats().oom, 1u);
+  // Later calls work, and no byte was lost.
+  ASSERT_EQ(env.launch({a}), CUDA_SUCCESS);
+  ASSERT_EQ(env.launch({b}), CUDA_SUCCESS);
+  ASSERT_EQ(env.launch({c}), CUDA_SUCCESS);
+  env.res.drain();
+  for (auto [p, seed] : {std::pair{a, 5u}, {b, 6u}, {c, 7u}}) {
+    ASSERT_EQ(env.launch({p}), CUDA_SUCCESS);
+    env.res.drain();
+    EXPECT_TRUE(env.holds(p, kMiB, seed));
+  }
+  // An allocation larger than the whole budget is refused with one error.
+  env.alloc(3 * kMiB, CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(env.res.stats().oom, 2u);
+}
+
+TEST(Residency, AFailedKeepResidentMarksNothing) {
+  Env env(2 * kMiB);
+  CUdeviceptr a = env.alloc(kMiB), b = env.alloc(kMiB), c = env.alloc(kMiB);
+  TouchSet t;
+  for (CUdeviceptr p : {a, b, c}) t.add(env.region(p));
+  EXPECT_EQ(env.res.keep_resident(t), CUDA_ERROR_OUT_OF_MEMORY);
+  for (CUdeviceptr p : {a, b, c}) EXPECT_FALSE(env.region(p)->must_stay);
+  // Each region alone still comes and goes.
+  for (int round = 0; round < 2; ++round)
+    for (CUdeviceptr p : {a, b, c}) ASSERT_EQ(env.launch({p}), CUDA_SUCCESS);
+  // Two fit: they stay from now on, and the third still works.
+  TouchSet two;
+  two.add(env.region(a));
+  two.add(env.region(b));
+  ASSERT_EQ(env.res.keep_resident(two), CUDA_SUCCESS);
+  EXPECT_TRUE(env.region(a)->must_stay);
+  EXPECT_EQ(env.launch({c}), CUDA_ERROR_OUT_OF_MEMORY);  // both others must stay
+  EXPECT_EQ(env.state(a), kRegionResident);
+}
+
+TEST(Residency, AFailedSwapOutCopyLosesNothing) {
+  Env env(2 * kMiB);
+  CUdeviceptr a = env.alloc(kMiB), b = env.alloc(kMiB);
+  env.fill(a, kMiB, 8);
+  env.fill(b, kMiB, 9);
+  env.dev.fail("copy_d2h", 1);
+  // a's swap-out cannot be enqueued: a stays (for good), b leaves instead.
+  CUdeviceptr c = env.alloc(kMiB);
+  EXPECT_EQ(env.res.stats().swap_errors, 1u);
+  EXPECT_EQ(env.state(a), kRegionResident);
+  EXPECT_TRUE(env.region(a)->must_stay);
+  EXPECT_TRUE(env.holds(a, kMiB, 8));
+  EXPECT_EQ(env.state(b), kRegionHost);
+  // b comes back (c leaves: a must stay), with its bytes.
+  ASSERT_EQ(env.launch({b}, true, [&] { EXPECT_TRUE(env.holds(b, kMiB, 9)); }), CUDA_SUCCESS);
+  EXPECT_EQ(env.state(c), kRegionHost);
+  EXPECT_TRUE(env.holds(a, kMiB, 8));
+}
+
+TEST(Residency, AFailedUnmapKeepsTheRegionWithItsBytes) {
+  Env env(2 * kMiB);
+  CUdeviceptr a = env.alloc(kMiB);
+  env.fill(a, kMiB, 10);
+  env.alloc(kMiB);
+  env.dev.fail("unmap", 1);
+  env.res.set_budget(kMiB);
+  env.res.drain();
+  EXPECT_EQ(env.res.stats().swap_errors, 1u);
+  EXPECT_EQ(env.state(a), kRegionResident);
+  EXPECT_TRUE(env.region(a)->must_stay);
+  EXPECT_TRUE(env.holds(a, kMiB, 10));
+}
+
+TEST(Residency, AFailedRestoreCopyIsReportedAndCanBeRetried) {
+  Env env(kMiB);
+  CUdeviceptr a = env.alloc(kMiB);
+  env.fill(a, kMiB, 11);
+  CUdeviceptr b = env.alloc(kMiB);  // a leaves
+  ASSERT_EQ(env.state(a), kRegionHost);
+  env.dev.fail("copy_h2d", 1, CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_EQ(env.launch({a}), CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_EQ(env.state(a), kRegionHost);  // its bytes are still on the host
+  ASSERT_EQ(env.launch({a}), CUDA_SUCCESS);
+  env.res.drain();
+  EXPECT_TRUE(env.holds(a, kMiB, 11));
+  EXPECT_EQ(env.state(b), kRegionHost);
+}
+
+TEST(Residency, NothingLeavesDuringACaptureAndTheExcessGoesAfter) {
+  Env env(2 * kMiB);
+  CUdeviceptr a = env.alloc(kMiB), b = env.alloc(kMiB);
+  env.res.capture_begin();
+  // An allocation during the capture goes above the budget: nothing may be evicted.
+  CUdeviceptr c = env.alloc(kMiB);
+  EXPECT_EQ(env.state(a), kRegionResident);
+  EXPECT_EQ(env.state(b), kRegionResident);
+  EXPECT_EQ(env.res.stats().used, 3 * kMiB);
+  EXPECT_EQ(env.res.stats().capture_overshoot, kMiB);
+  EXPECT_EQ(env.dev.count("record"), 0);  // nothing recorded on any stream
+  env.res.capture_end();
+  env.res.drain();
+  EXPECT_LE(env.res.stats().used, 2 * kMiB);
+  (void)c;
+}
+
+TEST(Residency, FreesDuringACaptureWaitForItsEnd) {
+  Env env(4 * kMiB);
+  CUdeviceptr a = env.alloc(kMiB);
+  ASSERT_EQ(env.launch({a}), CUDA_SUCCESS);
+  env.res.capture_begin();
+  ASSERT_TRUE(env.res.free_region(a, nullptr, false, false));
+  env.res.swapper_step();
+  EXPECT_EQ(env.res.stats().freeing, kMiB);
+  EXPECT_EQ(env.dev.count("record"), 0);
+  env.res.capture_end();
+  env.res.drain();
+  EXPECT_EQ(env.res.stats().freeing, 0u);
+}
+
+TEST(Residency, PerThreadStreamsAreOrderedThroughTheLegacyStream) {
+  Env env(2 * kMiB);
+  CUdeviceptr a = env.alloc(kMiB);
+  env.region(a)->streams.fetch_or(StreamTable::kPerThreadBit);
+  env.alloc(kMiB);
+  env.res.set_budget(kMiB);
+  env.res.drain();
+  EXPECT_EQ(env.state(a), kRegionHost);
+  EXPECT_GE(env.dev.count("record_legacy"), 1);
+  EXPECT_EQ(env.dev.count("synchronize_context"), 0);  // no device-wide wait
+}
+
+TEST(Residency, ALowerBudgetIsEnforcedByTheSwapper) {
+  Env env(4 * kMiB, /*thread=*/true);
+  std::vector<CUdeviceptr> v;
+  for (int i = 0; i < 4; ++i) {
+    v.push_back(env.alloc(kMiB));
+    env.fill(v.back(), kMiB, 20 + i);
+  }
+  env.res.set_budget(2 * kMiB);
+  env.res.drain();
+  EXPECT_LE(env.res.stats().used, 2 * kMiB);
+  for (int i = 0; i < 4; ++i)
+    ASSERT_EQ(
+        env.launch({v[i]}, /*sync=*/true, [&] { EXPECT_TRUE(env.holds(v[i], kMiB, 20 + i)); }),
+        CUDA_SUCCESS);
+  env.res.stop_swapper();
+}
+
+// Launch threads and an evictor on shared regions: every launch sees its regions mapped with
+// their bytes, and the accounting ends consistent.
+TEST(Residency, ConcurrentLaunchesAndEvictions) {
+  Env env(4 * kMiB, /*thread=*/true);
+  std::vector<CUdeviceptr> v;
+  for (int i = 0; i < 8; ++i) {
+    v.push_back(env.alloc(kMiB / 2));
+    env.fill(v.back(), kMiB / 2, 40 + i);
+  }
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int k = 0; k < 200; ++k) {
+        int i = (t * 3 + k) % 8, j = (t + k * 5) % 8;
+        CUresult e = env.launch({v[i], v[j]}, true, [&] {
+          if (!env.holds(v[i], kMiB / 2, 40 + i) || !env.holds(v[j], kMiB / 2, 40 + j)) ++bad;
+        });
+        if (e != CUDA_SUCCESS) ++bad;
+      }
+    });
+  std::thread evictor([&] {
+    for (int k = 0; k < 50; ++k) {
+      env.res.set_budget(k % 2 ? 4 * kMiB : 2 * kMiB);
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  });
+  for (auto& th : threads) th.join();
+  evictor.join();
+  EXPECT_EQ(bad.load(), 0);
+  env.res.drain();
+  ResidencyStats s = env.res.stats();
+  EXPECT_EQ(s.evicting, 0u);
+  EXPECT_EQ(s.freeing, 0u);
+  EXPECT_GT(s.swapped_out, 0u);
+  env.res.stop_swapper();
+}
+
+}  // namespace
+}  // namespace gswap::interpose

@@ -1,0 +1,539 @@
+// swapper.cpp: the swapper thread's side of residency (see residency.h for the lock rules).
+//
+// The swapper issues every swap-out and restore, records the events that order them after the
+// application's streams, waits for copies, unmaps, finishes stream-ordered frees and evicts down
+// to a new budget. It runs in relaxed capture mode, and while any stream captures it only serves
+// restores a captured call needs (on gswap's own streams): it records nothing on application
+// streams, starts no swap-out and completes nothing until the capture ends (fact 8).
+//
+// Every driver call it makes is checked. A swap-out that cannot be enqueued, or whose memory
+// cannot be unmapped, is rolled back: the region stays mapped with its bytes, becomes
+// must-stay and the failure is counted. A restore that cannot be mapped or copied leaves the
+// region on the host and the error goes to the call that needed it. An event query that fails
+// means the completion of a copy can no longer be known: the process stops with file and line
+// rather than risk using memory a copy may still be writing.
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "interpose/check.h"
+#include "interpose/clock.h"
+#include "interpose/log.h"
+#include "interpose/residency.h"
+#include "interpose/telemetry.h"
+
+namespace gswap::interpose {
+void Residency::start_swapper() {
+  if (swapper_running_ || stopping_) return;
+  swapper_running_ = pthread_create(&swapper_, nullptr, swapper_main, this) == 0;
+  if (!swapper_running_)
+    GSWAP_LOG(kWarn, "cannot start the swapper thread: swaps run on the threads that need them");
+}
+
+void Residency::stop_swapper() {
+  {
+    std::lock_guard<std::mutex> lock(wake_mutex_);
+    if (!swapper_running_) return;
+    stopping_ = true;
+  }
+  wake_cv_.notify_all();
+  pthread_join(swapper_, nullptr);
+  swapper_running_ = false;
+}
+
+void* Residency::swapper_main(void* arg) {
+  auto* self = static_cast<Residency*>(arg);
+  unsigned mode = 0;
+  self->dev_.relax_capture_mode(&mode);  // gswap's own work never joins a capture
+  bool pushed = false;
+  self->dev_.push(self->ctx_, &pushed);
+  std::uint64_t backoff_us = 20;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(self->wake_mutex_);
+      if (self->stopping_) break;
+    }
+    bool did = self->swapper_step();
+    std::uint64_t now = monotonic_ns();
+    if (now - self->last_tick_ns_ >= 1'000'000'000ull) {
+      self->last_tick_ns_ = now;
+      self->host_.trim_idle(now);
+      if (self->tick_) self->tick_(self->tick_ctx_);
+    }
+    if (did) {
+      backoff_us = 20;
+      continue;
+    }
+    bool busy;
+    {
+      std::lock_guard<std::mutex> lock(self->mutex_);
+      busy = !self->evict_flight_.empty() || !self->restore_flight_.empty() ||
+             !self->wanted_.empty() || !self->deferred_frees_.empty();
+    }
+    // Copies in flight are polled (backing off to 1 ms); otherwise sleep until woken.
+    std::unique_lock<std::mutex> wl(self->wake_mutex_);
+    self->wake_cv_.wait_for(wl, std::chrono::microseconds(busy ? backoff_us : 20000),
+                            [&] { return self->wake_pending_ || self->stopping_; });
+    self->wake_pending_ = false;
+    if (busy) backoff_us = std::min<std::uint64_t>(backoff_us * 2, 1000);
+  }
+  if (pushed) self->dev_.pop();
+  self->dev_.restore_capture_mode(mode);
+  return nullptr;
+}
+
+bool Residency::swapper_step() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return step_locked(lock);
+}
+
+bool Residency::step_locked(std::unique_lock<std::mutex>& lock) {
+  if (!device_ready()) return false;
+  ++steps_;
+  bool did = false;
+  run_commands(lock);
+  if (gate_.capturing()) {
+    did = serve_wanted(lock);
+  } else {
+    did = complete_in_flight(lock);
+    if (!deferred_frees_.empty()) {
+      std::vector<Region*> frees;
+      frees.swap(deferred_frees_);
+      for (Region* r : frees) issue_free(r);
+      did = true;
+    }
+    did = serve_wanted(lock) || did;
+    did = enforce_budget() || did;
+  }
+  did = run_commands(lock) || did;
+  done_cv_.notify_all();
+  return did;
+}
+
+void Residency::drain() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  // At least two passes of the swapper after this call (the first may have begun before it).
+  std::uint64_t until = steps_ + 2;
+  for (;;) {
+    if (!swapper_running_) {
+      step_locked(lock);
+    } else {
+      lock.unlock();
+      wake_swapper();
+      lock.lock();
+    }
+    if (steps_ >= until && evict_flight_.empty() && restore_flight_.empty() && wanted_.empty() &&
+        queue_.empty() && overflow_.empty() && (deferred_frees_.empty() || gate_.capturing()))
+      return;
+    if (swapper_running_) done_cv_.wait_for(lock, std::chrono::milliseconds(1));
+  }
+}
+
+bool Residency::run_commands(std::unique_lock<std::mutex>& lock) {
+  bool did = false;
+  auto handle = [&](const Command& c) {
+    Region* r = c.region;
+    if (!r || r->gen != c.gen) return;  // stale: the region moved on since
+    std::uint32_t st = r->state.load();
+    if (c.type == CommandType::kEvict && st == kRegionEvicting && !r->evict_issued) {
+      issue_evict(lock, r);
+      did = true;
+    } else if (c.type == CommandType::kFree && st == kRegionFree && !r->free_issued) {
+      if (gate_.capturing())
+        deferred_frees_.push_back(r);
+      else
+        issue_free(r);
+      did = true;
+    }
+  };
+  Command c;
+  while (queue_.pop(&c)) handle(c);
+  while (!overflow_.empty()) {
+    std::vector<Command> more;
+    more.swap(overflow_);
+    for (const Command& m : more) handle(m);
+  }
+  return did;
+}
+
+// Makes stream s wait for every application stream that used r since its last swap-out, and for
+// r's last restore. False (nothing ordered, r's stream marks kept) while a capture is on or when a
+// record fails.
+bool Residency::order_after_users(Region* r, Device::Stream s) {
+  CaptureGate::ForeignStreams foreign(gate_);
+  if (!foreign.ok()) return false;
+  std::uint64_t mask = r->streams.exchange(0);
+  bool ok = true;
+  if (mask & StreamTable::kUnknownBit) {
+    GSWAP_LOG_ONCE(kWarn,
+                   "more streams are live than gswap tracks: swap-outs of regions they used wait "
+                   "for the whole device");
+    ok = dev_.synchronize_context() == CUDA_SUCCESS;
+  }
+  if (ok && (mask & StreamTable::kPerThreadBit)) {
+    // A per-thread default stream can only be named by its own thread; the legacy stream follows
+    // every blocking stream, per-thread ones included.
+    if (!legacy_event_) ok = dev_.event_create(&legacy_event_, false) == CUDA_SUCCESS;
+    ok = ok && dev_.record(legacy_event_, legacy_stream()) == CUDA_SUCCESS &&
+         dev_.wait(s, legacy_event_) == CUDA_SUCCESS;
+  }
+  for (unsigned b = 0; ok && b < StreamTable::kBuckets; ++b) {
+    if (!(mask & (1ull << b))) continue;
+    for (unsigned slot = b; ok && slot < StreamTable::kSlots; slot += StreamTable::kBuckets) {
+      std::uintptr_t stream = 0;
+      if (!fast_.streams.stream_of(slot, &stream)) continue;
+      Device::Event& ev = slot_events_[slot];
+      if (!ev && dev_.event_create(&ev, false) != CUDA_SUCCESS) {
+        ok = false;
+        break;
+      }
+      // The event is re-recorded by later orderings; a wait takes its state now.
+      ok = dev_.record(ev, reinterpret_cast<CUstream>(stream)) == CUDA_SUCCESS &&
+           dev_.wait(s, ev) == CUDA_SUCCESS;
+    }
+  }
+  if (ok && r->restore_event) ok = dev_.wait(s, r->restore_event) == CUDA_SUCCESS;
+  if (!ok) r->streams.fetch_or(mask);
+  return ok;
+}
+
+void Residency::issue_evict(std::unique_lock<std::mutex>& lock, Region* r) {
+  if (!may_evict_now()) {
+    rescue(r);  // a capture began after it was chosen
+    return;
+  }
+  if (!r->handle) {  // never mapped (GSWAP_DEBUG_SKIP_RESTORE): nothing to copy
+    evicting_ -= r->mapped;
+    transition(r, kRegionHost);
+    return;
+  }
+  auto give_up = [&](const char* what) {
+    ++swap_errors_;
+    rescue(r);
+    r->must_stay = true;
+    GSWAP_LOG(kError, "region %llu stays resident: %s", (unsigned long long)r->id, what);
+  };
+  if (!r->host.ptr) {
+    // Pinning host memory can take milliseconds: not under the mutex. swapper_busy keeps the
+    // region where it is meanwhile (a free is finished below).
+    r->swapper_busy = true;
+    lock.unlock();
+    HostBuffer hb;
+    bool ok = host_.acquire(r->mapped, monotonic_ns(), &hb);
+    lock.lock();
+    r->swapper_busy = false;
+    if (ok) r->host = hb;
+    if (r->state.load() == kRegionFree && r->free_requested) {
+      r->free_requested = false;
+      evicting_ -= r->mapped;
+      freeing_ += r->mapped;
+      issue_free(r);
+      return;
+    }
+    if (!ok) return give_up("no host memory for its swap-out");
+  }
+  if (!order_after_users(r, evict_stream_)) {
+    if (gate_.capturing()) {
+      rescue(r);
+      return;
+    }
+    return give_up("its swap-out could not be ordered after the streams that used it");
+  }
+  if (!r->evict_event && dev_.event_create(&r->evict_event, false) != CUDA_SUCCESS)
+    return give_up("no event for its swap-out");
+  if (r->host.pinned) {
+    if (dev_.copy_d2h(r->host.ptr, r->base, r->size, evict_stream_) != CUDA_SUCCESS)
+      return give_up("its swap-out copy could not be enqueued");
+    if (dev_.record(r->evict_event, evict_stream_) != CUDA_SUCCESS) {
+      // The copy may be in flight with no way to see it end: its host buffer stays attached to
+      // r (nothing else reuses it) and r stays where it is.
+      ++r->d2h_in_flight;  // never seen complete: the buffer is never released early
+      return give_up("its swap-out's completion event could not be recorded");
+    }
+    r->evict_issued = true;
+    ++r->d2h_in_flight;
+    evict_flight_.push_back({r, r->gen, false});
+    swapped_out_ += r->size;
+    telemetry::eviction(r->id, r->size);
+    return;
+  }
+  // Pageable host memory, through the staging ring: the swapper waits with the mutex released.
+  r->evict_issued = true;
+  r->swapper_busy = true;
+  lock.unlock();
+  CUresult e = host_.staged_d2h(r->host.ptr, r->base, r->size, evict_stream_);
+  lock.lock();
+  r->swapper_busy = false;
+  if (r->state.load() == kRegionFree && r->free_requested) {
+    r->free_requested = false;
+    evicting_ -= r->mapped;
+    freeing_ += r->mapped;
+    issue_free(r);
+    return;
+  }
+  if (e != CUDA_SUCCESS) return give_up("its staged swap-out copy failed");
+  swapped_out_ += r->size;
+  telemetry::eviction(r->id, r->size);
+  complete_evict(r);  // the host waited for the copy
+}
+
+// The swap-out's copy has completed: the physical memory goes back to the pool.
+void Residency::complete_evict(Region* r) {
+  if (dev_.unmap(r->base, r->mapped) != CUDA_SUCCESS) {
+    // Still mapped with its bytes (the unmap left it as it was): keep it there for good.
+    ++swap_errors_;
+    rescue(r);
+    r->must_stay = true;
+    GSWAP_LOG(kError, "region %llu stays resident: its memory could not be unmapped",
+              (unsigned long long)r->id);
+    return;
+  }
+  handle_pool_.emplace_back(r->handle, r->mapped);
+  pooled_ += r->mapped;
+  r->handle = 0;
+  r->restore_pending = false;  // the swap-out was ordered after it, and has completed
+  evicting_ -= r->mapped;
+  transition(r, kRegionHost);
+}
+
+// A stream-ordered free: the memory goes back once every stream that used the region (and the
+// freeing stream) has passed this point. During a capture it waits for the capture's end.
+void Residency::issue_free(Region* r) {
+  r->free_issued = true;
+  if (!r->handle) {
+    freeing_ -= r->mapped;
+    finish_free(r);
+    return;
+  }
+  if (!order_after_users(r, evict_stream_)) {
+    if (gate_.capturing()) {
+      r->free_issued = false;
+      deferred_frees_.push_back(r);
+      return;
+    }
+    // The streams cannot be named: wait for the whole device, then the memory is free.
+    if (dev_.synchronize_context() != CUDA_SUCCESS)
+      GSWAP_CHECK(!"a freed region's users can be neither ordered nor waited for");
+    freeing_ -= r->mapped;
+    unmap_to_pool(r);
+    finish_free(r);
+    return;
+  }
+  if ((!r->evict_event && dev_.event_create(&r->evict_event, false) != CUDA_SUCCESS) ||
+      dev_.record(r->evict_event, evict_stream_) != CUDA_SUCCESS) {
+    if (dev_.synchronize_context() != CUDA_SUCCESS)
+      GSWAP_CHECK(!"a freed region's users can be neither ordered nor waited for");
+    freeing_ -= r->mapped;
+    unmap_to_pool(r);
+    finish_free(r);
+    return;
+  }
+  evict_flight_.push_back({r, r->gen, true});
+}
+
+bool Residency::complete_in_flight(std::unique_lock<std::mutex>&) {
+  bool did = false;
+  std::size_t done = 0;
+  // Swap-outs and frees complete in evict-stream order: stop at the first still in flight.
+  for (; done < evict_flight_.size(); ++done) {
+    InFlight f = evict_flight_[done];
+    Region* r = f.region;
+    CUresult q = dev_.query(r->evict_event);
+    if (q == CUDA_ERROR_NOT_READY) break;
+    if (q != CUDA_SUCCESS) GSWAP_CHECK(!"a swap-out's or free's completion cannot be known");
+    did = true;
+    if (f.is_free) {
+      freeing_ -= r->mapped;
+      unmap_to_pool(r);
+      finish_free(r);
+      continue;
+    }
+    --r->d2h_in_flight;
+    std::uint32_t st = r->state.load();
+    if (st == kRegionEvicting && r->gen == f.gen) {
+      complete_evict(r);
+    } else if (st == kRegionFree && r->free_requested && r->d2h_in_flight == 0) {
+      // Freed while its last swap-out was in flight.
+      r->free_requested = false;
+      evicting_ -= r->mapped;
+      unmap_to_pool(r);
+      finish_free(r);
+    } else if (st == kRegionResident && r->d2h_in_flight == 0) {
+      host_.release(&r->host, monotonic_ns());  // rescued: its copy has landed, the buffer is free
+    }
+  }
+  if (done) evict_flight_.erase(evict_flight_.begin(), evict_flight_.begin() + done);
+  // Restores complete in restore-stream order.
+  done = 0;
+  for (; done < restore_flight_.size(); ++done) {
+    InFlight f = restore_flight_[done];
+    Region* r = f.region;
+    CUresult q = dev_.query(r->restore_event);
+    if (q == CUDA_ERROR_NOT_READY) break;
+    if (q != CUDA_SUCCESS) GSWAP_CHECK(!"a restore's completion cannot be known");
+    did = true;
+    if (f.gen != r->restores_issued || !r->restore_pending) continue;  // an older life's restore
+    r->restore_pending = false;
+    if (r->state.load() == kRegionRestoring) transition(r, kRegionResident);
+    if (r->state.load() == kRegionResident && r->d2h_in_flight == 0)
+      host_.release(&r->host, monotonic_ns());
+  }
+  if (done) restore_flight_.erase(restore_flight_.begin(), restore_flight_.begin() + done);
+  return did;
+}
+
+bool Residency::serve_wanted(std::unique_lock<std::mutex>& lock) {
+  bool did = false;
+  std::uint64_t now = monotonic_ns();
+  for (std::size_t i = 0; i < wanted_.size();) {
+    Wanted w = wanted_[i];
+    Region* r = w.region;
+    std::uint32_t st = r->state.load();
+    if (r->swapper_busy) {
+      ++i;
+      continue;
+    }
+    if (st == kRegionEvicting) {
+      rescue(r);
+      st = r->state.load();
+    }
+    if (st != kRegionHost) {  // back already, or freed
+      wanted_.erase(wanted_.begin() + static_cast<std::ptrdiff_t>(i));
+      did = true;
+      continue;
+    }
+    Room room = make_room(r->mapped, gate_.capturing());
+    if (room == Room::kWait) {
+      ++i;
+      continue;
+    }
+    CUresult e = CUDA_ERROR_OUT_OF_MEMORY;
+    if (room == Room::kNone) {
+      if (now < w.deadline_ns && held_only_by_pins(live_)) {
+        ++i;
+        continue;
+      }
+    } else {
+      e = issue_restore(lock, r);
+      if (e == CUDA_ERROR_NOT_READY) {
+        ++i;
+        continue;
+      }
+    }
+    if (e != CUDA_SUCCESS) r->restore_error = e;
+    // issue_restore may have released the mutex; other threads only append to wanted_, so the
+    // entry is still at i.
+    wanted_.erase(wanted_.begin() + static_cast<std::ptrdiff_t>(i));
+    did = true;
+  }
+  return did;
+}
+
+// Maps r again at its address and starts the copy back (room is ready). CUDA_ERROR_NOT_READY:
+// the device itself is full and more room is being made.
+CUresult Residency::issue_restore(std::unique_lock<std::mutex>& lock, Region* r) {
+  if (cfg_.debug_skip_restore) {
+    // Test-only fault injection: claim residency without memory, so the next touch faults.
+    resident_ += r->mapped;
+    transition(r, kRegionResident);
+    ++restores_;
+    return CUDA_SUCCESS;
+  }
+  Device::Handle h = 0;
+  if (!take_pooled_handle(r->mapped, &h)) {
+    CUresult e = dev_.create(r->mapped, &h);
+    if (e == CUDA_ERROR_OUT_OF_MEMORY) {
+      // The device is full though the budget is not (other processes, context overhead).
+      if (release_pooled_handle()) return CUDA_ERROR_NOT_READY;
+      if (may_evict_now())
+        if (Region* v = victims_.pick(live_, may_leave, nullptr); v && begin_evict(v))
+          return CUDA_ERROR_NOT_READY;
+      if (evicting_ + freeing_ > 0) return CUDA_ERROR_NOT_READY;
+      return e;
+    }
+    if (e != CUDA_SUCCESS) return e;
+  }
+  CUresult e = dev_.map(r->base, r->mapped, h);
+  if (e != CUDA_SUCCESS) {
+    handle_pool_.emplace_back(h, r->mapped);
+    pooled_ += r->mapped;
+    return e;
+  }
+  r->handle = h;
+  resident_ += r->mapped;
+  note_peak();
+  if (!r->restore_event && (e = dev_.event_create(&r->restore_event, false)) != CUDA_SUCCESS) {
+    undo_map(r);
+    return e;
+  }
+  if (r->host.pinned) {
+    e = dev_.copy_h2d(r->base, r->host.ptr, r->size, restore_stream_);
+    if (e == CUDA_SUCCESS) {
+      e = dev_.record(r->restore_event, restore_stream_);
+      // The copy is in flight with no event to see it end: wait for the device before unmapping.
+      if (e != CUDA_SUCCESS && dev_.synchronize_context() != CUDA_SUCCESS)
+        GSWAP_CHECK(!"a restore copy's end can be neither seen nor waited for");
+    }
+    if (e != CUDA_SUCCESS) {
+      undo_map(r);
+      return e;
+    }
+  } else {
+    r->swapper_busy = true;
+    lock.unlock();
+    e = host_.staged_h2d(r->base, r->host.ptr, r->size, restore_stream_);
+    if (e == CUDA_SUCCESS) e = dev_.record(r->restore_event, restore_stream_);
+    lock.lock();
+    r->swapper_busy = false;
+    if (r->state.load() == kRegionFree && r->free_requested) {
+      // Freed while its bytes came back: its memory goes back through an ordered free.
+      r->free_requested = false;
+      resident_ -= r->mapped;
+      freeing_ += r->mapped;
+      issue_free(r);
+      return CUDA_SUCCESS;
+    }
+    if (e != CUDA_SUCCESS) {
+      undo_map(r);
+      return e;
+    }
+  }
+  transition(r, kRegionRestoring);
+  r->restore_pending = true;
+  swapped_in_ += r->size;
+  ++restores_;
+  restore_flight_.push_back({r, ++r->restores_issued, false});
+  telemetry::restore(r->id, r->size, false);
+  return CUDA_SUCCESS;
+}
+
+// A restore that failed after mapping: the region goes back to the host state it was in.
+void Residency::undo_map(Region* r) {
+  if (dev_.unmap(r->base, r->mapped) != CUDA_SUCCESS)
+    GSWAP_CHECK(!"a region mapped for a failed restore cannot be unmapped");
+  handle_pool_.emplace_back(r->handle, r->mapped);
+  pooled_ += r->mapped;
+  r->handle = 0;
+  resident_ -= r->mapped;
+}
+
+// Evicts down to the budget after it shrank or a capture left memory above it.
+bool Residency::enforce_budget() {
+  if (!may_evict_now()) return false;
+  bool did = false;
+  std::uint64_t b = budget();
+  std::size_t attempts = live_.size();
+  while (used() - evicting_ - freeing_ > b && attempts-- > 0) {
+    if (release_pooled_handle()) {
+      did = true;
+      continue;
+    }
+    Region* v = victims_.pick(live_, may_leave, nullptr);
+    if (!v) break;
+    did = begin_evict(v) || did;
+  }
+  return did;
+}
+
+}  // namespace gswap::interpose

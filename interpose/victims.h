@@ -1,0 +1,66 @@
+// victims.h: which region leaves next when room must be made.
+//
+// Residency asks a VictimPolicy, under its mutex, for the next region to evict among the live
+// ones that may leave now (the predicate: resident, not pinned, not needed by the call making
+// room, not required to stay). Least recently used today; a plan-aware policy (the region whose
+// next planned use is furthest away) plugs in here.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "interpose/region.h"
+
+namespace gswap::interpose {
+
+// Whether r is mapped with its bytes (or about to be: a restore in flight).
+inline bool mapped_state(std::uint32_t st) {
+  return st == kRegionResident || st == kRegionRestoring;
+}
+
+// Whether r may leave now: mapped, pinned by no launch, not required to stay, not in the
+// swapper's hands. The predicate residency gives a VictimPolicy (mutex held). A region whose
+// restore is still in flight may leave too: its swap-out is ordered after that restore.
+inline bool may_leave(const Region* r, const void*) {
+  return !r->must_stay && mapped_state(r->state.load(std::memory_order_relaxed)) &&
+         r->pins.load(std::memory_order_relaxed) == 0 && !r->swapper_busy;
+}
+
+// Whether some region could leave but for a launch's pin (held only between a launch's check
+// and its enqueue): a shortage is then worth a short wait before it is called out of memory.
+inline bool held_only_by_pins(const std::vector<Region*>& live) {
+  for (const Region* r : live)
+    if (!r->must_stay && mapped_state(r->state.load(std::memory_order_relaxed)) &&
+        r->pins.load(std::memory_order_relaxed) != 0)
+      return true;
+  return false;
+}
+
+class VictimPolicy {
+ public:
+  using Evictable = bool (*)(const Region* r, const void* ctx);
+  virtual ~VictimPolicy() = default;
+  virtual const char* name() const = 0;
+  // The region to evict next, or nullptr when none may leave.
+  virtual Region* pick(const std::vector<Region*>& live, Evictable evictable, const void* ctx) = 0;
+};
+
+class LruVictims final : public VictimPolicy {
+ public:
+  const char* name() const override { return "lru"; }
+  Region* pick(const std::vector<Region*>& live, Evictable evictable, const void* ctx) override {
+    Region* best = nullptr;
+    std::uint64_t best_use = ~0ull;
+    for (Region* r : live) {
+      if (!evictable(r, ctx)) continue;
+      std::uint64_t u = r->last_use.load(std::memory_order_relaxed);
+      if (u < best_use) {
+        best_use = u;
+        best = r;
+      }
+    }
+    return best;
+  }
+};
+
+}  // namespace gswap::interpose
