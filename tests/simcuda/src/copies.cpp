@@ -150,18 +150,20 @@ bool src_order_ok(CUmemcpySrcAccessOrder o) {
          o == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL || o == CU_MEMCPY_SRC_ACCESS_ORDER_ANY;
 }
 
-// Batches may not go to the legacy NULL stream (a per-thread default stream is fine).
+// Batches may not go to the legacy NULL stream (a per-thread default stream is fine), and cannot
+// be captured: the driver refuses them on a capturing stream, invalidating the capture.
 CUresult batch_stream(CUstream h, bool pt, Stream** out) {
   if (CUresult r = resolve_stream(h, pt, out)) return r;
-  return (*out)->legacy ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+  if ((*out)->legacy) return CUDA_ERROR_INVALID_VALUE;
+  return refuse_in_capture(*out);
 }
 
 // Enqueues validated ops in order. A source read "during the API call" must be finished when
-// the call returns, so such a batch waits for its stream (unless it is being captured).
+// the call returns, so such a batch waits for its stream.
 CUresult submit_batch(Stream* s, std::vector<Op>& ops, bool during_call) {
   for (Op& op : ops)
     if (CUresult r = submit(s, std::move(op))) return r;
-  if (during_call && !s->capture.load(std::memory_order_acquire)) sync_stream(s);
+  if (during_call) sync_stream(s);
   return CUDA_SUCCESS;
 }
 

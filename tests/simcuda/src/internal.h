@@ -8,6 +8,9 @@
 //   - Each Stream owns a worker thread; Stream::m guards its queue. Ctx::order_mu serialises
 //     enqueues on the legacy NULL stream and on blocking streams so that the implicit
 //     legacy-stream barriers are inserted consistently.
+//   - g().capture_mu guards every Capture, the member and capture fields of streams and the graph
+//     being captured; Event::m guards an event's last recording (capture_mu is taken first when
+//     both are held). GraphMem state (graph memory nodes) is guarded by g().mem_mu.
 //   - Capacity counters are atomics per device.
 // Everything global is allocated once and never destroyed, so worker threads that outlive main()
 // never touch a destroyed object.
@@ -20,6 +23,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -35,6 +40,15 @@
 #include "simcuda.h"
 
 #define SC_EXPORT extern "C" __attribute__((visibility("default")))
+
+// A broken invariant of simcuda itself stops the process with file and line.
+#define SC_CHECK(cond)                                                                       \
+  do {                                                                                       \
+    if (!(cond)) {                                                                           \
+      std::fprintf(stderr, "simcuda: %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+      std::abort();                                                                          \
+    }                                                                                        \
+  } while (0)
 
 namespace simcuda {
 
@@ -96,8 +110,12 @@ enum class OpKind : uint8_t {
   FreeAsync,
   WriteValue,  // cuStreamWriteValue32/64: store value64 (elem bytes) at dst
   WaitValue,   // cuStreamWaitValue32/64: poll dst until memop_flags' condition holds
-  Barrier      // CU_STREAM_MEM_OP_BARRIER: a memory fence between the ops around it
+  Barrier,     // CU_STREAM_MEM_OP_BARRIER: a memory fence between the ops around it
+  GraphAlloc,  // a graph's allocation node: back gmem's address range with memory
+  GraphFree    // a free node, or cuMemFreeAsync of a graph allocation: drop gmem's memory
 };
+
+struct GraphMem;
 
 struct Op {
   OpKind kind{};
@@ -130,6 +148,8 @@ struct Op {
   uint64_t wait_seq = 0;
   std::shared_ptr<EventRec> rec;
   uintptr_t free_ptr = 0;
+  // GraphAlloc / GraphFree
+  std::shared_ptr<GraphMem> gmem;
 
   Op() = default;
   Op(Op&&) = default;
@@ -184,9 +204,9 @@ struct Stream {
   uint64_t enqueued = 0;  // guarded by m (and by ctx->order_mu for blocking/legacy streams)
   bool stop = false;
   std::thread worker;
-  uint64_t waited_legacy = 0;     // legacy seq this blocking stream already waits for
-  uint64_t legacy_waited_me = 0;  // seq of this stream the legacy stream already waits for
-  std::atomic<Capture*> capture{nullptr};
+  uint64_t waited_legacy = 0;              // legacy seq this blocking stream already waits for
+  uint64_t legacy_waited_me = 0;           // seq of this stream the legacy stream already waits for
+  std::atomic<Capture*> capture{nullptr};  // the capture this stream belongs to (origin or joined)
   bool blocking() const { return !legacy && !(flags & CU_STREAM_NON_BLOCKING); }
 };
 
@@ -197,13 +217,21 @@ struct Ctx {
   std::mutex order_mu;
   Stream* legacy = nullptr;      // created lazily under order_mu
   std::vector<Stream*> streams;  // every live stream of this context, guarded by order_mu
+  // Blocking streams of this context (per-thread default streams included) in a capture: while
+  // any is, using the legacy stream would make it depend on captured work.
+  std::atomic<int> blocking_captures{0};
 };
+
+// How many captured operations of each stream of a capture something follows: a vector clock
+// over the capture's member streams, so that cuStreamEndCapture can tell joined from unjoined.
+using CaptureClock = std::vector<std::pair<const Stream*, uint64_t>>;
 
 struct Event {
   unsigned flags = 0;
   std::mutex m;
-  std::shared_ptr<EventRec> rec;  // last recording
-  bool captured = false;
+  std::shared_ptr<EventRec> rec;  // last recording outside a capture
+  Capture* cap = nullptr;         // set when last recorded in a capture (a "captured event")
+  CaptureClock clock;             // what that captured recording follows
 };
 
 struct Module;
@@ -221,24 +249,52 @@ struct Module {
   bool is_library = false;
 };
 
+// One graph allocation (an allocation node's memory, graphs.cpp). Its address range is reserved
+// when the node is captured and fixed for the node's lifetime; memory backs it from the node's
+// execution until a free node, cuMemFreeAsync or cuMemFree. Guarded by g().mem_mu.
+struct GraphMem {
+  uintptr_t ptr = 0;
+  size_t size = 0, map_len = 0;
+  uint64_t charge = 0;
+  int device = 0;
+  int owners = 0;                // the graph and its executable graph, while they exist
+  bool freed_in_graph = false;   // the owning graph frees it
+  bool freed_elsewhere = false;  // another graph has a free node for it
+  bool outstanding = false;      // launched without an in-graph free, and not yet freed
+  bool charged = false;          // capacity held from its first launch until it goes
+  ~GraphMem();                   // unmaps the range and returns the capacity
+};
+
 struct Graph {
-  std::vector<Op> ops;
+  std::vector<Op> ops;  // captured order, a valid topological order of every member stream
+  std::vector<std::shared_ptr<GraphMem>> allocs;          // its allocation nodes
+  std::vector<std::shared_ptr<GraphMem>> foreign_frees;   // free nodes of other graphs' allocations
+  std::shared_ptr<int> execs = std::make_shared<int>(0);  // live executable graphs (mem_mu)
+  bool has_memory_nodes() const { return !allocs.empty() || !foreign_frees.empty(); }
 };
 struct GraphExec {
   std::vector<Op> ops;
+  std::vector<std::shared_ptr<GraphMem>> allocs, foreign_frees;
+  std::shared_ptr<int> execs;
+  bool auto_free = false;  // CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH
 };
 
+// A capture sequence. Kept allocated after it ends, so that an event recorded in it still names
+// it; its streams and graph are released then.
 struct Capture {
   uint64_t id = 0;
   CUstreamCaptureMode mode{};
-  Stream* stream = nullptr;
-  std::thread::id thread;
+  Stream* origin = nullptr;
+  std::thread::id thread;  // the thread that began it
   Graph* graph = nullptr;
   bool invalidated = false;
+  bool ended = false;
+  std::vector<Stream*> members;      // origin first, then every stream that joined
+  std::vector<CaptureClock> clocks;  // per member: what its next captured operation follows
 };
 
 // ---- memory map ----
-enum class RangeKind : uint8_t { Linear, Managed, VmmMapping, Pinned, Registered };
+enum class RangeKind : uint8_t { Linear, Managed, VmmMapping, Pinned, Registered, GraphAlloc };
 struct Range {
   size_t size = 0;
   RangeKind kind{};
@@ -278,12 +334,13 @@ struct Global {
   std::map<uintptr_t, size_t> reservations;
   std::map<uint64_t, Phys> phys;
   uint64_t next_phys = 1;
+  std::map<uintptr_t, std::shared_ptr<GraphMem>> graph_mems;  // by address, while it may be used
 
   std::mutex engine_mu[3];  // H2D, D2H, D2D copy engines (taken only when throttled)
 
   std::mutex capture_mu;
-  std::vector<Capture*> captures;
-  std::atomic<int> global_captures{0};
+  std::vector<Capture*> captures;            // active (not ended)
+  std::atomic<int> prohibiting_captures{0};  // active captures not begun in relaxed mode
   std::atomic<uint64_t> next_capture_id{1};
   std::atomic<uint64_t> next_stream_id{1};
 };
@@ -304,7 +361,45 @@ CUresult submit(Stream* s, Op&& op);
 void sync_stream(Stream* s);
 void sync_ctx(Ctx* ctx);
 CUresult submit_and_wait(Stream* s, Op&& op);
-bool capture_violation();  // true (and captures invalidated) when an unsafe call is made now
+
+// ---- stream capture rules (capture.cpp) ----
+// A "potentially unsafe" call (synchronous allocation, free, copy or memset, event query or
+// synchronisation, ...) made now by this thread: true, with the conflicting captures invalidated,
+// when the capture modes prohibit it (cuThreadExchangeStreamCaptureMode's rules).
+bool capture_violation();
+// Enqueueing on, waiting for or querying the legacy stream while a blocking stream of its
+// context captures: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT (those captures invalidated), else success.
+CUresult legacy_use(Stream* s);
+// cuCtxSynchronize while a stream of the context captures: true, those captures invalidated.
+bool ctx_sync_conflict(Ctx* c);
+// An operation that cannot be captured, called on a capturing stream: its capture is invalidated
+// and CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED returned; success when s is not capturing.
+CUresult refuse_in_capture(Stream* s);
+// Caller holds capture_mu. Marks an active capture invalidated (counted once).
+void invalidate_locked(Capture* cap);
+// Caller holds capture_mu; cap is s's capture. Appends op to the graph (after what s follows).
+CUresult capture_append_locked(Capture* cap, Stream* s, Op&& op);
+// Caller holds capture_mu: what s's next captured operation follows.
+const CaptureClock& capture_clock_locked(Capture* cap, const Stream* s);
+// cuStreamWaitEvent on a captured event (cap), from stream s: joins, depends, or refuses.
+CUresult capture_wait_event(Stream* s, Capture* cap, const CaptureClock& clock);
+// cuEventQuery/Synchronize/ElapsedTime on an event last recorded in cap: the capture (if still
+// active) is invalidated and CUDA_ERROR_CAPTURED_EVENT returned.
+CUresult captured_event_use(Capture* cap);
+
+// ---- graph memory nodes (graphs.cpp) ----
+// cuMemAllocAsync on stream s: an allocation node when s captures (*captured set), else nothing.
+CUresult graph_mem_alloc(Stream* s, size_t n, CUdeviceptr* out, bool* captured);
+// cuMemFreeAsync of a graph allocation: a free node when s captures, else a stream-ordered free.
+CUresult graph_mem_free_async(Stream* s, std::shared_ptr<GraphMem> gm);
+// cuMemFree of a graph allocation, after the context was synchronised.
+CUresult graph_mem_free_now(std::shared_ptr<GraphMem> gm);
+// A captured graph that is thrown away (invalidated capture, cuGraphDestroy).
+void release_graph(Graph* graph);
+// The graph allocation that starts at p, if any.
+std::shared_ptr<GraphMem> graph_mem_at(uintptr_t p);
+// On a stream worker: back a graph allocation's range with memory, or drop the memory.
+void graph_mem_back(GraphMem* gm, bool backed);
 
 // Memory validation used by copies: the device range [p, p+n) lies in live accessible memory.
 bool device_range_ok(uintptr_t p, size_t n);

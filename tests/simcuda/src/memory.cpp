@@ -44,6 +44,8 @@ static std::map<uintptr_t, Range>::iterator find_range(uintptr_t p) {
   return m.end();
 }
 
+// A graph allocation's address is valid for its node's lifetime; touching it while no memory
+// backs it faults, as a use outside its lifetime does on a GPU.
 static bool device_visible(const Range& r) {
   if (r.free_pending) return false;
   if (r.kind == RangeKind::VmmMapping) return r.accessible;
@@ -139,6 +141,12 @@ static CUresult linear_free(uintptr_t p, bool sync_first) {
   return CUDA_SUCCESS;
 }
 
+std::shared_ptr<GraphMem> graph_mem_at(uintptr_t p) {
+  std::shared_lock lk(g().mem_mu);
+  auto it = g().graph_mems.find(p);
+  return it == g().graph_mems.end() ? nullptr : it->second;
+}
+
 void free_async_now(uintptr_t p) {
   Range r;
   {
@@ -181,13 +189,22 @@ SC_EXPORT CUresult cuMemFree_v2(CUdeviceptr p) {
   if (capture_violation()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   // cuMemFree synchronises with the device on real drivers: work still using p must finish.
   if (Ctx* c = current_ctx(); c && live(g().ctxs, c)) sync_ctx(c);
+  if (std::shared_ptr<GraphMem> gm = graph_mem_at(static_cast<uintptr_t>(p)))
+    return graph_mem_free_now(gm);
   return linear_free(static_cast<uintptr_t>(p), true);
 }
 
 static CUresult alloc_async(CUdeviceptr* dptr, size_t n, CUstream h, bool pt) {
   Stream* s = nullptr;
   if (CUresult r = resolve_stream(h, pt, &s)) return r;
-  // The allocation exists at once, which satisfies every stream-ordered use of it.
+  if (CUresult r = legacy_use(s)) return r;
+  // During a capture, an allocation node of the graph.
+  bool captured = false;
+  if (s->capture.load(std::memory_order_acquire)) {
+    CUresult r = graph_mem_alloc(s, n, dptr, &captured);
+    if (captured || r) return r;
+  }
+  // Outside one the allocation exists at once, which satisfies every stream-ordered use of it.
   return linear_alloc(dptr, n, RangeKind::Linear, 0, true);
 }
 SC_EXPORT CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t n, CUstream h) {
@@ -240,6 +257,11 @@ SC_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t n, CUm
 static CUresult free_async(CUdeviceptr p, CUstream h, bool pt) {
   Stream* s = nullptr;
   if (CUresult r = resolve_stream(h, pt, &s)) return r;
+  if (CUresult r = legacy_use(s)) return r;
+  if (std::shared_ptr<GraphMem> gm = graph_mem_at(static_cast<uintptr_t>(p)))
+    return graph_mem_free_async(s, gm);
+  // During a capture a free becomes a free node, which must name a graph allocation.
+  if (s->capture.load(std::memory_order_acquire)) return CUDA_ERROR_INVALID_VALUE;
   {
     std::unique_lock lk(g().mem_mu);
     auto it = g().ranges.find(static_cast<uintptr_t>(p));
@@ -302,6 +324,7 @@ SC_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUde
 static CUresult host_alloc(void** pp, size_t n, unsigned flags) {
   if (CUresult r = check_init()) return r;
   if (!pp || n == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (capture_violation()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   size_t len = round_up(n, kPage);
   void* p = map_anon(len);
   if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -332,6 +355,7 @@ SC_EXPORT CUresult cuMemHostAlloc(void** pp, size_t n, unsigned int flags) {
 SC_EXPORT CUresult cuMemFreeHost(void* p) {
   SC_ENTRY(cuMemFreeHost);
   if (CUresult r = check_init()) return r;
+  if (capture_violation()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   Range r;
   {
     std::unique_lock lk(g().mem_mu);
@@ -347,6 +371,7 @@ SC_EXPORT CUresult cuMemFreeHost(void* p) {
 static CUresult host_register(void* p, size_t n, unsigned int flags) {
   if (CUresult r = check_init()) return r;
   if (!p || n == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (capture_violation()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   auto b = reinterpret_cast<uintptr_t>(p);
   std::unique_lock lk(g().mem_mu);
   auto it = g().ranges.lower_bound(b);
@@ -370,6 +395,7 @@ SC_EXPORT CUresult cuMemHostRegister(void* p, size_t n, unsigned int flags) {
 SC_EXPORT CUresult cuMemHostUnregister(void* p) {
   SC_ENTRY(cuMemHostUnregister);
   if (CUresult r = check_init()) return r;
+  if (capture_violation()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   std::unique_lock lk(g().mem_mu);
   auto it = g().ranges.find(reinterpret_cast<uintptr_t>(p));
   if (it == g().ranges.end() || it->second.kind != RangeKind::Registered)

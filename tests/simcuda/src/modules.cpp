@@ -98,6 +98,8 @@ CUresult load_image(const void* image, bool is_library, Module** out) {
 }
 
 CUresult unload(Module* m) {
+  if (!live(g().modules, m)) return CUDA_ERROR_INVALID_HANDLE;
+  if (capture_violation()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;  // it waits for the device
   if (!remove_handle(g().modules, m)) return CUDA_ERROR_INVALID_HANDLE;
   for (Func* f : m->funcs) {
     remove_handle(g().funcs, f);

@@ -474,6 +474,7 @@ static CUresult ctx_destroy(CUcontext h) {
   if (CUresult r = check_init()) return r;
   auto* c = reinterpret_cast<Ctx*>(h);
   if (!c || c->primary || !live(g().ctxs, c)) return CUDA_ERROR_INVALID_CONTEXT;
+  if (capture_violation()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;  // it waits for the device
   sync_ctx(c);
   std::vector<Stream*> streams;
   {
@@ -575,7 +576,9 @@ SC_EXPORT CUresult cuCtxSynchronize() {
   SC_ENTRY(cuCtxSynchronize);
   Ctx* c = nullptr;
   if (CUresult r = need_ctx(&c)) return r;
-  if (capture_violation()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  // Synchronising a context that holds captured work is refused in every mode; otherwise the
+  // call is one of the potentially unsafe ones.
+  if (ctx_sync_conflict(c) || capture_violation()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   count(Counter::ctx_synchronize);
   sync_ctx(c);
   return CUDA_SUCCESS;

@@ -1,9 +1,11 @@
 // streams.cpp: streams as FIFO worker threads, the legacy NULL stream's implicit barriers,
-// per-thread default streams, events, host functions, stream capture and graph replay.
+// per-thread default streams, events and host functions. Work submitted to a capturing stream
+// goes to its capture (capture.cpp) instead of the queue.
 //
 // Locking: Stream::m guards a stream's queue and counters; Ctx::order_mu is taken around every
 // enqueue on a blocking or legacy stream (before Stream::m) so the legacy barriers are consistent;
-// Event::m guards an event's last recording; g().capture_mu guards the list of captures.
+// Event::m guards an event's last recording; g().capture_mu (capture.cpp) is never taken while
+// Event::m is held.
 #include <sys/mman.h>
 
 #include <type_traits>
@@ -62,6 +64,7 @@ Op Op::clone() const {
   o.wait_seq = wait_seq;
   o.rec = rec;
   o.free_ptr = free_ptr;
+  o.gmem = gmem;
   return o;
 }
 
@@ -242,6 +245,12 @@ void execute(Op& op, Stream* s) {
     case OpKind::Barrier:
       std::atomic_thread_fence(std::memory_order_seq_cst);
       break;
+    case OpKind::GraphAlloc:
+      graph_mem_back(op.gmem.get(), true);
+      break;
+    case OpKind::GraphFree:
+      graph_mem_back(op.gmem.get(), false);
+      break;
   }
 }
 
@@ -255,6 +264,9 @@ static void worker_main(Stream* s) {
       op = s->q.pop_front();
     }
     execute(op, s);
+    // This op may hold the last reference to a graph allocation: let it go (and its capacity
+    // return) before anyone waiting for the stream wakes up.
+    op.gmem.reset();
     s->tl->advance(op.seq);
   }
 }
@@ -395,12 +407,12 @@ static uint64_t enqueue(Stream* s, Op&& op) {
 }
 
 CUresult submit(Stream* s, Op&& op) {
-  if (Capture* cap = s->capture.load(std::memory_order_acquire)) {
+  if (s->capture.load(std::memory_order_acquire)) {
     std::lock_guard lk(g().capture_mu);
-    if (cap->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-    cap->graph->ops.push_back(std::move(op));
-    return CUDA_SUCCESS;
+    if (Capture* cap = s->capture.load(std::memory_order_relaxed))
+      return capture_append_locked(cap, s, std::move(op));
   }
+  if (CUresult r = legacy_use(s)) return r;
   enqueue(s, std::move(op));
   return CUDA_SUCCESS;
 }
@@ -415,7 +427,8 @@ void sync_stream(Stream* s) {
 }
 
 CUresult submit_and_wait(Stream* s, Op&& op) {
-  if (s->capture.load()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (CUresult r = refuse_in_capture(s)) return r;
+  if (CUresult r = legacy_use(s)) return r;
   uint64_t seq = enqueue(s, std::move(op));
   s->tl->wait(seq);
   return CUDA_SUCCESS;
@@ -429,27 +442,6 @@ void sync_ctx(Ctx* c) {
     streams = c->streams;
   }
   for (Stream* s : streams) sync_stream(s);
-}
-
-// ---- capture bookkeeping ----
-static thread_local int t_local_captures = 0;
-
-bool capture_violation() {
-  if (g().global_captures.load(std::memory_order_acquire) == 0 && t_local_captures == 0)
-    return false;
-  std::lock_guard lk(g().capture_mu);
-  bool hit = false;
-  for (Capture* c : g().captures) {
-    bool applies =
-        c->mode == CU_STREAM_CAPTURE_MODE_GLOBAL ||
-        (c->mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL && c->thread == std::this_thread::get_id());
-    if (applies) {
-      if (!c->invalidated) count(Counter::capture_invalidations);
-      c->invalidated = true;
-      hit = true;
-    }
-  }
-  return hit;
 }
 
 }  // namespace simcuda
@@ -501,16 +493,9 @@ SC_EXPORT CUresult cuStreamDestroy(CUstream h) {
 static CUresult stream_sync(CUstream h, bool pt) {
   Stream* s = nullptr;
   if (CUresult r = resolve_stream(h, pt, &s)) return r;
-  if (s->capture.load()) {
-    capture_violation();
-    // Synchronising a capturing stream invalidates its capture whatever the mode.
-    std::lock_guard lk(g().capture_mu);
-    if (Capture* cap = s->capture.load(); cap && !cap->invalidated) {
-      count(Counter::capture_invalidations);
-      cap->invalidated = true;
-    }
-    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  }
+  // Captured work is not scheduled: synchronising it is refused whatever the capture mode.
+  if (CUresult r = refuse_in_capture(s)) return r;
+  if (CUresult r = legacy_use(s)) return r;
   count(Counter::stream_synchronize);
   if (s->legacy) {
     // Synchronising the legacy stream waits for the blocking streams its next op would wait on.
@@ -537,7 +522,8 @@ SC_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream h) {
 static CUresult stream_query(CUstream h, bool pt) {
   Stream* s = nullptr;
   if (CUresult r = resolve_stream(h, pt, &s)) return r;
-  if (s->capture.load()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (CUresult r = refuse_in_capture(s)) return r;
+  if (CUresult r = legacy_use(s)) return r;
   std::lock_guard lk(s->m);
   return s->tl->done.load() >= s->enqueued ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
@@ -556,18 +542,27 @@ static CUresult stream_wait_event(CUstream h, CUevent e, unsigned flags, bool pt
   auto* ev = reinterpret_cast<Event*>(e);
   if (!live(g().events, ev)) return CUDA_ERROR_INVALID_HANDLE;
   std::shared_ptr<EventRec> rec;
-  bool captured;
+  Capture* ecap;
+  CaptureClock clock;
   {
     std::lock_guard lk(ev->m);
     rec = ev->rec;
-    captured = ev->captured;
+    ecap = ev->cap;
+    clock = ev->clock;
   }
-  if (s->capture.load()) {
-    // Inside a capture only same-stream event waits are modelled; they are already ordered.
-    if (captured) return CUDA_SUCCESS;
-    return CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+  // A captured event: s joins its capture, depends on it inside the capture, or is refused.
+  if (ecap) return capture_wait_event(s, ecap, clock);
+  if (s->capture.load(std::memory_order_acquire)) {
+    std::lock_guard lk(g().capture_mu);
+    if (Capture* cap = s->capture.load(std::memory_order_relaxed)) {
+      if (cap->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+      if (!rec) return CUDA_SUCCESS;  // never recorded: no work, so no dependency to cross
+      // A dependency on work outside the capture would cross its boundary.
+      invalidate_locked(cap);
+      return CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+    }
   }
-  if (captured) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (CUresult r = legacy_use(s)) return r;
   if (!rec) return CUDA_SUCCESS;  // never recorded: nothing to wait for
   Op w;
   w.kind = OpKind::Wait;
@@ -725,12 +720,19 @@ static CUresult event_record(CUevent he, CUstream h, bool pt) {
   if (!live(g().events, ev)) return CUDA_ERROR_INVALID_HANDLE;
   Stream* s = nullptr;
   if (CUresult r = resolve_stream(h, pt, &s)) return r;
-  if (s->capture.load()) {
-    std::lock_guard lk(ev->m);
-    ev->captured = true;
-    ev->rec.reset();
-    return CUDA_SUCCESS;
+  if (s->capture.load(std::memory_order_acquire)) {
+    // A captured event: it stands for the captured work before it, never for scheduled work.
+    std::lock_guard lk(g().capture_mu);
+    if (Capture* cap = s->capture.load(std::memory_order_relaxed)) {
+      if (cap->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+      std::lock_guard el(ev->m);
+      ev->rec.reset();
+      ev->cap = cap;
+      ev->clock = capture_clock_locked(cap, s);
+      return CUDA_SUCCESS;
+    }
   }
+  if (CUresult r = legacy_use(s)) return r;
   auto rec = std::make_shared<EventRec>();
   rec->tl = s->tl;
   Op op;
@@ -741,7 +743,8 @@ static CUresult event_record(CUevent he, CUstream h, bool pt) {
   std::lock_guard lk(ev->m);
   rec->seq = enqueue(s, std::move(op));
   ev->rec = rec;
-  ev->captured = false;
+  ev->cap = nullptr;
+  ev->clock.clear();
   return CUDA_SUCCESS;
 }
 SC_EXPORT CUresult cuEventRecord(CUevent e, CUstream s) {
@@ -761,8 +764,9 @@ SC_EXPORT CUresult cuEventRecordWithFlags_ptsz(CUevent e, CUstream s, unsigned i
   return event_record(e, s, true);
 }
 
-static std::shared_ptr<EventRec> event_rec(Event* ev) {
+static std::shared_ptr<EventRec> event_rec(Event* ev, Capture** cap) {
   std::lock_guard lk(ev->m);
+  *cap = ev->cap;
   return ev->rec;
 }
 
@@ -771,7 +775,10 @@ SC_EXPORT CUresult cuEventQuery(CUevent he) {
   auto* ev = reinterpret_cast<Event*>(he);
   if (CUresult r = check_init()) return r;
   if (!live(g().events, ev)) return CUDA_ERROR_INVALID_HANDLE;
-  auto rec = event_rec(ev);
+  Capture* cap = nullptr;
+  auto rec = event_rec(ev, &cap);
+  if (cap) return captured_event_use(cap);  // never complete outside its graph
+  if (capture_violation()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   if (!rec) return CUDA_SUCCESS;
   return rec->complete() && rec->t_ns.load() >= 0 ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
@@ -780,7 +787,10 @@ SC_EXPORT CUresult cuEventSynchronize(CUevent he) {
   auto* ev = reinterpret_cast<Event*>(he);
   if (CUresult r = check_init()) return r;
   if (!live(g().events, ev)) return CUDA_ERROR_INVALID_HANDLE;
-  auto rec = event_rec(ev);
+  Capture* cap = nullptr;
+  auto rec = event_rec(ev, &cap);
+  if (cap) return captured_event_use(cap);
+  if (capture_violation()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   count(Counter::event_synchronize);
   if (rec) rec->tl->wait(rec->seq);
   return CUDA_SUCCESS;
@@ -792,7 +802,9 @@ static CUresult event_elapsed(float* ms, CUevent a, CUevent b) {
   if (!ms) return CUDA_ERROR_INVALID_VALUE;
   if (!live(g().events, ea) || !live(g().events, eb)) return CUDA_ERROR_INVALID_HANDLE;
   if ((ea->flags | eb->flags) & CU_EVENT_DISABLE_TIMING) return CUDA_ERROR_INVALID_HANDLE;
-  auto ra = event_rec(ea), rb = event_rec(eb);
+  Capture *ca = nullptr, *cb = nullptr;
+  auto ra = event_rec(ea, &ca), rb = event_rec(eb, &cb);
+  if (ca || cb) return captured_event_use(ca ? ca : cb);
   if (!ra || !rb) return CUDA_ERROR_INVALID_HANDLE;
   if (!ra->complete() || !rb->complete()) return CUDA_ERROR_NOT_READY;
   int64_t ta = ra->t_ns.load(), tb = rb->t_ns.load();
@@ -823,242 +835,4 @@ SC_EXPORT CUresult cuEventDestroy_v2(CUevent he) {
 SC_EXPORT CUresult cuEventDestroy(CUevent he) {
   SC_ENTRY(cuEventDestroy);
   return event_destroy(he);
-}
-
-// ---- capture and graphs ----
-static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool pt) {
-  Stream* s = nullptr;
-  if (CUresult r = resolve_stream(h, pt, &s)) return r;
-  if (s->legacy) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
-      mode != CU_STREAM_CAPTURE_MODE_RELAXED)
-    return CUDA_ERROR_INVALID_VALUE;
-  if (s->capture.load()) return CUDA_ERROR_ILLEGAL_STATE;
-  auto* cap = new Capture;
-  cap->id = g().next_capture_id.fetch_add(1);
-  cap->mode = mode;
-  cap->stream = s;
-  cap->thread = std::this_thread::get_id();
-  cap->graph = new Graph;
-  {
-    std::lock_guard lk(g().capture_mu);
-    g().captures.push_back(cap);
-  }
-  if (mode == CU_STREAM_CAPTURE_MODE_GLOBAL) g().global_captures.fetch_add(1);
-  if (mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) ++t_local_captures;
-  s->capture.store(cap, std::memory_order_release);
-  return CUDA_SUCCESS;
-}
-SC_EXPORT CUresult cuStreamBeginCapture_v2(CUstream h, CUstreamCaptureMode mode) {
-  SC_ENTRY(cuStreamBeginCapture_v2);
-  return begin_capture(h, mode, false);
-}
-SC_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream h, CUstreamCaptureMode mode) {
-  SC_ENTRY(cuStreamBeginCapture_v2_ptsz);
-  return begin_capture(h, mode, true);
-}
-SC_EXPORT CUresult cuStreamBeginCapture(CUstream h) {
-  SC_ENTRY(cuStreamBeginCapture);
-  return begin_capture(h, CU_STREAM_CAPTURE_MODE_GLOBAL, false);
-}
-SC_EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream h) {
-  SC_ENTRY(cuStreamBeginCapture_ptsz);
-  return begin_capture(h, CU_STREAM_CAPTURE_MODE_GLOBAL, true);
-}
-
-static CUresult end_capture(CUstream h, CUgraph* out, bool pt) {
-  Stream* s = nullptr;
-  if (CUresult r = resolve_stream(h, pt, &s)) return r;
-  if (!out) return CUDA_ERROR_INVALID_VALUE;
-  Capture* cap = s->capture.load();
-  if (!cap) return CUDA_ERROR_ILLEGAL_STATE;
-  if (cap->mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL && cap->thread != std::this_thread::get_id())
-    return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
-  bool invalid;
-  {
-    std::lock_guard lk(g().capture_mu);
-    std::erase(g().captures, cap);
-    invalid = cap->invalidated;
-  }
-  if (cap->mode == CU_STREAM_CAPTURE_MODE_GLOBAL) g().global_captures.fetch_sub(1);
-  if (cap->mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) --t_local_captures;
-  s->capture.store(nullptr, std::memory_order_release);
-  Graph* graph = cap->graph;
-  delete cap;
-  if (invalid) {
-    delete graph;
-    *out = nullptr;
-    return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-  }
-  add_handle(g().graphs, graph);
-  *out = reinterpret_cast<CUgraph>(graph);
-  return CUDA_SUCCESS;
-}
-SC_EXPORT CUresult cuStreamEndCapture(CUstream h, CUgraph* g_) {
-  SC_ENTRY(cuStreamEndCapture);
-  return end_capture(h, g_, false);
-}
-SC_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream h, CUgraph* g_) {
-  SC_ENTRY(cuStreamEndCapture_ptsz);
-  return end_capture(h, g_, true);
-}
-
-static CUresult capture_info(CUstream h, CUstreamCaptureStatus* st, cuuint64_t* id, bool pt) {
-  Stream* s = nullptr;
-  if (CUresult r = resolve_stream(h, pt, &s)) return r;
-  if (!st) return CUDA_ERROR_INVALID_VALUE;
-  Capture* cap = s->capture.load();
-  if (!cap) {
-    *st = CU_STREAM_CAPTURE_STATUS_NONE;
-    return CUDA_SUCCESS;
-  }
-  std::lock_guard lk(g().capture_mu);
-  *st = cap->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED : CU_STREAM_CAPTURE_STATUS_ACTIVE;
-  if (id) *id = cap->id;
-  return CUDA_SUCCESS;
-}
-SC_EXPORT CUresult cuStreamIsCapturing(CUstream h, CUstreamCaptureStatus* st) {
-  SC_ENTRY(cuStreamIsCapturing);
-  return capture_info(h, st, nullptr, false);
-}
-SC_EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream h, CUstreamCaptureStatus* st) {
-  SC_ENTRY(cuStreamIsCapturing_ptsz);
-  return capture_info(h, st, nullptr, true);
-}
-SC_EXPORT CUresult cuStreamGetCaptureInfo(CUstream h, CUstreamCaptureStatus* st, cuuint64_t* id) {
-  SC_ENTRY(cuStreamGetCaptureInfo);
-  return capture_info(h, st, id, false);
-}
-SC_EXPORT CUresult cuStreamGetCaptureInfo_ptsz(CUstream h, CUstreamCaptureStatus* st,
-                                               cuuint64_t* id) {
-  SC_ENTRY(cuStreamGetCaptureInfo_ptsz);
-  return capture_info(h, st, id, true);
-}
-static CUresult capture_info_v3(CUstream h, CUstreamCaptureStatus* st, cuuint64_t* id,
-                                CUgraph* graph, const CUgraphNode** deps,
-                                const CUgraphEdgeData** edges, size_t* ndeps, bool pt) {
-  CUresult r = capture_info(h, st, id, pt);
-  if (r) return r;
-  Stream* s = nullptr;
-  resolve_stream(h, pt, &s);
-  Capture* cap = s->capture.load();
-  // Captured work is a linear chain here, so there are no node handles to report.
-  if (graph) *graph = cap ? reinterpret_cast<CUgraph>(cap->graph) : nullptr;
-  if (deps) *deps = nullptr;
-  if (edges) *edges = nullptr;
-  if (ndeps) *ndeps = 0;
-  return CUDA_SUCCESS;
-}
-SC_EXPORT CUresult cuStreamGetCaptureInfo_v2(CUstream h, CUstreamCaptureStatus* st, cuuint64_t* id,
-                                             CUgraph* graph, const CUgraphNode** deps,
-                                             size_t* ndeps) {
-  SC_ENTRY(cuStreamGetCaptureInfo_v2);
-  return capture_info_v3(h, st, id, graph, deps, nullptr, ndeps, false);
-}
-SC_EXPORT CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream h, CUstreamCaptureStatus* st,
-                                                  cuuint64_t* id, CUgraph* graph,
-                                                  const CUgraphNode** deps, size_t* ndeps) {
-  SC_ENTRY(cuStreamGetCaptureInfo_v2_ptsz);
-  return capture_info_v3(h, st, id, graph, deps, nullptr, ndeps, true);
-}
-SC_EXPORT CUresult cuStreamGetCaptureInfo_v3(CUstream h, CUstreamCaptureStatus* st, cuuint64_t* id,
-                                             CUgraph* graph, const CUgraphNode** deps,
-                                             const CUgraphEdgeData** edges, size_t* ndeps) {
-  SC_ENTRY(cuStreamGetCaptureInfo_v3);
-  return capture_info_v3(h, st, id, graph, deps, edges, ndeps, false);
-}
-SC_EXPORT CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream h, CUstreamCaptureStatus* st,
-                                                  cuuint64_t* id, CUgraph* graph,
-                                                  const CUgraphNode** deps,
-                                                  const CUgraphEdgeData** edges, size_t* ndeps) {
-  SC_ENTRY(cuStreamGetCaptureInfo_v3_ptsz);
-  return capture_info_v3(h, st, id, graph, deps, edges, ndeps, true);
-}
-
-SC_EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
-  SC_ENTRY(cuThreadExchangeStreamCaptureMode);
-  if (!mode) return CUDA_ERROR_INVALID_VALUE;
-  *mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
-  return CUDA_SUCCESS;
-}
-
-static CUresult instantiate(CUgraphExec* out, CUgraph hg) {
-  if (CUresult r = check_init()) return r;
-  auto* gr = reinterpret_cast<Graph*>(hg);
-  if (!out) return CUDA_ERROR_INVALID_VALUE;
-  if (!live(g().graphs, gr)) return CUDA_ERROR_INVALID_HANDLE;
-  auto* ex = new GraphExec;
-  ex->ops.reserve(gr->ops.size());
-  for (const Op& op : gr->ops) ex->ops.push_back(op.clone());
-  add_handle(g().execs, ex);
-  *out = reinterpret_cast<CUgraphExec>(ex);
-  return CUDA_SUCCESS;
-}
-SC_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec* out, CUgraph hg,
-                                               unsigned long long flags) {
-  SC_ENTRY(cuGraphInstantiateWithFlags);
-  return instantiate(out, hg);
-}
-static CUresult graph_instantiate_v1(CUgraphExec* out, CUgraph hg, CUgraphNode* err, char* log,
-                                     size_t n) {
-  if (log && n) log[0] = 0;
-  return instantiate(out, hg);
-}
-SC_EXPORT CUresult cuGraphInstantiate(CUgraphExec* out, CUgraph hg, CUgraphNode* err, char* log,
-                                      size_t n) {
-  SC_ENTRY(cuGraphInstantiate);
-  return graph_instantiate_v1(out, hg, err, log, n);
-}
-SC_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec* out, CUgraph hg, CUgraphNode* err, char* log,
-                                         size_t n) {
-  SC_ENTRY(cuGraphInstantiate_v2);
-  return graph_instantiate_v1(out, hg, err, log, n);
-}
-
-static CUresult graph_launch(CUgraphExec he, CUstream h, bool pt) {
-  if (CUresult r = check_init()) return r;
-  auto* ex = reinterpret_cast<GraphExec*>(he);
-  if (!live(g().execs, ex)) return CUDA_ERROR_INVALID_HANDLE;
-  Stream* s = nullptr;
-  if (CUresult r = resolve_stream(h, pt, &s)) return r;
-  for (const Op& op : ex->ops)
-    if (CUresult r = submit(s, op.clone())) return r;
-  return CUDA_SUCCESS;
-}
-SC_EXPORT CUresult cuGraphLaunch(CUgraphExec e, CUstream s) {
-  SC_ENTRY(cuGraphLaunch);
-  return graph_launch(e, s, false);
-}
-SC_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec e, CUstream s) {
-  SC_ENTRY(cuGraphLaunch_ptsz);
-  return graph_launch(e, s, true);
-}
-SC_EXPORT CUresult cuGraphExecDestroy(CUgraphExec he) {
-  SC_ENTRY(cuGraphExecDestroy);
-  if (CUresult r = check_init()) return r;
-  auto* ex = reinterpret_cast<GraphExec*>(he);
-  if (!remove_handle(g().execs, ex)) return CUDA_ERROR_INVALID_HANDLE;
-  delete ex;  // launches copied their ops, so nothing in flight refers to it
-  return CUDA_SUCCESS;
-}
-SC_EXPORT CUresult cuGraphDestroy(CUgraph hg) {
-  SC_ENTRY(cuGraphDestroy);
-  if (CUresult r = check_init()) return r;
-  auto* gr = reinterpret_cast<Graph*>(hg);
-  if (!remove_handle(g().graphs, gr)) return CUDA_ERROR_INVALID_HANDLE;
-  delete gr;
-  return CUDA_SUCCESS;
-}
-SC_EXPORT CUresult cuGraphGetNodes(CUgraph hg, CUgraphNode* nodes, size_t* n) {
-  SC_ENTRY(cuGraphGetNodes);
-  if (CUresult r = check_init()) return r;
-  auto* gr = reinterpret_cast<Graph*>(hg);
-  if (!n) return CUDA_ERROR_INVALID_VALUE;
-  if (!live(g().graphs, gr)) return CUDA_ERROR_INVALID_HANDLE;
-  // Node handles are the addresses of the recorded operations (stable while the graph lives).
-  if (nodes)
-    for (size_t i = 0; i < *n && i < gr->ops.size(); ++i)
-      nodes[i] = reinterpret_cast<CUgraphNode>(&gr->ops[i]);
-  *n = gr->ops.size();
-  return CUDA_SUCCESS;
 }

@@ -138,10 +138,14 @@ TEST(SimcudaReadme, SettingsTableMatchesDeclarations) {
 TEST(SimcudaReadme, CounterTableMatchesDeclarations) {
   std::ifstream f(SIMCUDA_README);
   ASSERT_TRUE(f.good()) << SIMCUDA_README;
+  // The rows of the table under the "| Counter | Meaning |" header.
   std::vector<std::string> rows;
-  for (std::string line; std::getline(f, line);)
-    if (line.rfind("| `", 0) == 0 && line.find("SIMCUDA_") == std::string::npos)
-      rows.push_back(line);
+  bool in_table = false;
+  for (std::string line; std::getline(f, line);) {
+    if (line.rfind("| Counter | Meaning |", 0) == 0) in_table = true;
+    if (in_table && line.rfind("|", 0) != 0) break;
+    if (in_table && line.rfind("| `", 0) == 0) rows.push_back(line);
+  }
   size_t declared = 0;
 #define SC_COUNTER(name, doc)                                                  \
   ++declared;                                                                  \

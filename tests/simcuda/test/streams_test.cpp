@@ -328,7 +328,9 @@ TEST_F(Sim, GraphCaptureAndReplay) {
   CK(cuMemsetD32Async(log.log + 100 * 4, 77, 1, s));
   CK(launch_append(append, s, log.l(), log.c(), 11));
   CUdeviceptr scratch;
-  CK(cuMemAllocAsync(&scratch, 4096, s));  // stream-ordered allocation is legal in a capture
+  CK(cuMemAllocAsync(&scratch, 4096, s));  // an allocation node: legal in a capture
+  CK(cuMemsetD32Async(scratch, 5, 1024, s));
+  CK(cuMemFreeAsync(scratch, s));  // freed inside the graph, so the graph can run again
   CUgraph graph;
   CK(cuStreamEndCapture(s, &graph));
   CK(cuStreamSynchronize(s));
@@ -343,7 +345,6 @@ TEST_F(Sim, GraphCaptureAndReplay) {
   CK(cuGraphExecDestroy(exec));
   CK(cuGraphDestroy(graph));
   EXPECT_EQ(cuGraphDestroy(graph), CUDA_ERROR_INVALID_HANDLE);
-  CK(cuMemFree(scratch));
   CK(cuStreamDestroy(s));
 }
 
