@@ -85,6 +85,25 @@ static const simcuda_param mark_busy_params[] = {
     {offsetof(struct mark_busy_args, flag), sizeof(void*)},
 };
 
+/* step(counter, expect, errors): *counter must equal expect (else ++*errors); then it becomes
+ * expect + 1. A chain of steps on different streams checks that each ran after the one before. */
+struct step_args {
+  uint64_t* counter;
+  uint64_t expect;
+  uint64_t* errors;
+};
+static void step(const simcuda_launch* l) {
+  const struct step_args* p = (const struct step_args*)l->params;
+  if (__atomic_load_n(p->counter, __ATOMIC_ACQUIRE) != p->expect)
+    __atomic_fetch_add(p->errors, 1, __ATOMIC_RELAXED);
+  __atomic_store_n(p->counter, p->expect + 1, __ATOMIC_RELEASE);
+}
+static const simcuda_param step_params[] = {
+    {offsetof(struct step_args, counter), sizeof(void*)},
+    {offsetof(struct step_args, expect), sizeof(uint64_t)},
+    {offsetof(struct step_args, errors), sizeof(void*)},
+};
+
 static const simcuda_kernel_desc kernels[] = {
     {"append", append, 3, append_params, 0, NULL},
     {"sleep_append", append, 3, append_params, 20000000, NULL},
@@ -92,6 +111,7 @@ static const simcuda_kernel_desc kernels[] = {
     {"touch", touch, 1, touch_params, 0, NULL},
     {"busy", busy, 1, busy_params, 0, busy_duration},
     {"mark_busy", mark_busy, 2, mark_busy_params, 0, busy_duration},
+    {"step", step, 3, step_params, 0, NULL},
 };
 
 SIMCUDA_EXPORT const simcuda_module_desc* SIMCUDA_MODULE_ENTRY(void) {
