@@ -43,8 +43,6 @@ bool serve_until(Server& s, Pred pred) {
 TEST(DaemonLink, EventsBudgetAndReconnect) {
   char tmpl[] = "/tmp/gswap-link-test-XXXXXX";
   std::string dir = mkdtemp(tmpl);
-  setenv("GSWAP_RUNTIME_DIR", dir.c_str(), 1);
-  setenv("GSWAP_DAEMON", "connect", 1);
   Config config;
   ASSERT_TRUE(config.merge_json(nlohmann::json{{"runtime_dir", dir}, {"gpu_budget", "1GiB"}}.dump())
                   .empty());
@@ -60,6 +58,8 @@ TEST(DaemonLink, EventsBudgetAndReconnect) {
   ASSERT_TRUE(server->open(&error, &already)) << error;
 
   tel::StartInfo info;
+  info.mode = tel::DaemonMode::kConnect;
+  info.runtime_dir = dir.c_str();
   info.gpu_uuid = reinterpret_cast<const char*>(kUuid);
   info.device_total_bytes = gpu.total_bytes;
   info.budget_bytes = 768ull << 20;  // below the 1 GiB share: the share must not raise it

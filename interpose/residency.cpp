@@ -579,13 +579,24 @@ CUresult Residency::request_restores(std::unique_lock<std::mutex>& lock, TouchSe
 CUresult wait_restores(Device& dev, const TouchSet& t, CUstream stream, bool per_thread,
                        bool host_wait) {
   CUstream s = (per_thread && stream == nullptr) ? CU_STREAM_PER_THREAD : stream;
-  for (std::size_t i = 0; i < t.n; ++i) {
+  unsigned mode = 0;
+  bool relaxed = false;
+  CUresult e = CUDA_SUCCESS;
+  for (std::size_t i = 0; i < t.n && e == CUDA_SUCCESS; ++i) {
     Region* r = t.regions[i];
     if (r->state.load(std::memory_order_acquire) != kRegionRestoring) continue;
-    CUresult e = host_wait ? dev.synchronize(r->restore_event) : dev.wait(s, r->restore_event);
-    if (e != CUDA_SUCCESS) return e;
+    if (!host_wait) {
+      e = dev.wait(s, r->restore_event);
+      continue;
+    }
+    // A host wait on gswap's own event is no part of any graph: never let it count against a
+    // capture on another thread.
+    if (!relaxed) dev.relax_capture_mode(&mode);
+    relaxed = true;
+    e = dev.synchronize(r->restore_event);
   }
-  return CUDA_SUCCESS;
+  if (relaxed) dev.restore_capture_mode(mode);
+  return e;
 }
 
 CUresult Residency::prepare(TouchSet& t, CUstream stream, bool per_thread, bool sync) {
@@ -747,7 +758,9 @@ bool Residency::memory_info(std::uint64_t* free, std::uint64_t* total) {
   std::lock_guard<std::mutex> lock(mutex_);
   std::uint64_t b = budget();
   std::uint64_t t = cfg_.physical_total ? std::min(b, cfg_.physical_total) : b;
-  std::uint64_t in_use = used() - pooled_;  // pooled handles are free to the application
+  // Pooled handles are free to the application, and so is memory whose stream-ordered free is
+  // on its way back (an allocation needing it waits for it, as for any swap-out in flight).
+  std::uint64_t in_use = used() - pooled_ - freeing_;
   *total = t;
   *free = in_use >= t ? 0 : t - in_use;
   return true;
