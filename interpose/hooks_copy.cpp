@@ -1,11 +1,13 @@
 // hooks_copy.cpp: every cuMemcpy*/cuMemset* form. The device ranges a copy or memset reads and
 // writes are its accesses; host pointers and arena memory fall outside the region map and cost
 // one compare. Synchronous forms wait for a restore on the host, asynchronous ones on their
-// stream.
+// stream. Small copies from host memory (HtoD, unified, 2D/3D) are scanned for device pointers
+// first (upload_scan.h).
 #include "interpose/access.h"
 #include "interpose/driver.h"
 #include "interpose/hooks.h"
 #include "interpose/log.h"
+#include "interpose/upload_scan.h"
 
 namespace gswap::interpose {
 namespace {
@@ -34,22 +36,55 @@ CUresult access(CUdeviceptr dst, std::size_t dn, CUdeviceptr src, std::size_t sn
   return with_access(t, s, pt, sync, enqueue);
 }
 
-// Fact 4: a small host-to-device copy may upload an array of device pointers (batched GEMM),
-// which kernels then follow without naming the regions in their parameters. Scan it; the regions
-// it names stay resident from now on. Large uploads (data batches) are not scanned.
-constexpr std::size_t kPointerScanMax = 16 << 10;
-
+// Fact 4: a small copy from host memory may upload an array of device pointers (upload_scan.h).
 CUresult scan_upload(const void* host, std::size_t n, CUstream s, bool pt) {
-  FastState& fs = fast();
-  if (!host || n < 8 || n > kPointerScanMax || !fs.active.load(std::memory_order_acquire))
-    return CUDA_SUCCESS;
+  if (!host || !may_carry_pointers(n)) return CUDA_SUCCESS;
   TouchSet t;
-  scan_bytes(fs.map, host, n, &t);
-  if (t.n == 0) return CUDA_SUCCESS;
-  GSWAP_LOG_ONCE(
-      kInfo,
-      "a host-to-device copy carries device pointers; the allocations it names stay resident");
-  return keep_resident(t, s, pt);
+  scan_bytes(fast().map, host, n, &t);
+  return keep_named(t, s, pt);
+}
+
+// A unified-address copy uploads when its source is host memory and a kernel can read its
+// destination. The driver is asked only for small copies.
+CUresult scan_unified(CUdeviceptr dst, CUdeviceptr src, std::size_t n, CUstream s, bool pt) {
+  if (!may_carry_pointers(n) || !host_source(src)) return CUDA_SUCCESS;
+  TouchSet t;
+  scan_bytes(fast().map, reinterpret_cast<const void*>(src), n, &t);
+  if ((t.n == 0 && !t.overflow) || !kernel_visible(dst)) return CUDA_SUCCESS;
+  return keep_named(t, s, pt);
+}
+
+// The host bytes a 2D/3D copy side reads, when it is host memory (nullptr otherwise).
+const void* host_side(CUmemorytype type, const void* host, CUdeviceptr unified) {
+  if (type == CU_MEMORYTYPE_HOST) return host;
+  if (type == CU_MEMORYTYPE_UNIFIED && host_source(unified))
+    return reinterpret_cast<const void*>(unified);
+  return nullptr;
+}
+
+// Whether kernels can read a 2D/3D copy's destination side.
+bool kernel_side(CUmemorytype type, CUdeviceptr unified) {
+  if (type == CU_MEMORYTYPE_DEVICE || type == CU_MEMORYTYPE_ARRAY) return true;
+  return type == CU_MEMORYTYPE_UNIFIED && kernel_visible(unified);
+}
+
+// A small 2D/3D copy from host memory: `depth` layers of Height rows of WidthInBytes, the source
+// rows srcPitch apart and its layers src_height rows apart.
+template <class C>
+CUresult scan_box(const C* c, std::size_t depth, std::size_t src_z, std::size_t src_height,
+                  CUstream s, bool pt) {
+  if (!small_box(c->WidthInBytes, c->Height, depth)) return CUDA_SUCCESS;
+  const void* src = host_side(c->srcMemoryType, c->srcHost, c->srcDevice);
+  if (!src) return CUDA_SUCCESS;
+  const unsigned char* first = static_cast<const unsigned char*>(src) +
+                               (src_z * src_height + c->srcY) * c->srcPitch + c->srcXInBytes;
+  TouchSet t;
+  for (std::size_t z = 0; z < depth; ++z)
+    scan_host_rows(first + z * src_height * c->srcPitch, c->WidthInBytes, c->srcPitch, c->Height,
+                   &t);
+  if ((t.n == 0 && !t.overflow) || !kernel_side(c->dstMemoryType, c->dstDevice))
+    return CUDA_SUCCESS;
+  return keep_named(t, s, pt);
 }
 
 // The device bytes a 2D/3D copy side covers: from its first to its last byte.
@@ -64,25 +99,29 @@ CUdeviceptr side_ptr(CUmemorytype type, CUdeviceptr dev) {
 template <class Enqueue>
 CUresult copy2d(const CUDA_MEMCPY2D* c, CUstream s, bool pt, bool sync, Enqueue&& enqueue) {
   if (!c) return enqueue();
+  if (CUresult e = scan_box(c, 1, 0, 0, s, pt); e != CUDA_SUCCESS) return e;
   CUdeviceptr src = side_ptr(c->srcMemoryType, c->srcDevice);
   CUdeviceptr dst = side_ptr(c->dstMemoryType, c->dstDevice);
   if (src) src += c->srcY * c->srcPitch + c->srcXInBytes;
   if (dst) dst += c->dstY * c->dstPitch + c->dstXInBytes;
-  return access(src, src ? span_2d(c->srcPitch, c->WidthInBytes, c->Height) : 0, dst,
-                dst ? span_2d(c->dstPitch, c->WidthInBytes, c->Height) : 0, s, pt, sync, enqueue);
+  std::size_t sn = src ? span_2d(c->srcPitch, c->WidthInBytes, c->Height) : 0;
+  std::size_t dn = dst ? span_2d(c->dstPitch, c->WidthInBytes, c->Height) : 0;
+  return access(dst, dn, src, sn, s, pt, sync, enqueue);  // access() takes the destination first
 }
 
 template <class C, class Enqueue>
 CUresult copy3d(const C* c, CUstream s, bool pt, bool sync, Enqueue&& enqueue) {
   if (!c) return enqueue();
+  if (CUresult e = scan_box(c, c->Depth, c->srcZ, c->srcHeight, s, pt); e != CUDA_SUCCESS) return e;
   CUdeviceptr src = side_ptr(c->srcMemoryType, c->srcDevice);
   CUdeviceptr dst = side_ptr(c->dstMemoryType, c->dstDevice);
   std::size_t rows_src = c->Depth ? (c->Depth - 1) * c->srcHeight + c->Height : 0;
   std::size_t rows_dst = c->Depth ? (c->Depth - 1) * c->dstHeight + c->Height : 0;
   if (src) src += (c->srcZ * c->srcHeight + c->srcY) * c->srcPitch + c->srcXInBytes;
   if (dst) dst += (c->dstZ * c->dstHeight + c->dstY) * c->dstPitch + c->dstXInBytes;
-  return access(src, src ? span_2d(c->srcPitch, c->WidthInBytes, rows_src) : 0, dst,
-                dst ? span_2d(c->dstPitch, c->WidthInBytes, rows_dst) : 0, s, pt, sync, enqueue);
+  std::size_t sn = src ? span_2d(c->srcPitch, c->WidthInBytes, rows_src) : 0;
+  std::size_t dn = dst ? span_2d(c->dstPitch, c->WidthInBytes, rows_dst) : 0;
+  return access(dst, dn, src, sn, s, pt, sync, enqueue);  // access() takes the destination first
 }
 
 }  // namespace
@@ -91,15 +130,19 @@ CUresult copy3d(const C* c, CUstream s, bool pt, bool sync, Enqueue&& enqueue) {
 
 // Linear copies.
 CUresult hook_cuMemcpy(CUdeviceptr d, CUdeviceptr s, size_t n) {
+  if (CUresult e = scan_unified(d, s, n, nullptr, false); e != CUDA_SUCCESS) return e;
   return access(d, n, s, n, nullptr, false, true, [&] { return GSWAP_R.cuMemcpy(d, s, n); });
 }
 CUresult hook_cuMemcpy_ptds(CUdeviceptr d, CUdeviceptr s, size_t n) {
+  if (CUresult e = scan_unified(d, s, n, nullptr, true); e != CUDA_SUCCESS) return e;
   return access(d, n, s, n, nullptr, true, true, [&] { return GSWAP_R.cuMemcpy_ptds(d, s, n); });
 }
 CUresult hook_cuMemcpyAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) {
+  if (CUresult e = scan_unified(d, s, n, st, false); e != CUDA_SUCCESS) return e;
   return access(d, n, s, n, st, false, false, [&] { return GSWAP_R.cuMemcpyAsync(d, s, n, st); });
 }
 CUresult hook_cuMemcpyAsync_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) {
+  if (CUresult e = scan_unified(d, s, n, st, true); e != CUDA_SUCCESS) return e;
   return access(d, n, s, n, st, true, false,
                 [&] { return GSWAP_R.cuMemcpyAsync_ptsz(d, s, n, st); });
 }

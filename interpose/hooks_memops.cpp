@@ -4,10 +4,13 @@
 //
 // One call enqueues every copy or operation of its batch, so all the regions a batch touches are
 // one access: resident and pinned together, as the two sides of a copy are in hooks_copy.cpp.
+// Small copies from host memory are scanned for device pointers first, as single copies are
+// (upload_scan.h).
 // All these calls are asynchronous; a restore is waited for on their stream. No state of its own.
 #include "interpose/access.h"
 #include "interpose/driver.h"
 #include "interpose/hooks.h"
+#include "interpose/upload_scan.h"
 
 namespace gswap::interpose {
 namespace {
@@ -41,19 +44,36 @@ void note_copy(FastState& fs, CUdeviceptr dst, CUdeviceptr src, std::size_t n, C
                   n);
 }
 
+// Adds the regions of one scanned upload (upload_scan.h) to those a batch names.
+void merge_named(const TouchSet& upload, TouchSet* named) {
+  named->overflow |= upload.overflow;
+  for (std::size_t i = 0; i < upload.n; ++i) named->add(upload.regions[i]);
+}
+
+// A small copy of a batch whose source is host memory and whose destination kernels can read may
+// upload a pointer array, as a single copy may (hooks_copy.cpp).
+void scan_batch_copy(CUdeviceptr dst, CUdeviceptr src, std::size_t n, TouchSet* named) {
+  if (!may_carry_pointers(n) || !host_source(src)) return;
+  TouchSet t;
+  scan_bytes(fast().map, reinterpret_cast<const void*>(src), n, &t);
+  if ((t.n || t.overflow) && kernel_visible(dst)) merge_named(t, named);
+}
+
 template <class Enqueue>
 CUresult copy_batch(CUdeviceptr* dsts, CUdeviceptr* srcs, size_t* sizes, size_t count, CUstream s,
                     bool pt, Enqueue&& enqueue) {
   FastState& fs = fast();
   // Malformed arrays are the driver's to refuse.
   if (!fs.active.load(std::memory_order_acquire) || !dsts || !srcs || !sizes) return enqueue();
-  TouchSet t;
+  TouchSet t, named;
   for (size_t i = 0; i < count; ++i) {
     // Host pointers fall outside the region map and add nothing.
     t.add_range(fs.map, dsts[i], sizes[i]);
     t.add_range(fs.map, srcs[i], sizes[i]);
     note_copy(fs, dsts[i], srcs[i], sizes[i], s, pt);
+    scan_batch_copy(dsts[i], srcs[i], sizes[i], &named);
   }
+  if (CUresult e = keep_named(named, s, pt); e != CUDA_SUCCESS) return e;
   return access_set(t, s, pt, enqueue);
 }
 
@@ -70,13 +90,33 @@ std::size_t operand_span(const CUmemcpy3DOperand& o, const CUmemcpy3DOperand& ot
   return (((e.depth - 1) * layer + (e.height - 1)) * row + e.width) * elem;
 }
 
+// A 3D batch copy between pointers whose source is host memory: extent.depth layers of
+// extent.height rows of extent.width bytes, the source rows rowLength bytes apart and its layers
+// layerHeight rows apart (0: tightly packed). A copy into a CUDA array is not an upload kernels
+// follow.
+void scan_batch_box(const CUDA_MEMCPY3D_BATCH_OP& b, TouchSet* named) {
+  if (b.src.type != CU_MEMCPY_OPERAND_TYPE_POINTER ||
+      b.dst.type != CU_MEMCPY_OPERAND_TYPE_POINTER ||
+      !small_box(b.extent.width, b.extent.height, b.extent.depth) || !host_source(b.src.op.ptr.ptr))
+    return;
+  const CUmemcpy3DOperand& o = b.src;
+  std::size_t pitch = o.op.ptr.rowLength ? o.op.ptr.rowLength : b.extent.width;
+  std::size_t layer = o.op.ptr.layerHeight ? o.op.ptr.layerHeight : b.extent.height;
+  const auto* first = reinterpret_cast<const unsigned char*>(o.op.ptr.ptr);
+  TouchSet t;
+  for (std::size_t z = 0; z < b.extent.depth; ++z)
+    scan_host_rows(first + z * layer * pitch, b.extent.width, pitch, b.extent.height, &t);
+  if ((t.n || t.overflow) && kernel_visible(b.dst.op.ptr.ptr)) merge_named(t, named);
+}
+
 template <class Enqueue>
 CUresult copy_3d_batch(size_t n, const CUDA_MEMCPY3D_BATCH_OP* ops, CUstream s, bool pt,
                        Enqueue&& enqueue) {
   FastState& fs = fast();
   if (!fs.active.load(std::memory_order_acquire) || !ops) return enqueue();
-  TouchSet t;
+  TouchSet t, named;
   for (size_t i = 0; i < n; ++i) {
+    scan_batch_box(ops[i], &named);
     const CUDA_MEMCPY3D_BATCH_OP& b = ops[i];
     // Array operands are not device pointers: only pointer operands can be regions.
     CUdeviceptr src = b.src.type == CU_MEMCPY_OPERAND_TYPE_POINTER ? b.src.op.ptr.ptr : 0;
@@ -87,6 +127,7 @@ CUresult copy_3d_batch(size_t n, const CUDA_MEMCPY3D_BATCH_OP* ops, CUstream s, 
     t.add_range(fs.map, dst, dn);
     note_copy(fs, dst, src, b.extent.width * b.extent.height * b.extent.depth, s, pt);
   }
+  if (CUresult e = keep_named(named, s, pt); e != CUDA_SUCCESS) return e;
   return access_set(t, s, pt, enqueue);
 }
 
