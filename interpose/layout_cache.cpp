@@ -1,25 +1,88 @@
-// layout_cache.cpp: see layout_cache.h. Locking: g_fill_mutex serialises fills; lookups are
-// lock-free acquire loads.
+// layout_cache.cpp: see layout_cache.h.
+//
+// An open-addressing table of (function handle, layout), kept at most half full: when a fill
+// would pass that, a table twice the size is built, every entry copied into it, and it is
+// published with one release store. Lookups load the current table (acquire) and probe it
+// without a lock. A reader still probing an older table finds every entry that table had (entries
+// are copied, never moved) and, for one it lacks, takes the fill path, which looks in the current
+// table under the mutex. Older tables are never freed, since a reader may be inside one at any
+// time; together they are smaller than the current one (each is half the size of the next).
+//
+// Locking: g_fill_mutex serialises fills, growth and resets; lookups take no lock.
 #include "interpose/layout_cache.h"
 
 #include <mutex>
+#include <new>
 #include <vector>
 
 #include "interpose/driver.h"
+#include "interpose/log.h"
 
 namespace gswap::interpose {
 namespace {
 
-constexpr unsigned kSlots = 1u << 14;
 struct Slot {
   std::atomic<std::uintptr_t> key{0};
   std::atomic<const CachedLayout*> value{nullptr};
 };
-Slot g_slots[kSlots];
+
+struct Table {
+  unsigned bits;  // 1 << bits slots
+  Slot* slots;
+  std::size_t used = 0;  // filled slots (fill mutex)
+  std::size_t size() const { return std::size_t{1} << bits; }
+  std::uintptr_t mask() const { return size() - 1; }
+  std::uintptr_t home(std::uintptr_t key) const {
+    return static_cast<std::uintptr_t>((key * 0x9E3779B97F4A7C15ull) >> (64 - bits));
+  }
+};
+
+// The first table needs no allocation (it covers most programs); later ones come from new.
+constexpr unsigned kFirstBits = 14;
+Slot g_first_slots[1u << kFirstBits];
+Table g_first{kFirstBits, g_first_slots};
+std::atomic<Table*> g_table{&g_first};
 std::mutex g_fill_mutex;
 
-unsigned slot_of(std::uintptr_t key) {
-  return static_cast<unsigned>((key * 0x9E3779B97F4A7C15ull) >> 50) & (kSlots - 1);
+// The layout of key in t, or nullptr (absent, or being filled).
+const CachedLayout* find(const Table& t, std::uintptr_t key) {
+  std::uintptr_t m = t.mask();
+  for (std::uintptr_t i = t.home(key), n = 0; n <= m; i = (i + 1) & m, ++n) {
+    std::uintptr_t k = t.slots[i].key.load(std::memory_order_acquire);
+    if (k == key) return t.slots[i].value.load(std::memory_order_acquire);
+    if (k == 0) return nullptr;
+  }
+  return nullptr;
+}
+
+// Under the fill mutex; t has a free slot. The value is stored before the key, so a reader that
+// sees the key sees the layout.
+void insert(Table& t, std::uintptr_t key, const CachedLayout* c) {
+  std::uintptr_t m = t.mask();
+  for (std::uintptr_t i = t.home(key);; i = (i + 1) & m) {
+    if (t.slots[i].key.load(std::memory_order_relaxed) != 0) continue;
+    t.slots[i].value.store(c, std::memory_order_release);
+    t.slots[i].key.store(key, std::memory_order_release);
+    ++t.used;
+    return;
+  }
+}
+
+// Under the fill mutex: a table twice the size with every entry of t, or nullptr when memory is
+// short (then t keeps filling up to its last slot).
+Table* grown(const Table& t) {
+  unsigned bits = t.bits + 1;
+  auto* slots = new (std::nothrow) Slot[std::size_t{1} << bits];
+  auto* next = slots ? new (std::nothrow) Table{bits, slots} : nullptr;
+  if (!next) {
+    delete[] slots;
+    return nullptr;
+  }
+  for (std::uintptr_t i = 0; i <= t.mask(); ++i) {
+    std::uintptr_t k = t.slots[i].key.load(std::memory_order_relaxed);
+    if (k) insert(*next, k, t.slots[i].value.load(std::memory_order_relaxed));
+  }
+  return next;
 }
 
 // Asks the driver for parameter i until it answers CUDA_ERROR_INVALID_VALUE (past the last one).
@@ -74,40 +137,40 @@ const CachedLayout* query(CUfunction f) {
 
 const CachedLayout* layout_of(CUfunction f) {
   auto key = reinterpret_cast<std::uintptr_t>(f);
-  unsigned h = slot_of(key);
-  for (unsigned i = 0; i < kSlots; ++i) {
-    Slot& s = g_slots[(h + i) & (kSlots - 1)];
-    std::uintptr_t k = s.key.load(std::memory_order_acquire);
-    if (k == key) {
-      if (const CachedLayout* v = s.value.load(std::memory_order_acquire)) return v;
-      break;  // being filled by another thread
-    }
-    if (k == 0) break;
+  if (key == 0) {
+    // 0 marks an empty slot. The driver refuses a launch of no function; it needs no scan.
+    static const CachedLayout none{ParamLayout{}, true};
+    return &none;
   }
+  if (const CachedLayout* c = find(*g_table.load(std::memory_order_acquire), key)) return c;
   std::lock_guard<std::mutex> lock(g_fill_mutex);
-  for (unsigned i = 0; i < kSlots; ++i) {
-    Slot& s = g_slots[(h + i) & (kSlots - 1)];
-    std::uintptr_t k = s.key.load(std::memory_order_acquire);
-    if (k == key) {
-      if (const CachedLayout* v = s.value.load(std::memory_order_acquire)) return v;
-    }
-    if (k == 0 || k == key) {
-      const CachedLayout* c = query(f);
-      s.key.store(key, std::memory_order_release);
-      s.value.store(c, std::memory_order_release);
-      return c;
+  Table* t = g_table.load(std::memory_order_relaxed);
+  if (const CachedLayout* c = find(*t, key)) return c;
+  const CachedLayout* c = query(f);
+  // At most half full keeps probe chains short; the last free slot is never taken, so a probe
+  // always ends at an empty slot.
+  if (2 * (t->used + 1) > t->size()) {
+    if (Table* next = grown(*t)) {
+      g_table.store(next, std::memory_order_release);
+      t = next;
+    } else if (t->used + 2 > t->size()) {
+      GSWAP_LOG_ONCE(kWarn, "cannot grow the kernel layout cache: layouts are no longer cached");
+      return c;  // correct, not cached (one small layout kept per such launch)
     }
   }
-  // Table full (more than 16384 distinct functions): still correct, not cached; each such
-  // launch asks the driver again and keeps one more small layout.
-  return query(f);
+  insert(*t, key, c);
+  return c;
 }
 
 void layout_cache_reset() {
-  for (auto& s : g_slots) {
+  // After fork, in the child, which has one thread: back to the first table, emptied. Layouts and
+  // grown tables of the parent are left behind.
+  for (auto& s : g_first_slots) {
     s.value.store(nullptr, std::memory_order_relaxed);
     s.key.store(0, std::memory_order_relaxed);
   }
+  g_first.used = 0;
+  g_table.store(&g_first, std::memory_order_release);
 }
 
 }  // namespace gswap::interpose

@@ -1,8 +1,9 @@
 // layout_cache.h: kernel parameter layouts, cached per function handle.
 //
 // Lock-free for readers: an open-addressing table of (handle, layout) published with release
-// stores. The first launch of a function fills its entry under a mutex (off the common path);
-// layouts are immutable and never freed.
+// stores, which grows (doubling, entries copied into a new table published with one store) so
+// that any number of functions stay cached. The first launch of a function fills its entry under
+// a mutex (off the common path); layouts are immutable and never freed.
 #pragma once
 
 #include <atomic>
