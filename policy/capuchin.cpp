@@ -329,8 +329,11 @@ class Planner {
   void repair(Plan& plan) {
     std::vector<std::size_t> order(cands_.size());
     for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
-    std::sort(order.begin(), order.end(),
-              [&](std::size_t x, std::size_t y) { return cands_[x].e < cands_[y].e; });
+    // Wraps first (any of them may cover any launch), then the others by eviction point.
+    std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
+      const Cand &p = cands_[x], &q = cands_[y];
+      return p.wrap != q.wrap ? p.wrap : (p.e != q.e ? p.e < q.e : x < y);
+    });
     while (cur_.max_all() > budget_) {
       const std::size_t i = cur_.find_first_above(0, a_.n - 1, budget_);
       double best_cost = 0;
@@ -343,7 +346,7 @@ class Planner {
         const double by = static_cast<double>(bytes(c.r));
         if (taken_[k]) {
           // An upgrade: a chosen swap (not a drop) whose relief starts after i.
-          if (entry_of_[k] == kNoLaunch || c.wrap) continue;
+          if (entry_of_[k] == kNoLaunch) continue;
           const PlanEntry& pe = plan.entries[entry_of_[k]];
           if (pe.kind != EvictKind::kSwap || !(c.e < i && i < taken_f_[k])) continue;
           const double cost = std::max(0.0, out_end_[k] - a_.start_us[i]);
@@ -366,7 +369,8 @@ class Planner {
       if (best == kNoLaunch) return;
       if (best_upgrade) {
         const Cand& c = cands_[best];
-        cur_.add(c.e + 1, taken_f_[best] - 1, -static_cast<std::int64_t>(bytes(c.r)));
+        cur_.add(c.e + 1, std::min(taken_f_[best], a_.n) - 1,
+                 -static_cast<std::int64_t>(bytes(c.r)));
         taken_f_[best] = c.e + 1;
       } else {
         apply_swap(best, *best_ev, plan);
@@ -651,7 +655,20 @@ SwapTiming swap_timing(const Analysis& a, std::uint64_t bytes, std::size_t e, st
 }
 
 Plan plan_capuchin(const Analysis& a, std::uint64_t budget, const CapuchinOptions& options) {
-  return Planner(a, budget, options).run();
+  Plan p = Planner(a, budget, options).run();
+  if (p.feasible && !p.fits && options.allow_swap && options.allow_recompute) {
+    // Greedy recomputation can corner itself: a chain whose intermediates all exist at one
+    // back-access, or sources that no swap may then take away. Swapping alone still fits
+    // wherever a fit exists by swapping.
+    CapuchinOptions swap_only = options;
+    swap_only.allow_recompute = false;
+    Plan q = Planner(a, budget, swap_only).run();
+    if (q.fits) {
+      q.policy = p.policy;
+      return q;
+    }
+  }
+  return p;
 }
 
 Plan apply_feedback(const Analysis& a, const Plan& plan, std::span<const double> lateness_us) {
