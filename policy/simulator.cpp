@@ -276,7 +276,11 @@ class Sim {
       const std::size_t r = a_.index.at(plan_.entries[k].region);
       RState& s = rs_[r];
       if (s.entry != k) continue;  // superseded
-      if (s.st == St::kOut) {      // still being copied out: cancel the eviction instead
+      // Past its back-access, which restored it on demand: a later eviction (a wrap entry's,
+      // issued after that same access) must not be cancelled by this stale prefetch.
+      if (plan_.entries[k].back_access != kNoLaunch && stamp_ - 1 > plan_.entries[k].back_access)
+        continue;
+      if (s.st == St::kOut) {  // still being copied out: cancel the eviction instead
         ++s.gen;
         s.st = St::kResident;
         continue;
