@@ -184,8 +184,34 @@ class Sim {
         process(T);
         continue;
       }
+      // Kept intermediates go first, least recently used first. They are listed apart, so
+      // dropping them does not scan every region (which made recompute-heavy plans quadratic).
       std::size_t victim = kNoLaunch;
-      for (std::size_t r = 0; r < rs_.size(); ++r) {
+      std::vector<KeptItem> skipped;  // protected now; they stay candidates
+      while (!kept_.empty()) {
+        const KeptItem it = kept_.top();
+        const RState& s = rs_[it.r];
+        if (!s.kept || s.st != St::kResident || !s.occupying ||
+            t_.regions[it.r].bytes < kMinEvictableBytes) {
+          kept_.pop();  // no longer a kept intermediate
+          continue;
+        }
+        if (it.last_use_end != s.last_use_end) {  // used since: re-key
+          kept_.pop();
+          kept_.push({s.last_use_end, it.r});
+          continue;
+        }
+        if (s.protect == stamp_) {
+          skipped.push_back(it);
+          kept_.pop();
+          continue;
+        }
+        victim = it.r;
+        break;
+      }
+      for (const KeptItem& it : skipped) kept_.push(it);
+      const std::size_t kept_victim = victim;
+      for (std::size_t r = 0; kept_victim == kNoLaunch && r < rs_.size(); ++r) {
         const RState& s = rs_[r];
         if (s.st != St::kResident || !s.occupying || s.protect == stamp_ ||
             t_.regions[r].bytes < kMinEvictableBytes)
@@ -356,6 +382,7 @@ class Sim {
         s.st = St::kResident;
         s.occupying = true;
         s.kept = depth > 0;  // collective recomputation: keep while memory allows
+        if (s.kept) kept_.push({s.last_use_end, r});
         return true;
       }
       case St::kUnalloc:
@@ -397,6 +424,15 @@ class Sim {
   std::priority_queue<Release, std::vector<Release>, std::greater<Release>> heap_;
   std::vector<std::vector<std::size_t>> evict_after_, evict_at_, trigger_at_, allocs_, frees_;
   std::vector<std::size_t> deferred_;
+  // Kept intermediates by last use (least recent on top), pruned lazily; ties by region index.
+  struct KeptItem {
+    double last_use_end;
+    std::size_t r;
+    bool operator>(const KeptItem& o) const {
+      return last_use_end != o.last_use_end ? last_use_end > o.last_use_end : r > o.r;
+    }
+  };
+  std::priority_queue<KeptItem, std::vector<KeptItem>, std::greater<KeptItem>> kept_;
 };
 
 }  // namespace
