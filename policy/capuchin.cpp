@@ -264,7 +264,7 @@ class Planner {
     // is a lower bound: once the best re-evaluated value is no worse than the next stored key, it
     // is the true best. Re-evaluation is capped per step to keep planning near-linear; the cap
     // only matters when many candidates tie closely.
-    constexpr int kMaxProbes = 8;
+    constexpr int kMaxProbes = 4;
     auto best = [&](auto& heap, bool is_swap) -> std::optional<Item> {
       std::optional<Item> found;
       std::vector<Item> back;
