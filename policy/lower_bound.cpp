@@ -14,10 +14,13 @@
 // With X = max(0, E_i - free), recomputing alpha bytes (cheapest cost per byte first, R(alpha))
 // and swapping y = X - alpha bytes needs copy-out >= max(0, y - |B|) and copy-in >= max(0, y - |A|)
 // on serial engines, so
-//   step >= max(C_before, out/bw_d2h) + dur_i + max(C_after + R(alpha), in/bw_h2d)
-// minimised over alpha. Letting a region count in several pools only lowers the bound. The
-// minimum over alpha is bounded from below on a grid using monotonicity (copy terms fall and R
-// rises with alpha), so the result stays a true lower bound.
+//   step >= max(C_before, Out(out)) + dur_i + max(C_after + R(alpha), in/bw_h2d + T_min)
+// minimised over alpha, where Out(v) is the earliest a serial engine can finish v bytes of
+// copy-outs that may start only after their last access before i (ideal end), and T_min is the
+// least compute left on its stream after the next access of a region read after i. Letting a
+// region count in several pools only lowers the bound. The minimum over alpha is bounded from
+// below on a grid using monotonicity (copy terms fall and R rises with alpha), so the result
+// stays a true lower bound.
 #include "policy/lower_bound.h"
 
 #include <algorithm>
@@ -58,6 +61,19 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget) {
       if (acc[k + 1] > acc[k] + 1) add(dC, acc[k] + 1, acc[k + 1] - 1, b);
     if (acc.back() < hi) add(rc ? dfree : dA, acc.back() + 1, hi, b);
   }
+  // Compute from each launch to the end of the step on its stream (the launch included).
+  std::vector<double> suffix(n, 0);
+  {
+    std::unordered_map<std::uint32_t, double> acc;
+    for (std::size_t j = n; j-- > 0;) suffix[j] = acc[t.launches[j].stream] += t.launches[j].dur_us;
+  }
+  // The refinement below visits every live region at every launch over the budget; it is
+  // skipped (the bound stays valid, only looser) where that would be slow.
+  std::size_t over = 0;
+  for (std::size_t i = 0; i < n; ++i) over += a.live_bytes[i] > budget;
+  const bool refine = static_cast<double>(over) * static_cast<double>(t.regions.size()) <= 5e7;
+  std::vector<std::pair<double, double>> outs;  // (release: ideal end of the last write, bytes)
+  std::vector<double> out_done, out_bytes;      // completion after each, cumulative bytes
   std::unordered_map<std::uint32_t, double> before;
   std::int64_t f = 0, A = 0, B = 0, C = 0;
   const double bw_out = t.device.d2h_bytes_per_s / 1e6, bw_in = t.device.h2d_bytes_per_s / 1e6;
@@ -90,6 +106,50 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget) {
       items.emplace_back(t.regions[r].recompute->cost_us / std::max(bytes, 1.0), bytes);
     }
     std::sort(items.begin(), items.end());
+    // Refinement: a copy-out can start only once its region's last access before i has ended
+    // (no earlier than on the ideal timeline), and a restored region still has the rest of its
+    // stream to run after its next access.
+    double tail_min = 0;  // least compute after the next access of any region read after i
+    outs.clear();
+    if (refine) {
+      bool any_in = false;
+      for (std::size_t r = 0; r < t.regions.size(); ++r) {
+        if (a.first_live[r] > i || a.last_live[r] < i) continue;
+        const auto& acc = a.accesses[r];
+        if (acc.empty()) continue;
+        auto next = std::upper_bound(acc.begin(), acc.end(), i);
+        if (next != acc.begin() && *std::prev(next) == i) continue;  // touched by i
+        const bool has_prev = next != acc.begin(), has_next = next != acc.end();
+        const bool rc = t.regions[r].recompute.has_value();
+        const bool written = has_prev && (has_next || !rc);              // classes A and C
+        const bool read = has_next && (has_prev || a.live_at_start[r]);  // classes B and C
+        if (written) outs.emplace_back(a.end_us[*std::prev(next)], t.regions[r].bytes);
+        if (read) {
+          tail_min = any_in ? std::min(tail_min, suffix[*next]) : suffix[*next];
+          any_in = true;
+        }
+      }
+      std::sort(outs.begin(), outs.end());
+    }
+    out_done.assign(outs.size(), 0);
+    out_bytes.assign(outs.size(), 0);
+    double done = 0, cum = 0;
+    for (std::size_t k = 0; k < outs.size(); ++k) {
+      done = std::max(done, outs[k].first) + outs[k].second / bw_out;
+      cum += outs[k].second;
+      out_done[k] = done, out_bytes[k] = cum;
+    }
+    // When copying `bytes` out (earliest releases first, the least any choice can take) ends.
+    auto out_end = [&](double bytes) {
+      if (bytes <= 0) return 0.0;
+      if (outs.empty()) return bytes / bw_out;
+      auto it = std::lower_bound(out_bytes.begin(), out_bytes.end(), bytes);
+      if (it == out_bytes.end()) return out_done.back() + (bytes - out_bytes.back()) / bw_out;
+      const std::size_t k = static_cast<std::size_t>(it - out_bytes.begin());
+      const double before_k = k ? out_done[k - 1] : 0, bytes_before = k ? out_bytes[k - 1] : 0;
+      return std::max(before_k, outs[k].first) + (bytes - bytes_before) / bw_out;
+    };
+
     const double X = static_cast<double>(std::max<std::int64_t>(0, excess - f - extra_free));
     double rc_total = 0;
     for (auto& it : items) rc_total += it.second;
@@ -106,8 +166,9 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget) {
     };
     auto copy_terms = [&](double alpha, double* out_us, double* in_us) {
       const double y = X - alpha;
-      *out_us = bw_out > 0 ? std::max(0.0, y - static_cast<double>(B)) / bw_out : 0;
-      *in_us = bw_in > 0 ? std::max(0.0, y - static_cast<double>(A)) / bw_in : 0;
+      *out_us = bw_out > 0 ? out_end(std::max(0.0, y - static_cast<double>(B))) : 0;
+      const double in = std::max(0.0, y - static_cast<double>(A));
+      *in_us = bw_in > 0 && in > 0 ? in / bw_in + tail_min : 0;
     };
     std::vector<double> grid = {0, amax};
     double acc_bytes = 0;
