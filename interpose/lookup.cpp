@@ -1,5 +1,6 @@
 // lookup.cpp: the three ways a program finds driver entry points, all answered with libgswap's
-// wrappers (fact 1): exported symbols (wrappers.cpp), dlsym, and cuGetProcAddress.
+// wrappers (fact 1): exported symbols (wrappers.cpp), dlsym (entered through dlsym_entry.cpp),
+// and cuGetProcAddress.
 #include "interpose/lookup.h"
 
 #include <dlfcn.h>
@@ -88,31 +89,17 @@ CUresult hook_cuGetProcAddress_v2(const char* symbol, void** pfn, int version, c
   return e;
 }
 
-// dlsym: for hooked names asked of libcuda (or of the global scope), our wrapper; everything
-// else passes through untouched. No heavy work: one dlopen the first time, then compares.
-void* dlsym_impl(void* handle, const char* name) {
+// dlsym: for hooked names asked of libcuda (or of the global scope), our wrapper; nullptr for
+// everything else, which dlsym_entry.cpp passes to the real dlsym as if libgswap were not there.
+// No heavy work: one dlopen the first time, then compares.
+void* dlsym_answer(void* handle, const char* name) {
   if (name && name[0] == 'c' && name[1] == 'u' && !loading_driver_on_this_thread()) {
     if (const HookEntry* e = hook_by_symbol(name)) {
       if (is_driver_handle(handle) && load_driver() && real_pointer(*e) != nullptr)
         return e->wrapper;
     }
   }
-  return real_dlsym(handle, name);
+  return nullptr;
 }
 
 }  // namespace gswap::interpose
-
-// Both glibc versions of dlsym: binaries built against glibc >= 2.34 bind dlsym@GLIBC_2.34,
-// older ones dlsym@GLIBC_2.2.5 (x86-64) or dlsym@GLIBC_2.17 (aarch64).
-extern "C" __attribute__((visibility("default"))) void* gswap_dlsym_new(void* h, const char* n) {
-  return gswap::interpose::dlsym_impl(h, n);
-}
-extern "C" __attribute__((visibility("default"))) void* gswap_dlsym_old(void* h, const char* n) {
-  return gswap::interpose::dlsym_impl(h, n);
-}
-__asm__(".symver gswap_dlsym_new, dlsym@@GLIBC_2.34");
-#if defined(__x86_64__)
-__asm__(".symver gswap_dlsym_old, dlsym@GLIBC_2.2.5");
-#elif defined(__aarch64__)
-__asm__(".symver gswap_dlsym_old, dlsym@GLIBC_2.17");
-#endif

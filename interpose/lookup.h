@@ -27,4 +27,9 @@ inline void* real_pointer(const HookEntry& e) {
 // The hook for an ABI symbol name, or nullptr.
 const HookEntry* hook_by_symbol(const char* symbol);
 
+// What libgswap's dlsym answers itself: its wrapper for a hooked name asked of libcuda, the global
+// scope or RTLD_NEXT; nullptr for every other lookup, which goes to the real dlsym with the
+// caller's own return address (dlsym_entry.cpp).
+void* dlsym_answer(void* handle, const char* name);
+
 }  // namespace gswap::interpose
