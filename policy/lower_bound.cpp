@@ -27,6 +27,43 @@
 #include <unordered_map>
 
 namespace gswap::policy {
+namespace {
+
+// Copies of given sizes on one serial engine, each no earlier than its release date. end(v) is
+// the earliest that any v bytes of them can be done: the earliest-released bytes, in release
+// order, the last copy split (exchange argument; splitting only relaxes).
+class ReleaseSchedule {
+ public:
+  void reset(std::vector<std::pair<double, double>>& jobs, double bytes_per_us) {
+    std::sort(jobs.begin(), jobs.end());
+    jobs_ = &jobs;
+    bw_ = bytes_per_us;
+    done_.assign(jobs.size(), 0);
+    cum_.assign(jobs.size(), 0);
+    double done = 0, cum = 0;
+    for (std::size_t k = 0; k < jobs.size(); ++k) {
+      done = std::max(done, jobs[k].first) + jobs[k].second / bw_;
+      cum += jobs[k].second;
+      done_[k] = done, cum_[k] = cum;
+    }
+  }
+  double end(double bytes) const {
+    if (bytes <= 0) return 0;
+    if (jobs_->empty()) return bytes / bw_;
+    auto it = std::lower_bound(cum_.begin(), cum_.end(), bytes);
+    if (it == cum_.end()) return done_.back();  // more than there is: what there is
+    const std::size_t k = static_cast<std::size_t>(it - cum_.begin());
+    const double before = k ? done_[k - 1] : 0, bytes_before = k ? cum_[k - 1] : 0;
+    return std::max(before, (*jobs_)[k].first) + (bytes - bytes_before) / bw_;
+  }
+
+ private:
+  const std::vector<std::pair<double, double>>* jobs_ = nullptr;
+  double bw_ = 1;
+  std::vector<double> done_, cum_;
+};
+
+}  // namespace
 
 LowerBound lower_bound(const Analysis& a, std::uint64_t budget) {
   LowerBound lb;
@@ -72,8 +109,9 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget) {
   std::size_t over = 0;
   for (std::size_t i = 0; i < n; ++i) over += a.live_bytes[i] > budget;
   const bool refine = static_cast<double>(over) * static_cast<double>(t.regions.size()) <= 5e7;
-  std::vector<std::pair<double, double>> outs;  // (release: ideal end of the last write, bytes)
-  std::vector<double> out_done, out_bytes;      // completion after each, cumulative bytes
+  std::vector<std::pair<double, double>> outs;   // (release: ideal end of the last write, bytes)
+  std::vector<std::pair<double, double>> wraps;  // B: (ideal end of the last access, bytes)
+  ReleaseSchedule out_sched, wrap_sched;
   std::unordered_map<std::uint32_t, double> before;
   std::int64_t f = 0, A = 0, B = 0, C = 0;
   const double bw_out = t.device.d2h_bytes_per_s / 1e6, bw_in = t.device.h2d_bytes_per_s / 1e6;
@@ -111,6 +149,7 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget) {
     // stream to run after its next access.
     double tail_min = 0;  // least compute after the next access of any region read after i
     outs.clear();
+    wraps.clear();
     if (refine) {
       bool any_in = false;
       for (std::size_t r = 0; r < t.regions.size(); ++r) {
@@ -124,31 +163,15 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget) {
         const bool written = has_prev && (has_next || !rc);              // classes A and C
         const bool read = has_next && (has_prev || a.live_at_start[r]);  // classes B and C
         if (written) outs.emplace_back(a.end_us[*std::prev(next)], t.regions[r].bytes);
+        if (!has_prev && read) wraps.emplace_back(a.end_us[acc.back()], t.regions[r].bytes);
         if (read) {
           tail_min = any_in ? std::min(tail_min, suffix[*next]) : suffix[*next];
           any_in = true;
         }
       }
-      std::sort(outs.begin(), outs.end());
     }
-    out_done.assign(outs.size(), 0);
-    out_bytes.assign(outs.size(), 0);
-    double done = 0, cum = 0;
-    for (std::size_t k = 0; k < outs.size(); ++k) {
-      done = std::max(done, outs[k].first) + outs[k].second / bw_out;
-      cum += outs[k].second;
-      out_done[k] = done, out_bytes[k] = cum;
-    }
-    // When copying `bytes` out (earliest releases first, the least any choice can take) ends.
-    auto out_end = [&](double bytes) {
-      if (bytes <= 0) return 0.0;
-      if (outs.empty()) return bytes / bw_out;
-      auto it = std::lower_bound(out_bytes.begin(), out_bytes.end(), bytes);
-      if (it == out_bytes.end()) return out_done.back() + (bytes - out_bytes.back()) / bw_out;
-      const std::size_t k = static_cast<std::size_t>(it - out_bytes.begin());
-      const double before_k = k ? out_done[k - 1] : 0, bytes_before = k ? out_bytes[k - 1] : 0;
-      return std::max(before_k, outs[k].first) + (bytes - bytes_before) / bw_out;
-    };
+    out_sched.reset(outs, bw_out > 0 ? bw_out : 1);
+    wrap_sched.reset(wraps, bw_out > 0 ? bw_out : 1);
 
     const double X = static_cast<double>(std::max<std::int64_t>(0, excess - f - extra_free));
     double rc_total = 0;
@@ -164,11 +187,26 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget) {
       }
       return cost;
     };
-    auto copy_terms = [&](double alpha, double* out_us, double* in_us) {
-      const double y = X - alpha;
-      *out_us = bw_out > 0 ? out_end(std::max(0.0, y - static_cast<double>(B))) : 0;
-      const double in = std::max(0.0, y - static_cast<double>(A));
-      *in_us = bw_in > 0 && in > 0 ? in / bw_in + tail_min : 0;
+    // Of the y bytes swapped, yB come from B (no copy-out before i: they started the iteration
+    // on the host, so a wrap entry copies them out after their last access in this iteration,
+    // which the step includes) and the rest from A and C (copied out before i starts). The
+    // before-i term grows with the A/C share and the end-of-iteration term shrinks, so the
+    // least of their maximum lies where they cross, found by bisection; max(g1(lo), g2(hi)) on
+    // the final bracket is below that least value, so the bound stays a bound.
+    auto traffic = [&](double y, double rest) {
+      auto g1 = [&](double yac) {
+        return std::max(c_before, bw_out > 0 ? out_sched.end(yac) : 0) + rest;
+      };
+      auto g2 = [&](double yac) { return bw_out > 0 ? wrap_sched.end(y - yac) : 0; };
+      double lo = std::max(0.0, y - static_cast<double>(B));
+      double hi = std::max(lo, std::min(y, static_cast<double>(A + C)));
+      if (!refine || wraps.empty() || g1(lo) >= g2(lo)) return g1(lo);
+      if (g1(hi) < g2(hi)) return g2(hi);
+      for (int k = 0; k < 50 && hi - lo > 1; ++k) {
+        const double mid = (lo + hi) / 2;
+        (g1(mid) < g2(mid) ? lo : hi) = mid;
+      }
+      return std::max(g1(lo), g2(hi));
     };
     std::vector<double> grid = {0, amax};
     double acc_bytes = 0;
@@ -182,10 +220,10 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget) {
     double best = 0;
     bool first = true;
     auto consider = [&](double lo_alpha, double hi_alpha) {
-      double out_us, in_us;
-      copy_terms(hi_alpha, &out_us, &in_us);
-      const double v =
-          std::max(c_before, out_us) + l.dur_us + std::max(c_after + R(lo_alpha), in_us);
+      const double y = X - hi_alpha;
+      const double in = std::max(0.0, y - static_cast<double>(A));
+      const double in_us = bw_in > 0 && in > 0 ? in / bw_in + tail_min : 0;
+      const double v = traffic(y, l.dur_us + std::max(c_after + R(lo_alpha), in_us));
       if (first || v < best) best = v, first = false;
     };
     for (std::size_t k = 0; k + 1 < grid.size(); ++k) consider(grid[k], grid[k + 1]);
