@@ -145,8 +145,12 @@ class Sim {
     for (std::size_t k = 0; k < plan_.entries.size(); ++k) {
       const PlanEntry& e = plan_.entries[k];
       auto it = a_.index.find(e.region);
-      if (it != a_.index.end() && is_wrap(e) && e.kind == EvictKind::kSwap &&
-          wrap[it->second] == kNoLaunch)
+      if (it == a_.index.end() || e.kind != EvictKind::kSwap || wrap[it->second] != kNoLaunch)
+        continue;
+      // A wrap entry, or a region that outlives the iteration evicted with nothing bringing it
+      // back: either way it ends the iteration on the host, so (steady state) it starts there.
+      if (is_wrap(e) || (e.back_access == kNoLaunch && a_.live_at_start[it->second] &&
+                         a_.live_at_end[it->second]))
         wrap[it->second] = k;
     }
     for (std::size_t r = 0; r < t_.regions.size(); ++r) {
