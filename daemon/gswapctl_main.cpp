@@ -284,6 +284,41 @@ bool daemon_serves(const std::string& dir, const std::string& gpu) {
   return std::find(held.begin(), held.end(), uuid) != held.end();
 }
 
+// Framework allocator settings that give gswap one device allocation per tensor (see the design
+// brief): caching allocators hand out slices of big segments, which gswap can only move whole.
+struct FrameworkSetting {
+  const char* name;
+  const char* value;
+  const char* alternatives[2];  // variables that, when set, mean the user already chose
+};
+constexpr FrameworkSetting kFrameworkSettings[] = {
+    // PYTORCH_ALLOC_CONF is the newer name of the same setting; PYTORCH_NO_CUDA_MEMORY_CACHING is
+    // another per-tensor choice (plain cuMemAlloc) that the user made.
+    {"PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync",
+     {"PYTORCH_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING"}},
+    {"XLA_PYTHON_CLIENT_ALLOCATOR", "platform", {}},
+    {"XLA_PYTHON_CLIENT_PREALLOCATE", "false", {}},
+    {"TF_GPU_ALLOCATOR", "cuda_malloc_async", {}},
+};
+
+// Sets every framework setting the user left unset, and says in one line what it did, so the
+// command's output shows why PyTorch, JAX or TensorFlow allocate differently under gswap.
+void set_framework_allocators() {
+  auto is_set = [](const char* name) { return name && std::getenv(name) != nullptr; };
+  std::string set, kept;
+  for (const FrameworkSetting& s : kFrameworkSettings) {
+    if (is_set(s.name) || is_set(s.alternatives[0]) || is_set(s.alternatives[1])) {
+      kept += fmt::format("{}{}", kept.empty() ? "" : ", ", s.name);
+      continue;
+    }
+    setenv(s.name, s.value, 1);
+    set += fmt::format(" {}={}", s.name, s.value);
+  }
+  if (set.empty()) return;
+  std::cerr << "gswapctl: one allocation per tensor:" << set
+            << (kept.empty() ? "" : " (kept as set: " + kept + ")") << "\n";
+}
+
 int cmd_run(const std::string& budget, const std::string& config_file,
             std::vector<std::string> command) {
   if (command.empty())
@@ -336,6 +371,7 @@ int cmd_run(const std::string& budget, const std::string& config_file,
       throw Failure(fmt::format("--budget: '{}' is not a size", budget));
     setenv("GSWAP_BUDGET", budget.c_str(), 1);
   }
+  set_framework_allocators();
   std::string preload = lib;
   if (const char* old = std::getenv("LD_PRELOAD"); old && *old) preload += std::string(":") + old;
   setenv("LD_PRELOAD", preload.c_str(), 1);
