@@ -56,17 +56,33 @@ Analysis analyze(const Trace& trace) {
     diff[first] += static_cast<std::int64_t>(reg.bytes);
     diff[last + 1] -= static_cast<std::int64_t>(reg.bytes);
   }
+  std::vector<std::int64_t> small_diff(a.n + 1, 0);  // live regions that are never evicted
+  for (std::size_t r = 0; r < nr; ++r)
+    if (a.first_live[r] <= a.last_live[r] && trace.regions[r].bytes < kMinEvictableBytes) {
+      small_diff[a.first_live[r]] += static_cast<std::int64_t>(trace.regions[r].bytes);
+      small_diff[a.last_live[r] + 1] -= static_cast<std::int64_t>(trace.regions[r].bytes);
+    }
   a.live_bytes.assign(a.n, 0);
   a.working_set.assign(a.n, 0);
-  std::int64_t cur = 0;
+  a.min_resident.assign(a.n, 0);
+  std::int64_t cur = 0, small = 0;
   for (std::size_t i = 0; i < a.n; ++i) {
     cur += diff[i];
+    small += small_diff[i];
     a.live_bytes[i] = static_cast<std::uint64_t>(cur);
     if (a.live_bytes[i] > a.peak_bytes) a.peak_bytes = a.live_bytes[i], a.peak_launch = i;
     for (std::size_t r : a.touched[i]) a.working_set[i] += trace.regions[r].bytes;
     if (a.working_set[i] > a.max_working_set) {
       a.max_working_set = a.working_set[i];
       a.max_working_set_launch = i;
+    }
+    std::uint64_t small_touched = 0;
+    for (std::size_t r : a.touched[i])
+      if (trace.regions[r].bytes < kMinEvictableBytes) small_touched += trace.regions[r].bytes;
+    a.min_resident[i] = a.working_set[i] + static_cast<std::uint64_t>(small) - small_touched;
+    if (a.min_resident[i] > a.max_min_resident) {
+      a.max_min_resident = a.min_resident[i];
+      a.max_min_resident_launch = i;
     }
   }
   a.start_us.assign(a.n, 0);
@@ -91,11 +107,21 @@ std::size_t Analysis::first_start_at_or_after(double t) const {
 }
 
 std::string impossible_budget_reason(const Analysis& a, std::uint64_t budget) {
-  if (a.max_working_set <= budget) return {};
-  const Launch& l = a.trace->launches[a.max_working_set_launch];
-  return "launch " + std::to_string(a.max_working_set_launch) + " (seq " + std::to_string(l.seq) +
-         ", kernel " + l.kernel + ") touches " + std::to_string(a.max_working_set) +
-         " bytes, more than the budget of " + std::to_string(budget) + " bytes";
+  auto name = [&](std::size_t i) {
+    const Launch& l = a.trace->launches[i];
+    return "launch " + std::to_string(i) + " (seq " + std::to_string(l.seq) + ", kernel " +
+           l.kernel + ")";
+  };
+  if (a.max_working_set > budget)
+    return name(a.max_working_set_launch) + " touches " + std::to_string(a.max_working_set) +
+           " bytes, more than the budget of " + std::to_string(budget) + " bytes";
+  if (a.max_min_resident <= budget) return {};
+  const std::size_t i = a.max_min_resident_launch;
+  return name(i) + " touches " + std::to_string(a.working_set[i]) + " bytes while " +
+         std::to_string(a.min_resident[i] - a.working_set[i]) +
+         " bytes of regions under 2 MiB (never evicted) are live beside it: " +
+         std::to_string(a.min_resident[i]) + " bytes, more than the budget of " +
+         std::to_string(budget) + " bytes";
 }
 
 }  // namespace gswap::policy

@@ -33,6 +33,12 @@ struct Analysis {
   std::size_t peak_launch = 0;
   std::uint64_t max_working_set = 0;
   std::size_t max_working_set_launch = 0;
+  // Per launch: what must be resident while it runs whatever the plan: the bytes it touches plus
+  // every live region under kMinEvictableBytes (never evicted). A budget below its maximum is
+  // impossible.
+  std::vector<std::uint64_t> min_resident;
+  std::uint64_t max_min_resident = 0;
+  std::size_t max_min_resident_launch = 0;
   // Ideal timeline: each launch starts when its stream is free and not before the previous launch
   // started (the host issues in order). Simulator and lower bound use the same rule.
   std::vector<double> start_us, end_us;
@@ -47,8 +53,8 @@ struct Analysis {
 
 Analysis analyze(const Trace& trace);
 
-// Empty when every launch fits; otherwise a message naming the launch whose working set exceeds
-// the budget.
+// Empty when every launch fits; otherwise a message naming the launch whose working set (with
+// the small regions that are never evicted) exceeds the budget.
 std::string impossible_budget_reason(const Analysis& a, std::uint64_t budget);
 
 }  // namespace gswap::policy

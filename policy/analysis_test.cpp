@@ -14,6 +14,19 @@ using testing::add_region;
 using testing::empty_trace;
 using testing::kMiB;
 
+TEST(AnalysisTest, SmallRegionsBesideTheWorkingSetMakeABudgetImpossible) {
+  Trace t = empty_trace(3, 10.0, 1e9);
+  add_region(t, 4 * kMiB, 0, -1, {1});
+  add_region(t, 1 * kMiB, 0, -1, {0, 2});  // under 2 MiB: never evicted
+  Analysis a = analyze(t);
+  EXPECT_EQ(a.max_working_set, 4 * kMiB);
+  EXPECT_EQ(a.max_min_resident, 5 * kMiB);
+  const std::string why = impossible_budget_reason(a, 4 * kMiB + kMiB / 2);
+  EXPECT_NE(why.find("launch 1"), std::string::npos) << why;
+  EXPECT_NE(why.find("under 2 MiB"), std::string::npos) << why;
+  EXPECT_TRUE(impossible_budget_reason(a, 5 * kMiB).empty());
+}
+
 TEST(AnalysisTest, LifetimesAndLiveBytes) {
   Trace t = empty_trace(6, 10.0, 1e9);
   add_region(t, 4 * kMiB, 0, -1, {0, 5});  // persistent
@@ -30,7 +43,11 @@ TEST(AnalysisTest, LifetimesAndLiveBytes) {
   EXPECT_EQ(a.peak_launch, 2u);
   EXPECT_EQ(a.working_set[2], 2 * kMiB);
   EXPECT_EQ(a.max_working_set, 4 * kMiB);
+  // The 1 MiB region is never evicted: at launch 2 it stays beside the 2 MiB touched there.
+  EXPECT_EQ(a.min_resident, (std::vector<std::uint64_t>{4 * kMiB, 1 * kMiB, 3 * kMiB, 3 * kMiB,
+                                                        1 * kMiB, 4 * kMiB}));
   EXPECT_FALSE(a.evictable(2));  // no accesses
+  EXPECT_EQ(a.max_min_resident, 4 * kMiB);
   EXPECT_TRUE(impossible_budget_reason(a, 4 * kMiB).empty());
   EXPECT_NE(impossible_budget_reason(a, 3 * kMiB).find("launch 0"), std::string::npos);
 }

@@ -3,8 +3,11 @@
 // lower bound, and the planning time; then the planning time of a 20,000-launch iteration.
 // `--smoke` runs one small case only (used by CTest to keep the program working). `--corpus`
 // prints the corpus table (greedy and searched plans against the bound and the baselines) and
-// how greedy planning time grows with the iteration's length.
+// how greedy planning time grows with the iteration's length. `--exact` compares the planner
+// with the MILP optimum (CBC) on small random iterations.
 #include <algorithm>
+#include <cmath>
+#include <random>
 #include <chrono>
 #include <cstring>
 #include <ctime>
@@ -14,8 +17,10 @@
 
 #include "policy/capuchin.h"
 #include "policy/corpus.h"
+#include "policy/exact.h"
 #include "policy/lower_bound.h"
 #include "policy/search.h"
+#include "policy/test_traces.h"
 #include "policy/planners.h"
 #include "policy/reference_traces.h"
 
@@ -113,9 +118,11 @@ void corpus_table(double search_ms, bool small) {
     const Analysis a = analyze(ct.trace);
     for (int pct : {30, 50, 70, 90}) {
       const std::uint64_t budget = a.peak_bytes * static_cast<std::uint64_t>(pct) / 100;
-      if (budget < a.max_working_set) {
-        fmt::print("| {} | {}% | infeasible: one launch's working set exceeds the budget |||||\n",
-                   ct.name, pct);
+      if (budget < a.max_min_resident) {
+        fmt::print(
+            "| {} | {}% | impossible: a launch's working set and the small regions beside it "
+            "exceed the budget |||||\n",
+            ct.name, pct);
         continue;
       }
       const double lb = lower_bound(a, budget).bound_us;
@@ -166,6 +173,57 @@ void scale(int repeats) {
   }
 }
 
+// Small random iterations solved exactly (CBC): the model's optimum, the simulated step of its
+// schedule, the greedy and searched plans, and the lower bound, all over the model's optimum.
+void exact_table(int count) {
+  fmt::print(
+      "| trace | launches | regions | optimum us | sim(optimum plan) | greedy | search | lower "
+      "bound | solve ms |\n|---|---|---|---|---|---|---|---|---|\n");
+  std::mt19937_64 rng(1);
+  int solved = 0;
+  std::vector<double> search_ratio, sim_ratio, lb_ratio;
+  for (int k = 0; solved < count && k < 10 * count; ++k) {
+    const Trace t = testing::random_trace(rng);
+    const Analysis a = analyze(t);
+    if (a.peak_bytes <= a.max_working_set) continue;
+    const std::uint64_t budget = a.max_working_set + rng() % (a.peak_bytes - a.max_working_set + 1);
+    if (a.n > 40) continue;
+    ExactOptions eo;
+    eo.time_limit_s = 60;
+    const double t0 = now_ms();
+    const ExactResult ex = solve_exact(a, budget, eo);
+    const double solve_ms = now_ms() - t0;
+    if (!ex.optimal) continue;
+    ++solved;
+    const SimResult sx = simulate(a, ex.plan, budget);
+    const SimResult g = simulate(a, plan_capuchin(a, budget), budget);
+    SearchOptions so;
+    so.max_evaluations = 2000;
+    const SearchResult r = search_plan(a, budget, so);
+    const double lb = lower_bound(a, budget).bound_us, opt = ex.step_us;
+    search_ratio.push_back(r.sim.step_time_us / opt);
+    sim_ratio.push_back(sx.step_time_us / opt);
+    lb_ratio.push_back(lb / opt);
+    fmt::print("| random {} | {} | {} | {:.1f} | {:.3f} | {:.3f} | {:.3f} | {:.3f} | {:.0f} |\n", k,
+               a.n, t.regions.size(), opt, sx.step_time_us / opt, g.step_time_us / opt,
+               r.sim.step_time_us / opt, lb / opt, solve_ms);
+  }
+  auto summary = [](const char* what, std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    double lg = 0;
+    for (double x : v) lg += std::log(x);
+    fmt::print("{}: geometric mean {:.3f}, median {:.3f}, min {:.3f}, max {:.3f}\n", what,
+               std::exp(lg / static_cast<double>(v.size())), v[v.size() / 2], v.front(), v.back());
+  };
+  fmt::print("\n");
+  summary("search / optimum", search_ratio);
+  summary("sim(optimum plan) / optimum", sim_ratio);
+  summary("lower bound / optimum", lb_ratio);
+  int within = 0;
+  for (double x : search_ratio) within += x <= 1.05;
+  fmt::print("search within 5% of the optimum: {} of {}\n", within, search_ratio.size());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -174,6 +232,10 @@ int main(int argc, char** argv) {
     table({"resnet50"}, {50});
     large(24, 1);
     corpus_table(5, true);
+    return 0;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "--exact") == 0) {
+    exact_table(20);
     return 0;
   }
   if (argc > 1 && std::strcmp(argv[1], "--corpus") == 0) {
