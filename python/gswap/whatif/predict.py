@@ -1,0 +1,174 @@
+"""Predictions from a recorded trace: gswapctl simulate under budgets, with and without
+recomputation, and the largest batch that fits a budget within a slowdown."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from .. import _paths
+from .record import Trace
+
+
+@dataclass
+class Prediction:
+    budget_bytes: int
+    feasible: bool
+    step_time_us: float
+    ideal_step_time_us: float
+    swapped_out_bytes: int = 0
+    recomputed_bytes: int = 0
+    error: str = ""
+
+    @property
+    def slowdown(self) -> float:
+        return self.step_time_us / self.ideal_step_time_us if self.feasible else float("inf")
+
+
+def simulate(trace_path: str, budget: str, recompute: bool, search_ms: float = 200) -> Prediction:
+    """One `gswapctl simulate` run: the plan gswapd would make (Capuchin, improved by the search)."""
+    cmd = [_paths.gswapctl(), "simulate", "--trace", trace_path, "--budget", budget,
+           "--policy", "capuchin", "--json", "--search-ms", str(search_ms)]
+    if not recompute:
+        cmd.append("--no-recompute")
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    line = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else ""
+    try:
+        j = json.loads(line)
+    except json.JSONDecodeError:
+        raise RuntimeError(f"gswapctl simulate failed: {p.stderr.strip() or p.stdout.strip()}")
+    return Prediction(j["budget_bytes"], bool(j["feasible"]), j["step_time_us"],
+                      j["ideal_step_time_us"], j.get("swapped_out_bytes", 0),
+                      j.get("recomputed_bytes", 0), j.get("error", ""))
+
+
+class SavedTrace:
+    """A trace written to a file for gswapctl (a temporary one unless a path is given)."""
+
+    def __init__(self, trace: Trace, path: Optional[str] = None):
+        self.trace = trace
+        self.temporary = path is None
+        if path is None:
+            fd, path = tempfile.mkstemp(prefix="gswap-whatif-", suffix=".json")
+            os.close(fd)
+        self.path = path
+        trace.save(path)
+
+    def close(self) -> None:
+        if self.temporary and os.path.exists(self.path):
+            os.unlink(self.path)
+
+    def __enter__(self) -> "SavedTrace":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+@dataclass
+class BudgetRow:
+    budget: str
+    swap_only: Prediction
+    hybrid: Prediction
+
+
+def budget_table(trace: Trace, budgets: list[str], trace_path: Optional[str] = None,
+                 search_ms: float = 200, progress: bool = True) -> list[BudgetRow]:
+    rows = []
+    with SavedTrace(trace, trace_path) as saved:
+        it = budgets
+        if progress:
+            from tqdm.auto import tqdm
+            it = tqdm(budgets, desc="simulating", unit=" budgets", leave=False)
+        for b in it:
+            rows.append(BudgetRow(b, simulate(saved.path, b, False, search_ms),
+                                  simulate(saved.path, b, True, search_ms)))
+    return rows
+
+
+@dataclass
+class BatchFit:
+    batch: int
+    peak_bytes: int
+    prediction: Optional[Prediction]  # None: fits without swapping
+
+
+def largest_batch(record_at: Callable[[int], Trace], budget_bytes: int, max_slowdown: float,
+                  start: int, limit: int = 1 << 16, search_ms: float = 200,
+                  progress: bool = True) -> dict[str, Optional[BatchFit]]:
+    """The largest batch whose iteration fits `budget_bytes`: without gswap (peak live bytes within
+    the budget), with swap-only plans and with hybrid plans (slowdown at most `max_slowdown`).
+    Searches by doubling from `start`, then bisecting; assumes larger batches never fit better."""
+    cache: dict[int, tuple[Trace, dict[str, Prediction]]] = {}
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(desc="batch search", unit=" batches", leave=False)
+
+    def probe(batch: int) -> tuple[Trace, dict[str, Prediction]]:
+        if batch not in cache:
+            trace = record_at(batch)
+            preds: dict[str, Prediction] = {}
+            if trace.peak_bytes > budget_bytes:
+                with SavedTrace(trace) as saved:
+                    for mode, recompute in (("swap-only", False), ("hybrid", True)):
+                        preds[mode] = simulate(saved.path, str(budget_bytes), recompute, search_ms)
+            cache[batch] = (trace, preds)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix_str(f"batch {batch}")
+        return cache[batch]
+
+    def fits(batch: int, mode: str) -> bool:
+        trace, preds = probe(batch)
+        if trace.peak_bytes <= budget_bytes:
+            return True
+        if mode == "without gswap":
+            return False
+        p = preds[mode]
+        return p.feasible and p.slowdown <= max_slowdown
+
+    result: dict[str, Optional[BatchFit]] = {}
+    try:
+        for mode in ("without gswap", "swap-only", "hybrid"):
+            lo, hi = 0, None  # lo fits (0: nothing found yet), hi does not
+            b = max(1, start)
+            while b <= limit:
+                if fits(b, mode):
+                    lo = b
+                    b *= 2
+                else:
+                    hi = b
+                    break
+            if hi is None:
+                hi = limit + 1
+            if lo == 0:  # even `start` does not fit: search below it
+                lo_b, hi_b = 0, min(hi, max(1, start))
+                while hi_b - lo_b > 1:
+                    mid = (lo_b + hi_b) // 2
+                    if fits(mid, mode):
+                        lo_b = mid
+                    else:
+                        hi_b = mid
+                lo = lo_b
+            else:
+                while hi - lo > 1:
+                    mid = (lo + hi) // 2
+                    if fits(mid, mode):
+                        lo = mid
+                    else:
+                        hi = mid
+            if lo == 0:
+                result[mode] = None
+            else:
+                trace, preds = probe(lo)
+                result[mode] = BatchFit(lo, trace.peak_bytes,
+                                        preds.get(mode) if mode != "without gswap" else None)
+    finally:
+        if bar is not None:
+            bar.close()
+    return result

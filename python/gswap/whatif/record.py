@@ -1,0 +1,275 @@
+"""Records one training iteration of any nn.Module as a gswap-trace (policy/README.md).
+
+    trace = record(model, make_batch, loss_fn, batch_size=64, gpu="h100")
+    trace.save("resnet50.json")       # for `gswapctl simulate --trace resnet50.json`
+
+The iteration is zero_grad, forward, loss, backward and the optimizer step, run twice: the first
+creates the optimizer's state (as any real first step does) and counts the launches for the
+progress bar; the second, in its steady state, is the one recorded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Union
+
+import torch
+
+from .costmodel import CostModel
+from .gpus import GPU, parse_gpu
+from .recorder import CallTracker, Recorder, Recording, annotate_inplace, annotate_recompute
+
+Batch = tuple[Any, Any]  # (model inputs, loss target)
+
+
+def _call(model: torch.nn.Module, inputs):
+    if isinstance(inputs, dict):
+        return model(**inputs)
+    if isinstance(inputs, (tuple, list)):
+        return model(*inputs)
+    return model(inputs)
+
+
+def default_optimizer(params) -> torch.optim.Optimizer:
+    return torch.optim.AdamW(params, lr=1e-4)
+
+
+@contextlib.contextmanager
+def _foreach_as_on_gpu(device_type: str):
+    """Optimizers default to their foreach kernels on a GPU but to a loop of per-tensor ops on
+    other devices; on `device_type`, let them choose as on a GPU."""
+    import torch.optim.optimizer as optim_mod
+    original = optim_mod._get_foreach_kernels_supported_devices
+    optim_mod._get_foreach_kernels_supported_devices = lambda: [*original(), device_type]
+    try:
+        yield
+    finally:
+        optim_mod._get_foreach_kernels_supported_devices = original
+
+
+@contextlib.contextmanager
+def _gpu_attention():
+    """scaled_dot_product_attention on a GPU runs one fused kernel (flash attention for bf16/fp16
+    without a mask, memory-efficient attention otherwise) that keeps only the output and the
+    log-sum-exp for backward; on the meta device PyTorch would take the unfused math path, which
+    materialises the attention matrix. Route it to the fused kernel a GPU would pick. The module
+    attribute is replaced (not intercepted with a torch-function mode), so that calls from inside
+    torch.nn.functional (multi_head_attention_forward) are routed too."""
+    import torch.nn.functional as F
+    original = F.scaled_dot_product_attention
+
+    def routed(*args, **kwargs):
+        out = _GpuAttention._fused(*args, **kwargs)
+        return original(*args, **kwargs) if out is None else out
+
+    F.scaled_dot_product_attention = routed
+    try:
+        yield
+    finally:
+        F.scaled_dot_product_attention = original
+
+
+class _GpuAttention:
+
+    @staticmethod
+    def _fused(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+               enable_gqa=False):
+        if enable_gqa or query.dim() != 4 or query.shape[-1] > 256 or query.shape[-1] % 8:
+            return None  # cases the fused kernels do not take: PyTorch's own path
+        grad = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
+        if attn_mask is None and query.dtype in (torch.bfloat16, torch.float16):
+            return torch.ops.aten._scaled_dot_product_flash_attention(
+                query, key, value, dropout_p, is_causal, False, scale=scale)[0]
+        if attn_mask is not None:
+            if attn_mask.dtype == torch.bool:  # as SDPA converts a boolean mask
+                attn_mask = torch.zeros_like(attn_mask, dtype=query.dtype).masked_fill_(
+                    attn_mask.logical_not(), float("-inf"))
+            attn_mask = attn_mask.expand(query.shape[0], query.shape[1], query.shape[2],
+                                         key.shape[2])
+        return torch.ops.aten._scaled_dot_product_efficient_attention(
+            query, key, value, attn_mask, grad, dropout_p, is_causal, scale=scale)[0]
+
+
+@dataclass
+class Trace:
+    """A recorded iteration and the GPU it was costed for."""
+
+    recording: Recording
+    gpu: GPU
+    info: dict = field(default_factory=dict)
+
+    @property
+    def launches(self) -> int:
+        return len(self.recording.launches)
+
+    @property
+    def step_time_us(self) -> float:
+        """The iteration's time with unlimited memory (one stream: the sum of kernel times)."""
+        return sum(l.dur_us for l in self.recording.launches)
+
+    def live_bytes(self) -> list[int]:
+        """Live bytes at each launch, by the rules of policy/analysis.cpp."""
+        n = self.launches
+        diff = [0] * (n + 1)
+        for r in self.recording.regions:
+            if r.folded:
+                continue
+            first = r.alloc_seq
+            last = (r.free_seq if r.free_seq is not None else n) - 1
+            if r.last_access >= 0:  # allocated at least while it is used
+                last = max(last, r.last_access)
+            if n == 0 or first >= n or last < first:
+                continue
+            diff[first] += r.bytes
+            diff[last + 1] -= r.bytes
+        out, cur = [], 0
+        for i in range(n):
+            cur += diff[i]
+            out.append(cur)
+        return out
+
+    @property
+    def peak_bytes(self) -> int:
+        return max(self.live_bytes(), default=0)
+
+    def to_json(self) -> dict:
+        regions = []
+        for r in self.recording.regions:
+            if r.folded:
+                continue
+            j = {"id": r.id, "bytes": r.bytes, "alloc_seq": r.alloc_seq, "free_seq": r.free_seq}
+            if r.recompute is not None:
+                j["recompute"] = r.recompute
+            regions.append(j)
+        launches, t = [], 0.0
+        for l in self.recording.launches:
+            launches.append({"seq": l.seq, "start_us": round(t, 3), "dur_us": round(l.dur_us, 3),
+                             "stream": 0, "regions": l.regions, "kernel": l.kernel})
+            t += l.dur_us
+        bw = self.gpu.link_gbps * 1e9
+        doc = {"format": "gswap-trace", "version": 1,
+               "device": {"capacity_bytes": self.gpu.memory_bytes, "h2d_bytes_per_s": bw,
+                          "d2h_bytes_per_s": bw},
+               "regions": regions, "launches": launches}
+        if launches:
+            doc["iterations"] = [{"first_seq": 0, "last_seq": len(launches) - 1}]
+        doc["recorded_by"] = {"tool": "gswap whatif", **self.info}  # readers ignore unknown fields
+        return doc
+
+    def save(self, path: str) -> None:
+        with open(path, "w") as f:
+            json.dump(self.to_json(), f, separators=(",", ":"))
+
+
+def _prepare_model(model, device: torch.device, dtype: Optional[torch.dtype]) -> torch.nn.Module:
+    if not isinstance(model, torch.nn.Module):
+        with device:
+            model = model()
+    tensors = list(model.parameters()) + list(model.buffers())
+    if any(t.device != device for t in tensors):
+        # Never move the caller's module (it may hold real weights): record a copy.
+        model = copy.deepcopy(model).to(device)
+    if dtype is not None:
+        model = model.to(dtype)
+    return model.train()
+
+
+class TrainingStep:
+    """One training iteration (zero_grad, forward, loss, backward, optimizer step) of a model on a
+    device; `phase(name)` is told where each part starts."""
+
+    def __init__(self, model, make_batch, loss_fn, optimizer=default_optimizer, *,
+                 batch_size: int, device: Union[str, torch.device] = "meta",
+                 dtype: Optional[torch.dtype] = None):
+        self.device = torch.device(device)
+        self.net = _prepare_model(model, self.device, dtype)
+        self.opt = optimizer(self.net.parameters())
+        self.make_batch, self.loss_fn, self.batch_size = make_batch, loss_fn, batch_size
+
+    def __call__(self, phase: Callable[[str], None] = lambda name: None) -> None:
+        phase("other")
+        self.opt.zero_grad(set_to_none=True)
+        inputs, target = self.make_batch(self.batch_size, self.device)
+        phase("forward")
+        out = _call(self.net, inputs)
+        loss = self.loss_fn(out, target)
+        del out, inputs, target
+        phase("backward")
+        loss.backward()
+        del loss
+        phase("optimizer")
+        self.opt.step()
+        phase("other")
+
+
+def _steady_launches(warmup: Recorder) -> int:
+    """Launches of a steady-state iteration, from the first one: less the optimizer's one-time
+    state initialisation (launches that only created state still alive at the end)."""
+    once = 0
+    for l in warmup.launches:
+        if l.phase != "optimizer":
+            continue
+        made = [r for r in warmup.regions if r.producer == l.seq]
+        if made and all(r.free_seq is None for r in made):
+            once += 1
+    return len(warmup.launches) - once
+
+
+def record(model: Union[torch.nn.Module, Callable[[], torch.nn.Module]],
+           make_batch: Callable[[int, torch.device], Batch],
+           loss_fn: Callable[[Any, Any], torch.Tensor],
+           optimizer: Callable[[Any], torch.optim.Optimizer] = default_optimizer,
+           *, batch_size: int, gpu: Union[str, GPU] = "h100", device: Union[str, torch.device] = "meta",
+           dtype: Optional[torch.dtype] = None, gpu_kernels: Optional[bool] = None,
+           progress: bool = True, description: str = "recording") -> Trace:
+    """Records one steady-state training iteration as a gswap-trace.
+
+    model: an nn.Module, or a function building one (called under the recording device, so a
+        model built on the meta device never holds real weights). A module with weights elsewhere
+        is copied, never moved.
+    make_batch(batch_size, device) -> (inputs, target): inputs are passed to the model (a tuple
+        as positional arguments, a dict as keyword arguments), target to loss_fn.
+    loss_fn(output, target) -> a scalar tensor.
+    optimizer(params) -> a torch.optim.Optimizer (default AdamW).
+    device: "meta" (default: no memory, no computation, any size) or "cpu".
+    dtype: cast the model to this dtype (torch.bfloat16); the inputs are make_batch's.
+    gpu_kernels: choose kernels as on a GPU where PyTorch would choose differently on `device`
+        (fused attention, foreach optimizers); default: on for meta, off otherwise.
+    """
+    gpu = parse_gpu(gpu) if isinstance(gpu, str) else gpu
+    device = torch.device(device)
+    if gpu_kernels is None:
+        gpu_kernels = device.type == "meta"
+    emulation = contextlib.ExitStack()
+    if gpu_kernels:
+        emulation.enter_context(_foreach_as_on_gpu(device.type))
+        emulation.enter_context(_gpu_attention())
+    with emulation:
+        step = TrainingStep(model, make_batch, loss_fn, optimizer, batch_size=batch_size,
+                            device=device, dtype=dtype)
+        warmup = Recorder()
+        with CallTracker(warmup), warmup:
+            step(lambda name: setattr(warmup, "phase", name))
+        warmup.stop()
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+            bar = tqdm(total=_steady_launches(warmup), desc=description, unit=" kernels",
+                       leave=False, mininterval=0.2)
+        rec = Recorder(CostModel(gpu), on_launch=bar.update if bar is not None else None)
+        try:
+            with CallTracker(rec), rec:
+                step(lambda name: setattr(rec, "phase", name))
+        finally:
+            rec.stop()
+            if bar is not None:
+                bar.close()
+    recording = rec.result()
+    annotate_inplace(recording)
+    annotate_recompute(recording)
+    info = {"batch_size": batch_size, "device": str(device), "gpu": gpu.name,
+            "torch": torch.__version__}
+    return Trace(recording, gpu, info)

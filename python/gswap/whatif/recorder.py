@@ -1,0 +1,305 @@
+"""Records one training iteration as a gswap-trace, on the meta device (or any device).
+
+A TorchDispatchMode sees every aten op below autograd, so it sees what the GPU would run: the
+forward, the backward that autograd derives, and the optimizer. For each op it notes which
+storages the op reads and writes. A storage is one region: the allocation a per-tensor allocator
+(PyTorch's cudaMallocAsync backend, as `gswap run` sets) makes for it on a GPU. Regions die when
+PyTorch frees the storage, which a weakref callback on the storage observes as it happens: the
+refcount frees of the forward, the activations autograd saves for backward and releases after
+using them, gradients dropped by zero_grad. Views share their base's region and launch nothing.
+
+The recorder calls every op as it came and holds only weak references, but an active dispatch
+mode still changes one thing: C++ composite code and the autograd engine check for one
+("composite compliance") and then run some in-place ops out of place. Gradient accumulation does
+`a + b` instead of `a.add_(b)`, F.linear adds its bias out of place. Eager PyTorch would have
+reused the operand, which dies right after the op; annotate_inplace() folds the two regions back
+into one. tests/python/test_recorder.py checks the result against PyTorch's own CPU allocator
+(seen by the profiler, with no mode active) for a CNN and a transformer.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from .costmodel import CostModel
+
+# Ops that create a storage without running a kernel, or change storages without one.
+_NO_KERNEL = {
+    "aten.empty.memory_format", "aten.empty_strided.default", "aten.empty_like.default",
+    "aten.new_empty.default", "aten.new_empty_strided.default", "aten.empty.names",
+    "aten.resize_.default", "aten.set_.source_Storage", "aten.set_.source_Storage_storage_offset",
+    "aten.set_.source_Tensor", "aten.set_.default",
+}
+
+PHASES = ("forward", "backward", "optimizer", "other")
+
+# Torch functions through which Python code asks for arithmetic itself (`a + b`, torch.add).
+_PYTHON_ARITHMETIC = {
+    f"{pre}{op}{post}" for op in ("add", "sub", "mul", "div", "truediv", "true_divide")
+    for pre, post in (("", ""), ("", "_"), ("__", "__"), ("__r", "__"), ("__i", "__"))}
+
+
+@dataclass
+class Region:
+    id: int
+    bytes: int
+    alloc_seq: int
+    free_seq: Optional[int] = None
+    producer: Optional[int] = None      # the launch that created it, None if it existed before
+    written: list[int] = field(default_factory=list)  # launches that wrote it
+    last_access: int = -1
+    recompute: Optional[dict] = None
+    folded: bool = False  # folded into the operand eager PyTorch updates in place
+
+
+@dataclass
+class Launch:
+    seq: int
+    kernel: str
+    dur_us: float
+    regions: list[int]
+    reads: list[int]
+    phase: str
+    internal: bool = False  # dispatched by C++ (a composite op, autograd), not called from Python
+
+
+@dataclass
+class Recording:
+    regions: list[Region]
+    launches: list[Launch]
+    events: list[tuple[str, int, int]]  # ("alloc" | "free", region id, bytes), in order
+
+
+def _tensors(tree) -> list[torch.Tensor]:
+    flat, _ = tree_flatten(tree)
+    return [t for t in flat if isinstance(t, torch.Tensor)]
+
+
+def _storage(t: torch.Tensor):
+    try:
+        s = t.untyped_storage()
+    except (RuntimeError, NotImplementedError):  # sparse and other storage-less tensors
+        return None
+    return s if s.nbytes() > 0 else None
+
+
+class _Finalizer:
+    """Callback of a storage's weakref: the storage (not the Python wrapper) has been freed."""
+
+    __slots__ = ("recorder", "key", "rid")
+
+    def __init__(self, recorder: "Recorder", key: int, rid: int):
+        self.recorder, self.key, self.rid = recorder, key, rid
+
+    def __call__(self, _ref=None) -> None:
+        rec = self.recorder
+        if rec.live.get(self.key) == self.rid:
+            del rec.live[self.key]
+        rec._freed(self.rid)
+
+
+class Recorder(TorchDispatchMode):
+    """Records launches and regions while active. `phase` is set by the driver."""
+
+    def __init__(self, cost: Optional[CostModel] = None,
+                 on_launch: Optional[Callable[[], None]] = None):
+        super().__init__()
+        self.cost = cost
+        self.on_launch = on_launch
+        self.phase = "other"
+        self.python_call: Optional[str] = None  # the torch function Python is in (CallTracker)
+        self.recording = True
+        self.regions: list[Region] = []
+        self.launches: list[Launch] = []
+        self.events: list[tuple[str, int, int]] = []
+        self.live: dict[int, int] = {}       # storage address (StorageImpl) -> region id
+        self._refs: dict[int, weakref.ref] = {}
+
+    # Regions ------------------------------------------------------------------------------------
+
+    def _region(self, storage, preexisting: bool) -> tuple[int, bool]:
+        key = storage._cdata
+        rid = self.live.get(key)
+        if rid is not None:
+            return rid, False
+        rid = len(self.regions)
+        seq = 0 if preexisting else len(self.launches)
+        self.regions.append(Region(rid, storage.nbytes(), seq))
+        self.live[key] = rid
+        self._refs[rid] = weakref.ref(storage, _Finalizer(self, key, rid))
+        if not preexisting:
+            self.events.append(("alloc", rid, storage.nbytes()))
+        return rid, True
+
+    def _freed(self, rid: int) -> None:
+        self._refs.pop(rid, None)
+        if not self.recording:
+            return
+        self.regions[rid].free_seq = len(self.launches)
+        self.events.append(("free", rid, self.regions[rid].bytes))
+
+    def stop(self) -> None:
+        """Stops recording; frees after this point are not part of the iteration."""
+        self.recording = False
+
+    # Ops ----------------------------------------------------------------------------------------
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        inputs = _tensors((args, kwargs))
+        if not self.recording:
+            return func(*args, **kwargs)
+        reads: list[int] = []
+        for t in inputs:
+            s = _storage(t)
+            if s is not None:
+                reads.append(self._region(s, preexisting=True)[0])
+        # Storages written in place: the arguments the schema marks as written (self of add_,
+        # out= arguments, the running stats of batch norm).
+        written: list[int] = []
+        for i, arg in enumerate(func._schema.arguments):
+            if arg.alias_info is None or not arg.alias_info.is_write:
+                continue
+            value = args[i] if i < len(args) and not arg.kwarg_only else kwargs.get(arg.name)
+            for t in _tensors(value):
+                s = _storage(t)
+                if s is not None:
+                    written.append(self._region(s, preexisting=True)[0])
+
+        out = func(*args, **kwargs)
+
+        outputs = _tensors(out)
+        created: list[int] = []
+        touched: list[int] = list(reads)
+        for t in outputs:
+            s = _storage(t)
+            if s is None:
+                continue
+            rid, new = self._region(s, preexisting=False)
+            touched.append(rid)
+            if new:
+                created.append(rid)
+        name = str(func)
+        if name in _NO_KERNEL or not (created or written or func._schema.is_mutable):
+            return out  # views, aliases, allocations without a kernel
+        seq = len(self.launches)
+        regions = list(dict.fromkeys(touched))
+        dur = self.cost.duration_us(func, args, kwargs, out, inputs, outputs) if self.cost else 0.0
+        internal = self.python_call not in _PYTHON_ARITHMETIC
+        self.launches.append(Launch(seq, name, dur, regions,
+                                    [r for r in dict.fromkeys(reads) if r not in created],
+                                    self.phase, internal))
+        for rid in created:
+            self.regions[rid].producer = seq
+        for rid in dict.fromkeys(written):
+            self.regions[rid].written.append(seq)
+        for rid in regions:
+            self.regions[rid].last_access = seq
+        if self.on_launch:
+            self.on_launch()
+        return out
+
+    def result(self) -> Recording:
+        return Recording(self.regions, self.launches, self.events)
+
+
+class CallTracker(torch.overrides.TorchFunctionMode):
+    """Tells the recorder which torch function Python called (the outermost one: the mode is off
+    while a call runs), so the recorder can tell `a + b` written in Python from an add that C++
+    code issued."""
+
+    def __init__(self, recorder: Recorder):
+        super().__init__()
+        self.recorder = recorder
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        rec = self.recorder
+        outer = rec.python_call
+        rec.python_call = getattr(func, "__name__", None) or ""
+        try:
+            return func(*args, **kwargs)
+        finally:
+            rec.python_call = outer
+
+
+# Out-of-place ops that composite-compliant C++ code uses where eager code runs them in place.
+_INPLACE_IN_EAGER = {"add"}
+
+
+def annotate_inplace(rec: Recording) -> None:
+    """Folds the output of an out-of-place op issued by C++ code into the operand eager PyTorch
+    would have updated in place: an operand of the same size, made in this iteration, whose last
+    use is this op and which dies before the next launch."""
+    regions, launches = rec.regions, rec.launches
+    merged: dict[int, int] = {}  # folded output -> operand
+    dropped_events: set[tuple[str, int]] = set()
+    for l in launches:
+        if not l.internal or l.kernel.split(".")[1] not in _INPLACE_IN_EAGER:
+            continue
+        outputs = [r for r in l.regions if regions[r].producer == l.seq and r not in merged]
+        if len(outputs) != 1:
+            continue
+        c = regions[outputs[0]]
+        for aid in l.reads:
+            a = regions[merged.get(aid, aid)]
+            if (a.producer is not None and a.bytes == c.bytes and a.last_access == l.seq
+                    and a.free_seq == l.seq + 1):
+                merged[c.id] = a.id
+                dropped_events.update({("alloc", c.id), ("free", a.id)})
+                a.free_seq, a.last_access = c.free_seq, c.last_access
+                a.written.extend([l.seq, *c.written])
+                c.folded = True
+                break
+    if not merged:
+        return
+
+    def resolve(r: int) -> int:
+        while r in merged:
+            r = merged[r]
+        return r
+
+    for l in launches:
+        l.regions = list(dict.fromkeys(resolve(r) for r in l.regions))
+        l.reads = list(dict.fromkeys(resolve(r) for r in l.reads))
+    events = []
+    for kind, rid, nbytes in rec.events:
+        if (kind, rid) in dropped_events:
+            dropped_events.discard((kind, rid))
+            continue
+        events.append((kind, resolve(rid), nbytes))
+    rec.events = events
+
+
+def annotate_recompute(rec: Recording) -> None:
+    """Marks forward activations recomputable from the launch that produced them, at that launch's
+    cost (what a framework's recomputation callback would rerun), where that is sound: neither the
+    activation nor its sources are written between the producer and the activation's last use,
+    and every source is still alive then."""
+    launches, regions = rec.launches, rec.regions
+    for r in regions:
+        if (r.folded or r.producer is None or launches[r.producer].phase != "forward"
+                or r.last_access < 0):
+            continue
+        p = launches[r.producer]
+        end = r.last_access
+        if any(p.seq < w <= end for w in r.written):
+            continue
+        # State the producer updates as a side effect (batch norm's running statistics) is no input
+        # of the recomputation.
+        sources = [s for s in p.reads if s != r.id and p.seq not in regions[s].written]
+        ok = True
+        for sid in sources:
+            s = regions[sid]
+            if any(p.seq < w <= end for w in s.written) or (
+                    s.free_seq is not None and s.free_seq <= end):
+                ok = False
+                break
+        if ok:
+            r.recompute = {"cost_us": p.dur_us, "sources": sources}
