@@ -3,6 +3,7 @@
 # GPU-labelled tests run only where an NVIDIA GPU answers nvidia-smi.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/scripts/setup-python.sh"  # the Python tests' environment (tests/python)
 "$root/scripts/build.sh"
 build=${GSWAP_BUILD_DIR:-$root/build}
 exclude=(-LE gpu)

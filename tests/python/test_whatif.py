@@ -1,0 +1,105 @@
+"""What-if on a tiny model: the recorded trace is a valid gswap-trace that gswapctl simulates, and
+`gswap whatif` prints its table and its batch search."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from gswap.whatif import budget_table, parse_gpu, record  # noqa: E402
+from gswap.whatif.models import gpt_workload  # noqa: E402
+
+# Small enough to record in a second, large enough that activations reach the 2 MiB below which
+# gswap never swaps an allocation.
+TINY = "gpt:layers=2,hidden=512,heads=8,seq=256,vocab=8192"
+TINY_ARGS = dict(layers=2, hidden=512, heads=8, seq=256, vocab=8192)
+
+
+def tiny_trace(**kw):
+    w = gpt_workload(**TINY_ARGS)
+    return record(w.model, w.make_batch, w.loss, batch_size=4, gpu="h100", progress=False, **kw)
+
+
+def test_trace_is_a_gswap_trace_of_one_iteration():
+    t = tiny_trace()
+    doc = t.to_json()
+    assert doc["format"] == "gswap-trace" and doc["version"] == 1
+    launches, regions = doc["launches"], doc["regions"]
+    ids = {r["id"] for r in regions}
+    assert [l["seq"] for l in launches] == list(range(len(launches)))
+    assert all(set(l["regions"]) <= ids for l in launches)
+    assert doc["iterations"] == [{"first_seq": 0, "last_seq": len(launches) - 1}]
+    kernels = {l["kernel"] for l in launches}
+    # Fused attention as on a GPU, AdamW's foreach kernels, the embedding's backward.
+    assert "aten._scaled_dot_product_efficient_attention.default" in kernels
+    assert "aten._foreach_addcdiv_.ScalarList" in kernels
+    assert "aten.embedding_dense_backward.default" in kernels
+    # Weights and optimizer state outlive the iteration; activations are freed in it and some
+    # are recomputable from their producer.
+    assert any(r["free_seq"] is None for r in regions)
+    assert any(r["free_seq"] is not None for r in regions)
+    assert any("recompute" in r for r in regions)
+    assert all(l["dur_us"] >= 3.0 for l in launches)
+
+
+def test_durations_follow_the_gpu():
+    fast = tiny_trace()
+    w = gpt_workload(**TINY_ARGS)
+    slow = record(w.model, w.make_batch, w.loss, batch_size=4, progress=False,
+                  gpu=parse_gpu("h100:hbm_tbps=0.1,bf16_tflops=10,tf32_tflops=5,fp32_tflops=1"))
+    assert fast.launches == slow.launches
+    assert slow.step_time_us > fast.step_time_us
+
+
+def test_bf16_halves_the_activations():
+    fp32 = tiny_trace()
+    bf16 = tiny_trace(dtype=torch.bfloat16)
+    assert bf16.peak_bytes < 0.75 * fp32.peak_bytes
+
+
+def test_trace_simulates(tool_env, tmp_path):
+    t = tiny_trace()
+    path = tmp_path / "tiny.json"
+    t.save(str(path))
+    p = subprocess.run(["gswapctl", "simulate", "--trace", str(path), "--budget", "60%",
+                        "--policy", "capuchin", "--json"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    j = json.loads(p.stdout)
+    assert j["feasible"] and j["launches"] == t.launches
+    assert j["trace_peak_bytes"] == t.peak_bytes
+    assert j["step_time_us"] >= j["ideal_step_time_us"]
+    rows = budget_table(t, ["100%", "50%"], progress=False, search_ms=0)
+    assert rows[0].hybrid.slowdown == pytest.approx(1.0)
+    assert rows[1].swap_only.swapped_out_bytes > 0
+
+
+def test_whatif_prints_its_table(tool_env, tmp_path):
+    trace = tmp_path / "t.json"
+    p = subprocess.run([sys.executable, "-m", "gswap", "whatif", "--model", TINY, "--batch", "2",
+                        "--gpu", "a100", "--budgets", "100%,50%", "--search-ms", "0",
+                        "--fit", "256MiB", "--max-slowdown", "3", "--trace", str(trace),
+                        "--no-progress"], capture_output=True, text=True, env=dict(os.environ))
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    assert "batch 2, fp32, adamw" in out and "A100 SXM" in out
+    assert "    100%" in out and "     50%" in out and "1.00x" in out
+    assert "largest batch in 256.0 MiB within 3.00x:" in out
+    for mode in ("without gswap", "swap-only", "hybrid"):
+        assert f"{mode}:" in out
+    assert json.loads(trace.read_text())["format"] == "gswap-trace"
+
+
+def test_whatif_json_and_errors(tool_env):
+    p = subprocess.run([sys.executable, "-m", "gswap", "whatif", "--model", TINY, "--batch", "2",
+                        "--budgets", "100%", "--search-ms", "0", "--json", "--no-progress"],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    j = json.loads(p.stdout)
+    assert j["budgets"][0]["hybrid"]["feasible"] and j["peak_bytes"] > 0
+    bad = subprocess.run([sys.executable, "-m", "gswap", "whatif", "--model", "torchvision:nope",
+                          "--batch", "2"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "no classification model 'nope'" in bad.stderr
