@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <queue>
 
@@ -317,8 +318,7 @@ class Planner {
   // The swap that relieves memory without stalling if there is one, else the one that frees the
   // region from the launch after its eviction and waits for the copy where the memory is needed.
   std::optional<SwapEval> eval_swap_any(const Cand& c) const {
-    if (auto ev = eval_swap(c, false)) return ev;
-    return eval_swap(c, true);
+    return eval_swap(c, Relief::kLateElseEarly);
   }
 
   // Phase 3: while some launch is still over the budget, relieve the first one with whichever
@@ -358,7 +358,7 @@ class Planner {
         const bool covers = c.wrap ? (i > c.e || i < c.b)
                                    : (c.e < i && (c.tail ? i <= a_.last_live[c.r] : i < c.b));
         if (!covers) continue;
-        auto ev = eval_swap(c, true);
+        auto ev = eval_swap(c, Relief::kEarly);
         if (!ev) continue;
         const bool off_at_i = c.wrap ? (i >= ev->f || i < ev->t) : (ev->f <= i && i < ev->t);
         if (!off_at_i) continue;
@@ -421,7 +421,8 @@ class Planner {
   // before the restore is issued. Memory is accounted by position only: where a launch needs
   // the memory before the copy-out is done, the simulator (and the library) wait for the copy,
   // which is priced as exposed time here, never by evicting something else.
-  std::optional<SwapEval> eval_swap(const Cand& c, bool early = false) const {
+  enum class Relief { kLate, kEarly, kLateElseEarly };
+  std::optional<SwapEval> eval_swap(const Cand& c, Relief relief = Relief::kLate) const {
     const std::size_t n = a_.n;
     const std::int64_t b = static_cast<std::int64_t>(bytes(c.r));
     const double so = static_cast<double>(b) / bw_out_, si = static_cast<double>(b) / bw_in_;
@@ -429,13 +430,23 @@ class Planner {
     ev.out_start = d2h_.earliest(a_.end_us[c.e], so);
     const double out_end = ev.out_start + so;
     const std::size_t f_time = std::max(c.e + 1, a_.first_start_at_or_after(out_end));
-    ev.f = early ? c.e + 1 : f_time;
+    ev.f = relief == Relief::kEarly ? c.e + 1 : f_time;
+    // Does the swap relieve a launch over the budget when off from f? With kLateElseEarly, the
+    // late relief is tried first and the early one only when it relieves nothing.
+    auto relieves = [&](std::size_t t, auto covered) {
+      if (covered(ev.f) > budget_) return true;
+      if (relief != Relief::kLateElseEarly || ev.f == c.e + 1) return false;
+      ev.f = c.e + 1;
+      return (c.wrap || t > ev.f) && covered(ev.f) > budget_;
+    };
     if (c.tail) {  // never read again: off until it is freed, no restore
       for (std::size_t qi : readers_[c.r])
         if (recomputes_[qi].b > c.e) return std::nullopt;
       ev.t = a_.last_live[c.r] + 1;
-      if (ev.t <= ev.f) return std::nullopt;
-      if (cur_.max(ev.f, ev.t - 1) <= budget_) return std::nullopt;
+      auto covered = [&](std::size_t f) {
+        return ev.t > f ? cur_.max(f, ev.t - 1) : std::numeric_limits<std::int64_t>::min();
+      };
+      if (!relieves(ev.t, covered)) return std::nullopt;
       ev.exposure = out_stall(ev.f, ev.t, f_time, out_end);
       return ev;
     }
@@ -458,17 +469,15 @@ class Planner {
       const ChosenRecompute& q = recomputes_[qi];
       if (c.wrap ? (q.b > c.e || q.b < t) : (c.e < q.b && q.b < t)) return std::nullopt;
     }
-    std::int64_t covered_max;
-    if (c.wrap) {
-      covered_max = std::max(ev.f < n ? cur_.max(ev.f, n - 1) : INT64_MIN,
-                             t > 0 ? cur_.max(0, t - 1) : INT64_MIN);
-      ev.in_start = h2d_.earliest(a_.start_us[t], si);
-    } else {
-      if (t <= ev.f) return std::nullopt;
-      covered_max = cur_.max(ev.f, t - 1);
-      ev.in_start = h2d_.earliest(std::max(a_.start_us[t], out_end), si);
-    }
-    if (covered_max <= budget_) return std::nullopt;  // relieves no launch over budget
+    auto covered = [&](std::size_t f) {
+      constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::min();
+      if (c.wrap)
+        return std::max(f < n ? cur_.max(f, n - 1) : kNone, t > 0 ? cur_.max(0, t - 1) : kNone);
+      return t > f ? cur_.max(f, t - 1) : kNone;
+    };
+    if (!relieves(t, covered)) return std::nullopt;  // relieves no launch over budget
+    ev.in_start = c.wrap ? h2d_.earliest(a_.start_us[t], si)
+                         : h2d_.earliest(std::max(a_.start_us[t], out_end), si);
     ev.exposure = std::max(0.0, ev.in_start + si - a_.start_us[c.b]);
     if (!c.wrap) ev.exposure += out_stall(ev.f, t, f_time, out_end);
     // A wrapping swap-out runs after the iteration's last access; what it adds past the end of
