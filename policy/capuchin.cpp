@@ -193,6 +193,14 @@ class Planner {
         readers_(t_.regions.size()) {
     bw_out_ = t_.device.d2h_bytes_per_s / 1e6;
     bw_in_ = t_.device.h2d_bytes_per_s / 1e6;
+    src_idx_.resize(t_.regions.size());
+    for (std::size_t r = 0; r < t_.regions.size(); ++r) {
+      if (!t_.regions[r].recompute) continue;
+      for (RegionId id : t_.regions[r].recompute->sources) {
+        auto it = a_.index.find(id);
+        src_idx_[r].push_back(it == a_.index.end() ? kNoLaunch : it->second);
+      }
+    }
   }
 
   Plan run() {
@@ -268,7 +276,8 @@ class Planner {
     constexpr int kMaxProbes = 4;
     auto best = [&](auto& heap, bool is_swap) -> std::optional<Item> {
       std::optional<Item> found;
-      std::vector<Item> back;
+      std::vector<Item>& back = back_;
+      back.clear();
       int probes = 0;
       while (!heap.empty()) {
         auto [stored, k] = heap.top();
@@ -502,24 +511,23 @@ class Planner {
     // cost is paid again.
     const Region& reg = t_.regions[c.r];
     ev.cost = reg.recompute->cost_us;
-    std::vector<RegionId> work = reg.recompute->sources;
+    std::vector<std::size_t>& work = work_;  // scratch: this runs for every heap probe
+    work.assign(src_idx_[c.r].begin(), src_idx_[c.r].end());
     std::size_t guard = 0;
     while (!work.empty()) {
       // Long chains of dropped sources are never worth recomputing (each link is paid again),
       // and a cyclic lineage cannot be recomputed at all.
       if (++guard > kMaxLineage) return std::nullopt;
-      RegionId id = work.back();
+      const std::size_t s = work.back();
       work.pop_back();
-      auto it = a_.index.find(id);
-      if (it == a_.index.end()) return std::nullopt;
-      std::size_t s = it->second;
+      if (s == kNoLaunch) return std::nullopt;  // a source the trace does not know
       if (s == c.r || a_.first_live[s] > c.b || a_.last_live[s] < c.b) return std::nullopt;
       if (const Chosen* ch = evicted_at(s, c.b)) {
         if (ch->kind == EvictKind::kSwap || !t_.regions[s].recompute) return std::nullopt;
         ev.cost += t_.regions[s].recompute->cost_us;
         ev.temp_bytes += static_cast<std::int64_t>(bytes(s));
         ev.chain.push_back(s);
-        for (RegionId x : t_.regions[s].recompute->sources) work.push_back(x);
+        work.insert(work.end(), src_idx_[s].begin(), src_idx_[s].end());
         continue;
       }
       if (std::find(ev.sources.begin(), ev.sources.end(), s) == ev.sources.end())
@@ -629,9 +637,12 @@ class Planner {
   Engine d2h_, h2d_;
   std::vector<Cand> cands_;
   std::vector<bool> taken_;
-  std::vector<std::size_t> entry_of_;  // per candidate: its plan entry once taken
-  std::vector<std::size_t> taken_f_;   // per taken swap: first launch it is off the device
-  std::vector<double> out_end_;        // per taken swap: when its copy-out ends (ideal timeline)
+  std::vector<std::vector<std::size_t>> src_idx_;     // per region: recompute sources (indices)
+  mutable std::vector<std::size_t> work_;             // eval_recompute's scratch
+  std::vector<std::pair<double, std::size_t>> back_;  // the heap probe's scratch
+  std::vector<std::size_t> entry_of_;                 // per candidate: its plan entry once taken
+  std::vector<std::size_t> taken_f_;  // per taken swap: first launch it is off the device
+  std::vector<double> out_end_;       // per taken swap: when its copy-out ends (ideal timeline)
   std::vector<std::vector<Chosen>> chosen_;  // per region
   std::vector<ChosenRecompute> recomputes_;
   std::vector<std::vector<std::size_t>> readers_;  // per region: recomputes_ reading it
