@@ -2,8 +2,10 @@
 #include "policy/baselines.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "policy/capuchin.h"
+#include "policy/segment_tree.h"
 
 namespace gswap::policy {
 
@@ -150,6 +152,122 @@ Plan plan_delta(const Analysis& a, std::uint64_t budget) {
       }
     }
   }
+  return p;
+}
+
+}  // namespace gswap::policy
+
+namespace gswap::policy {
+
+Plan plan_belady(const Analysis& a, std::uint64_t budget) {
+  Plan p = plan_lru(a, budget);
+  p.policy = "belady";
+  if (!p.feasible || a.peak_bytes <= budget) return p;
+  const Trace& t = *a.trace;
+  const std::size_t nr = t.regions.size(), n = a.n;
+  std::vector<bool> resident(nr, false);
+  std::uint64_t used = 0;
+  for (std::size_t r = 0; r < nr; ++r)
+    if (a.live_at_start[r] && a.first_live[r] <= a.last_live[r])
+      resident[r] = true, used += t.regions[r].bytes;
+  std::vector<std::vector<std::size_t>> allocs(n), frees(n);
+  for (std::size_t r = 0; r < nr; ++r) {
+    if (a.first_live[r] > a.last_live[r]) continue;
+    if (!a.live_at_start[r]) allocs[a.first_live[r]].push_back(r);
+    if (!a.live_at_end[r]) frees[a.last_live[r]].push_back(r);
+  }
+  // Next access after launch i, with a wrap to the next iteration (n + first access) for
+  // regions that outlive it, and "never" (the largest key) for dead ones.
+  constexpr std::size_t kDead = std::numeric_limits<std::size_t>::max();
+  auto next_use = [&](std::size_t r, std::size_t i) {
+    const auto& acc = a.accesses[r];
+    auto it = std::upper_bound(acc.begin(), acc.end(), i);
+    if (it != acc.end()) return *it;
+    return a.live_at_end[r] && !acc.empty() ? n + acc.front() : kDead;
+  };
+  std::vector<std::pair<std::size_t, std::size_t>> cand;  // (next use, region)
+  std::vector<bool> wrapped(nr, false);                   // has its wrap entry already
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t r : allocs[i]) resident[r] = true, used += t.regions[r].bytes;
+    for (std::size_t r : a.touched[i])
+      if (!resident[r]) resident[r] = true, used += t.regions[r].bytes;  // restored for i
+    if (used > budget) {
+      cand.clear();
+      for (std::size_t r = 0; r < nr; ++r) {
+        if (!resident[r] || !a.evictable(r) || a.first_live[r] > i || a.last_live[r] < i) continue;
+        if (std::find(a.touched[i].begin(), a.touched[i].end(), r) != a.touched[i].end()) continue;
+        cand.emplace_back(next_use(r, i), r);
+      }
+      std::sort(cand.begin(), cand.end(), std::greater<>());
+      for (auto [nu, r] : cand) {
+        if (used <= budget) break;
+        const auto& acc = a.accesses[r];
+        auto it = std::upper_bound(acc.begin(), acc.end(), i);
+        const bool wrap = it == acc.begin() || (nu != kDead && nu >= n);
+        if (wrap && wrapped[r]) {  // its one wrap entry already keeps it off from here on
+          resident[r] = false;
+          used -= t.regions[r].bytes;
+          continue;
+        }
+        if (wrap) wrapped[r] = true;
+        PlanEntry e;
+        e.region = t.regions[r].id;
+        e.swap_in_us = static_cast<double>(t.regions[r].bytes) / (t.device.h2d_bytes_per_s / 1e6);
+        if (it == acc.begin()) {  // not yet used this iteration: off since the last one (wrap)
+          if (!a.live_at_end[r]) continue;
+          e.evict_after = acc.back();
+          e.back_access = acc.front();
+        } else {
+          e.evict_after = *std::prev(it);
+          e.back_access = nu == kDead ? kNoLaunch : (nu >= n ? acc.front() : nu);
+          if (nu == kDead && t.regions[r].recompute) e.kind = EvictKind::kRecompute;  // dead
+        }
+        e.trigger = e.back_access;  // placed below
+        p.entries.push_back(e);
+        resident[r] = false;
+        used -= t.regions[r].bytes;
+      }
+    }
+    for (std::size_t r : frees[i])
+      if (resident[r]) resident[r] = false, used -= t.regions[r].bytes;
+  }
+  // Restores as early as memory allows, soonest back-access first: the planned curve is the
+  // live bytes less every eviction's off interval; each restore then claims [trigger, b - 1].
+  std::vector<std::int64_t> live(a.live_bytes.begin(), a.live_bytes.end());
+  MaxSegmentTree cur(live);
+  auto off = [&](const PlanEntry& e, std::int64_t d, std::size_t until) {
+    if (is_wrap(e)) {
+      if (e.evict_after + 1 < n) cur.add(e.evict_after + 1, n - 1, d);
+      if (until > 0) cur.add(0, until - 1, d);
+    } else {
+      const std::size_t end =
+          e.back_access == kNoLaunch ? a.last_live[a.index.at(e.region)] + 1 : until;
+      if (end > e.evict_after + 1) cur.add(e.evict_after + 1, end - 1, d);
+    }
+  };
+  for (const PlanEntry& e : p.entries)
+    off(e, -static_cast<std::int64_t>(t.regions[a.index.at(e.region)].bytes), e.back_access);
+  std::vector<std::size_t> order;
+  for (std::size_t k = 0; k < p.entries.size(); ++k)
+    if (p.entries[k].kind == EvictKind::kSwap && p.entries[k].back_access != kNoLaunch)
+      order.push_back(k);
+  std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
+    return p.entries[x].back_access < p.entries[y].back_access;
+  });
+  for (std::size_t k : order) {
+    PlanEntry& e = p.entries[k];
+    const auto b = static_cast<std::int64_t>(t.regions[a.index.at(e.region)].bytes);
+    const std::size_t lo = is_wrap(e) ? 0 : e.evict_after + 1;
+    std::size_t trig = e.back_access;
+    if (e.back_access > lo) {
+      const std::size_t last = cur.find_last_above(lo, e.back_access - 1, budget - b);
+      trig = last == MaxSegmentTree::npos ? lo : last + 1;
+    }
+    if (trig < e.back_access) cur.add(trig, e.back_access - 1, b);
+    e.trigger = trig;
+  }
+  p.fits = cur.max_all() <= static_cast<std::int64_t>(budget);
+  if (!p.fits) p.reason = "no eviction left at some launch; the simulator evicts on demand";
   return p;
 }
 

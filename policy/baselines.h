@@ -30,4 +30,11 @@ Plan plan_recompute_only(const Analysis& a, std::uint64_t budget);
 // iteration's access pattern, which is the trace itself.
 Plan plan_delta(const Analysis& a, std::uint64_t budget);
 
+// Traffic-minimising (Belady's MIN on the trace): replays the launches, and whenever the resident
+// bytes exceed the budget, evicts the resident regions the next launch does not touch whose next
+// access is furthest away (dead data first, then regions next needed in the next iteration).
+// Each is restored as early as the planned memory allows, soonest back-access first. It moves
+// the fewest bytes, which is what counts when the link is the bottleneck; the search seeds with it.
+Plan plan_belady(const Analysis& a, std::uint64_t budget);
+
 }  // namespace gswap::policy

@@ -62,8 +62,9 @@ class Search {
     // Seeds, planned lazily: on a long iteration the time budget may end after the first.
     const std::vector<std::string> names =
         o_.allow_recompute
-            ? std::vector<std::string>{"capuchin", "swap-only", "recompute", "delta", "vdnn", "lru"}
-            : std::vector<std::string>{"capuchin", "delta", "vdnn", "lru"};
+            ? std::vector<std::string>{"capuchin", "swap-only", "recompute", "belady",
+                                       "delta",    "vdnn",      "lru"}
+            : std::vector<std::string>{"capuchin", "belady", "delta", "vdnn", "lru"};
     Plan first;
     for (std::size_t i = 0; i < names.size(); ++i) {
       if (i > 0 && stop()) break;
@@ -149,6 +150,7 @@ class Search {
                                 : plan_capuchin(a_, budget_, swap_only);
     if (name == "swap-only") return plan_capuchin(a_, budget_, swap_only);
     if (name == "recompute") return plan_recompute_only(a_, budget_);
+    if (name == "belady") return plan_belady(a_, budget_);
     if (name == "delta") return plan_delta(a_, budget_);
     if (name == "vdnn") return plan_vdnn(a_, budget_);
     return plan_lru(a_, budget_);
