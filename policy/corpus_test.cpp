@@ -7,6 +7,7 @@
 #include "policy/corpus.h"
 
 #include <filesystem>
+#include <iterator>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -60,9 +61,17 @@ void expect_fits_means_no_demand_eviction(const Analysis& a, std::uint64_t budge
   }
 }
 
-void check_trace(const std::string& name, const Trace& t, std::size_t evaluations) {
+// Loose ceilings on the searched plan's step over the lower bound, by budget (30/50/70/90%),
+// for the generated models: a gross regression trips them. docs/benchmarks.md records the exact
+// figures, measured with the search's full time budget on the full-size models; these small
+// variants get 100 simulated plans.
+constexpr double kLooseCeiling[] = {4.5, 3.5, 4.0, 2.5};
+
+void check_trace(const std::string& name, const Trace& t, std::size_t evaluations,
+                 bool ceilings = false) {
   const Analysis a = analyze(t);
-  for (int pct : kPercents) {
+  for (std::size_t pi = 0; pi < std::size(kPercents); ++pi) {
+    const int pct = kPercents[pi];
     const std::uint64_t budget = a.peak_bytes * static_cast<std::uint64_t>(pct) / 100;
     if (budget < a.max_min_resident) continue;  // impossible: nothing to check
     const std::string what = name + " at " + std::to_string(pct) + "%";
@@ -74,6 +83,9 @@ void check_trace(const std::string& name, const Trace& t, std::size_t evaluation
     ASSERT_TRUE(r.sim.feasible) << what;
     EXPECT_EQ(r.plan.fits, r.sim.demand_evictions == 0) << what;
     EXPECT_GE(r.sim.step_time_us, lb * (1 - 1e-9)) << what;
+    if (ceilings) {
+      EXPECT_LE(r.sim.step_time_us, lb * kLooseCeiling[pi]) << what;
+    }
     const SimResult greedy = simulate(a, plan_capuchin(a, budget), budget);
     if (greedy.feasible) {
       EXPECT_LE(r.sim.step_time_us, greedy.step_time_us * (1 + 1e-9)) << what;
@@ -91,7 +103,8 @@ void check_trace(const std::string& name, const Trace& t, std::size_t evaluation
 TEST(CorpusTest, GeneratedModelsAndRandomIterations) {
   for (const CorpusTrace& ct : corpus(/*small=*/true, /*random_count=*/8)) {
     SCOPED_TRACE(ct.name);
-    check_trace(ct.name, ct.trace, 40);
+    const bool model = ct.name.rfind("random:", 0) != 0;
+    check_trace(ct.name, ct.trace, model ? 100 : 40, model);
   }
 }
 
