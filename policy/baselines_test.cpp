@@ -77,6 +77,30 @@ TEST(BaselinesTest, VdnnSwapsActivationsAcrossTheTurnAndPrefetchesOneStepAhead) 
   EXPECT_EQ(p.entries[1].back_access, 6u);
 }
 
+TEST(BaselinesTest, BeladyEvictsTheFurthestNextUseAndRestoresAsEarlyAsMemoryAllows) {
+  // At launch 4 (16 MiB live, budget 12) one of W (next used at 8), X1 (at 7) and X2 (at 6)
+  // must go: W, used furthest ahead. Off from launch 1, the curve is 4 4 8 8 12 8 8 4 4 MiB, so
+  // its restore can start right after launch 4, the last launch with no 4 MiB to spare.
+  Trace t = empty_trace(9, 10.0, 1e10);
+  RegionId w = add_region(t, 4 * kMiB, 0, -1, {0, 8});
+  add_region(t, 4 * kMiB, 1, 7, {1, 7});
+  add_region(t, 4 * kMiB, 2, 6, {2, 6});
+  add_region(t, 4 * kMiB, 4, 4, {4});
+  Analysis a = analyze(t);
+  Plan p = plan_belady(a, 12 * kMiB);
+  ASSERT_EQ(p.entries.size(), 1u);
+  EXPECT_EQ(p.entries[0].region, w);
+  EXPECT_EQ(p.entries[0].kind, EvictKind::kSwap);
+  EXPECT_EQ(p.entries[0].evict_after, 0u);
+  EXPECT_EQ(p.entries[0].trigger, 5u);
+  EXPECT_EQ(p.entries[0].back_access, 8u);
+  EXPECT_TRUE(p.fits);
+  SimResult s = simulate(a, p, 12 * kMiB);
+  ASSERT_TRUE(s.feasible);
+  EXPECT_EQ(s.demand_evictions, 0u);
+  EXPECT_LE(s.peak_resident_bytes, 12 * kMiB);
+}
+
 TEST(BaselinesTest, LruIsTheEmptyPlan) {
   DeltaFixture f(0);
   Analysis a = analyze(f.t);
