@@ -32,10 +32,7 @@ struct Gap {
   std::size_t r, e, b;  // b = kNoLaunch: the tail after the last access; b <= e: wraps
 };
 
-double score(const SimResult& s) {
-  if (!s.feasible) return std::numeric_limits<double>::infinity();
-  return s.step_time_us * (s.demand_evictions > 0 ? kDemandPenalty : 1.0);
-}
+constexpr double kRequireFitPenalty = 1e6;  // require_fit: any plan that fits comes first
 
 class Search {
  public:
@@ -131,6 +128,12 @@ class Search {
   }
 
  private:
+  double score(const SimResult& s) const {
+    if (!s.feasible) return std::numeric_limits<double>::infinity();
+    if (s.demand_evictions == 0) return s.step_time_us;
+    return s.step_time_us * (o_.require_fit ? kRequireFitPenalty : kDemandPenalty);
+  }
+
   struct Best {
     Plan plan;
     SimResult sim;

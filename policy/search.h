@@ -32,6 +32,9 @@ struct SearchOptions {
   const std::atomic<bool>* cancel = nullptr;
   // False: swap-only plans, whatever the trace registers as recomputable.
   bool allow_recompute = true;
+  // True: a plan that needs demand evictions is returned only when no plan found fits (a faster
+  // one otherwise wins, with fits == false). For a caller that wants plans to run as planned.
+  bool require_fit = false;
   // Called with every plan better than all before it (the first is the best seed).
   std::function<void(const Plan&, const SimResult&)> on_improvement;
 };

@@ -99,6 +99,22 @@ TEST(SearchTest, CancelledBeforeTheFirstSimulationReturnsTheGreedyPlan) {
   EXPECT_TRUE(same(r.plan, plan_capuchin(a, a.peak_bytes / 2)));
 }
 
+TEST(SearchTest, RequireFitReturnsAPlanThatFits) {
+  // Swap-only ResNet-50 (batch 32) at 30%: the fastest plan found may lean on demand evictions;
+  // with require_fit the search returns one that fits, no slower than the greedy plan.
+  const Trace t = without_recompute(make_resnet50(32));
+  const Analysis a = analyze(t);
+  const std::uint64_t budget = a.peak_bytes * 3 / 10;
+  SearchOptions o;
+  o.max_evaluations = 200;
+  o.require_fit = true;
+  const SearchResult r = search_plan(a, budget, o);
+  EXPECT_TRUE(r.plan.fits);
+  EXPECT_EQ(r.sim.demand_evictions, 0u);
+  const SimResult greedy = simulate(a, plan_capuchin(a, budget), budget);
+  EXPECT_LE(r.sim.step_time_us, greedy.step_time_us * (1 + 1e-9));
+}
+
 TEST(SearchTest, SwapOnlySearchChoosesNoRecomputation) {
   const Trace t = make_resnet50(32);
   const Analysis a = analyze(t);
