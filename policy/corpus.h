@@ -40,7 +40,7 @@ Trace make_two_stream_bert(const H100Rates& rates = {});
 
 struct RandomTrainingOptions {
   int min_layers = 3, max_layers = 24;
-  // Largest activation, as a fraction of nothing in particular: sizes are drawn in MiB.
+  // Activation sizes are drawn log-uniformly between these, in MiB.
   std::uint64_t min_act_mib = 2, max_act_mib = 256;
   bool allow_recompute = true;
   bool allow_two_streams = true;
