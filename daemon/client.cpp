@@ -102,26 +102,55 @@ bool Client::poll(std::string* error) {
   return true;
 }
 
-void Client::publish_plan(std::uint64_t budget, const std::vector<proto::PlanEntry>& entries) {
+void Client::publish(std::uint64_t budget, PublishedPlan plan) {
   budget_ = budget;
-  plan_.assign(entries.begin(),
-               entries.begin() + std::min<std::size_t>(entries.size(), limits_.plan_capacity));
+  if (plan.entries.size() > limits_.plan_capacity) plan.entries.resize(limits_.plan_capacity);
+  if (plan.signature.size() > proto::kSignatureLength)
+    plan.signature.resize(proto::kSignatureLength);
+  published_ = std::move(plan);
   ++generation_;
-  std::vector<std::uint64_t> words(proto::kPlanHeaderWords + plan_.size() * 4);
+  lateness_.assign(published_.entries.size(), EntryLateness{});
+  divergences_since_plan_ = 0;
+  std::vector<std::uint64_t> words(proto::kPlanHeaderWords +
+                                   published_.entries.size() * proto::kPlanEntryWords);
   proto::PlanHeader ph{};
   ph.generation = generation_;
   ph.budget_bytes = budget;
-  ph.mode = static_cast<std::uint32_t>(iteration_.length ? proto::PlanMode::kMeasured
-                                                         : proto::PlanMode::kPassive);
-  ph.num_entries = static_cast<std::uint32_t>(plan_.size());
-  ph.iteration_length = iteration_.length;
-  ph.iteration_first_seq = iteration_.first_seq;
+  ph.mode = static_cast<std::uint32_t>(published_.mode);
+  ph.num_entries = static_cast<std::uint32_t>(published_.entries.size());
+  ph.iteration_length = published_.iteration_length;
+  ph.iteration_first_seq = published_.first_seq;
+  ph.seq_length = published_.seq_length;
+  ph.signature_length = static_cast<std::uint32_t>(published_.signature.size());
+  ph.measure_every = published_.measure_every;
+  std::copy(published_.signature.begin(), published_.signature.end(), ph.signature);
   std::memcpy(words.data(), &ph, sizeof ph);
-  if (!plan_.empty())
-    std::memcpy(words.data() + proto::kPlanHeaderWords, plan_.data(),
-                plan_.size() * sizeof(proto::PlanEntry));
+  if (!published_.entries.empty())
+    std::memcpy(words.data() + proto::kPlanHeaderWords, published_.entries.data(),
+                published_.entries.size() * sizeof(proto::PlanEntry));
   auto* area = reinterpret_cast<std::atomic<std::uint64_t>*>(plan_block_ + 1);
   proto::seqlock_write(&plan_block_->seq, area, words.data(), words.size());
+}
+
+void Client::forget_launches() {
+  launches_.clear();
+  marks_.clear();
+  launches_since_detect_ = 0;
+  iteration_ = IterationInfo{};
+}
+
+std::string Client::name_of_kernel(std::uint64_t id) const {
+  if (id == proto::kCopyFunction) return "memcpy";
+  if (id == proto::kMemsetFunction) return "memset";
+  if (id == proto::kMemOpFunction) return "memops";
+  auto it = kernel_names_.find(id);
+  if (it != kernel_names_.end() && !it->second.empty()) return it->second;
+  return fmt::format("{:016x}", id);
+}
+
+std::string Client::name_of_region(std::uint64_t id) const {
+  auto it = region_names_.find(id);
+  return it == region_names_.end() ? std::string() : it->second;
 }
 
 void Client::maybe_detect_iteration() {
@@ -136,7 +165,7 @@ void Client::maybe_detect_iteration() {
   }
   // Detection costs about the window's length; running it after every window/8 new launches (at
   // least 256) keeps the cost per launch constant while short runs are still detected early.
-  std::size_t every = std::max<std::size_t>(256, launches_.size() / 8);
+  std::size_t every = std::max<std::size_t>(64, launches_.size() / 8);
   if (launches_since_detect_ < every || launches_.size() < 8) return;
   launches_since_detect_ = 0;
   std::vector<std::uint64_t> symbols;
@@ -150,25 +179,53 @@ void Client::maybe_detect_iteration() {
                 r->match, "detected"};
 }
 
+namespace {
+// The measured pinned bandwidth the library reports, else the PCIe Gen4 x16 figure of the design
+// brief (before any swap copy of 1 MiB or more was timed).
+double bandwidth(std::uint64_t measured) {
+  return measured ? static_cast<double>(measured) : 25e9;
+}
+}  // namespace
+
 policy::Trace Client::last_iteration_trace(std::uint64_t device_bytes) const {
   policy::Trace t;
   t.device.capacity_bytes = device_bytes;
-  // Not measured by the daemon yet: the PCIe Gen4 x16 pinned figure from the design brief.
-  t.device.h2d_bytes_per_s = 25e9;
-  t.device.d2h_bytes_per_s = 25e9;
+  t.device.h2d_bytes_per_s = bandwidth(counters_.status.h2d_bytes_per_s);
+  t.device.d2h_bytes_per_s = bandwidth(counters_.status.d2h_bytes_per_s);
   if (!iteration_.length) return t;
+  std::size_t first = launches_.size(), last = 0;
+  for (std::size_t i = 0; i < launches_.size(); ++i) {
+    if (launches_[i].seq < iteration_.first_seq || launches_[i].seq > iteration_.last_seq) continue;
+    first = std::min(first, i);
+    last = i;
+  }
+  if (first > last) return t;
+  MeasuredIteration m;
+  build_iteration(first, last + 1, device_bytes, &m);
+  return std::move(m.trace);
+}
+
+// Launches [begin, end) of the window as one iteration.
+void Client::build_iteration(std::size_t begin, std::size_t end, std::uint64_t device_bytes,
+                             MeasuredIteration* m) const {
+  policy::Trace& t = m->trace;
+  t.device.capacity_bytes = device_bytes;
+  t.device.h2d_bytes_per_s = bandwidth(counters_.status.h2d_bytes_per_s);
+  t.device.d2h_bytes_per_s = bandwidth(counters_.status.d2h_bytes_per_s);
   std::unordered_map<std::uint64_t, bool> used;
-  std::uint64_t t0 = 0;
-  bool have_t0 = false;
-  for (const LaunchInfo& l : launches_) {
-    if (l.seq < iteration_.first_seq || l.seq > iteration_.last_seq) continue;
+  std::uint64_t t0 = ~0ull;
+  std::size_t timed = 0;
+  for (std::size_t i = begin; i < end; ++i)
+    if (launches_[i].duration_ns) t0 = std::min(t0, launches_[i].start_ns);
+  for (std::size_t i = begin; i < end; ++i) {
+    const LaunchInfo& l = launches_[i];
     policy::Launch pl;
     pl.seq = l.seq;
     pl.stream = l.stream;
-    pl.kernel = fmt::format("{:016x}", l.function_id);
+    pl.kernel = name_of_kernel(l.function_id);
     if (l.duration_ns) {
-      if (!have_t0) t0 = l.start_ns, have_t0 = true;
-      pl.start_us = l.start_ns >= t0 ? static_cast<double>(l.start_ns - t0) / 1e3 : 0;
+      ++timed;
+      pl.start_us = static_cast<double>(l.start_ns - t0) / 1e3;
       pl.dur_us = static_cast<double>(l.duration_ns) / 1e3;
     }
     for (std::uint64_t id : l.regions) {
@@ -178,6 +235,8 @@ policy::Trace Client::last_iteration_trace(std::uint64_t device_bytes) const {
       used[id] = true;
     }
     t.launches.push_back(std::move(pl));
+    m->functions.push_back(l.function_id);
+    m->regions.push_back(l.regions);
   }
   for (const auto& [id, info] : regions_) {
     if (!used.count(id)) continue;
@@ -190,8 +249,44 @@ policy::Trace Client::last_iteration_trace(std::uint64_t device_bytes) const {
   }
   std::sort(t.regions.begin(), t.regions.end(),
             [](const policy::Region& a, const policy::Region& b) { return a.id < b.id; });
-  if (!t.launches.empty()) t.iterations.push_back({t.launches.front().seq, t.launches.back().seq});
-  return t;
+  if (!t.launches.empty()) {
+    t.iterations.push_back({t.launches.front().seq, t.launches.back().seq});
+    m->first_seq = t.launches.front().seq;
+    m->seq_length = end < launches_.size() ? launches_[end].seq - m->first_seq
+                                           : t.launches.back().seq - m->first_seq + 1;
+  }
+  m->timed_fraction =
+      end > begin ? static_cast<double>(timed) / static_cast<double>(end - begin) : 0;
+}
+
+std::optional<MeasuredIteration> Client::take_measured(std::uint64_t device_bytes) {
+  if (!iteration_.length || launches_.empty()) return std::nullopt;
+  std::size_t len = iteration_.length;
+  std::size_t start = launches_.size();
+  for (std::size_t i = 0; i < launches_.size(); ++i)
+    if (launches_[i].seq == iteration_.first_seq) {
+      start = i;
+      break;
+    }
+  if (start == launches_.size()) return std::nullopt;
+  // The newest complete period with (nearly) every launch timed: while a plan is followed only
+  // one iteration in measure_every is, and timings arrive a little after their launches.
+  for (std::size_t s = start + len;; s -= len) {
+    if (s + len <= launches_.size() && launches_[s].seq != measured_first_seq_ &&
+        (measured_first_seq_ == ~0ull || launches_[s].seq > measured_first_seq_)) {
+      std::size_t timed = 0;
+      for (std::size_t i = s; i < s + len; ++i) timed += launches_[i].duration_ns != 0;
+      if (timed * 10 >= len * 9) {
+        MeasuredIteration m;
+        build_iteration(s, s + len, device_bytes, &m);
+        m.token = ++measured_token_;
+        measured_first_seq_ = launches_[s].seq;
+        return m;
+      }
+    }
+    if (s < len) break;
+  }
+  return std::nullopt;
 }
 
 void Client::on_alloc(std::uint64_t seq, std::uint32_t, std::uint64_t region, std::uint64_t base,
@@ -251,15 +346,47 @@ void Client::on_stall(std::uint64_t, std::uint64_t ns) {
   counters_.stall_ns_events += ns;
 }
 
+void Client::on_name(NameKind kind, std::uint64_t id, std::uint32_t chunk, const char* bytes32,
+                     bool last) {
+  auto& names = kind == NameKind::kKernel ? kernel_names_ : region_names_;
+  if (names.size() >= (1u << 20) && !names.count(id)) return;  // bounded: a hostile client
+  std::string& n = names[id];
+  if (chunk == 0) n.clear();
+  if (n.size() != std::size_t{chunk} * 32) return;  // chunks out of order: keep what is whole
+  n.append(bytes32, strnlen(bytes32, 32));
+  if (!last && n.size() != std::size_t{chunk + 1} * 32) n.clear();
+}
+
+void Client::on_lateness(std::uint64_t generation, std::uint64_t entry, std::uint64_t late_ns,
+                         bool missed) {
+  ++counters_.lateness_reports;
+  if (late_ns) ++counters_.late_reports;
+  if (missed) ++counters_.missed_reports;
+  // Reports for the generation before a republish still concern the same entries (the feedback
+  // rule only moves triggers).
+  std::uint64_t mine = generation_ & 0x3fffffffull;
+  if (generation != mine && generation != ((generation_ - 1) & 0x3fffffffull)) return;
+  if (entry >= lateness_.size()) return;
+  EntryLateness& l = lateness_[entry];
+  ++l.reports;
+  if (late_ns) ++l.late;
+  if (missed) ++l.missed;
+  l.late_ns = std::max(l.late_ns, late_ns);
+}
+
+void Client::on_divergence(std::uint64_t generation, std::uint64_t, std::uint64_t, std::uint64_t) {
+  ++counters_.divergences;
+  if ((generation & 0x3fffffffull) == (generation_ & 0x3fffffffull)) ++divergences_since_plan_;
+}
+
 void Client::on_gpu_timing(std::uint64_t seq, std::uint64_t start_ns, std::uint64_t duration_ns) {
-  // Timings arrive shortly after their launch: search the recent end of the window.
-  std::size_t checked = 0;
-  for (auto it = launches_.rbegin(); it != launches_.rend() && checked < 4096; ++it, ++checked) {
-    if (it->seq == seq) {
-      it->start_ns = start_ns;
-      it->duration_ns = duration_ns;
-      return;
-    }
+  ++counters_.timings;
+  // Launches are in seq order: a binary search finds the one timed.
+  auto it = std::lower_bound(launches_.begin(), launches_.end(), seq,
+                             [](const LaunchInfo& l, std::uint64_t s) { return l.seq < s; });
+  if (it != launches_.end() && it->seq == seq) {
+    it->start_ns = start_ns;
+    it->duration_ns = duration_ns;
   }
 }
 

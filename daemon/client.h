@@ -13,10 +13,12 @@
 #include <cstdint>
 #include <deque>
 #include <optional>
+#include <utility>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "policy/plan.h"
 #include "policy/trace.h"
 #include "proto/decode.h"
 #include "proto/ring.h"
@@ -27,8 +29,8 @@ namespace gswap::daemon {
 struct ClientLimits {
   std::size_t trace_launches = 65536;  // launches kept for detection and trace dump
   std::size_t max_regions = 1 << 20;   // live regions before the client is considered hostile
-  std::uint32_t ring_capacity = 4096;
-  std::uint32_t plan_capacity = 1024;
+  std::uint32_t ring_capacity = 16384;
+  std::uint32_t plan_capacity = 16384;
 };
 
 // Shared memory created by the daemon for one client.
@@ -75,6 +77,36 @@ struct ClientCounters {
   std::uint64_t evictions = 0, restores = 0, late_restores = 0;
   std::uint64_t stall_events = 0, stall_ns_events = 0;
   std::uint64_t iteration_marks = 0;
+  std::uint64_t timings = 0;  // kernel durations received
+  std::uint64_t lateness_reports = 0, late_reports = 0, missed_reports = 0;
+  std::uint64_t divergences = 0;  // reported by the library
+};
+
+// One complete iteration with (nearly) every launch timed: what the planner plans from, with
+// what the plan needs to name positions the way the library counts them.
+struct MeasuredIteration {
+  policy::Trace trace;                              // durations, names, measured bandwidth
+  std::vector<std::uint64_t> functions;             // per launch: the function id reported
+  std::vector<std::vector<std::uint64_t>> regions;  // per launch: region ids as reported
+  std::uint64_t first_seq = 0;
+  std::uint64_t seq_length = 0;  // seq numbers from this iteration's start to the next's
+  double timed_fraction = 0;
+  std::uint64_t token = 0;  // numbers the snapshots of a client
+};
+
+// What the daemon last published to a client's plan area.
+struct PublishedPlan {
+  proto::PlanMode mode = proto::PlanMode::kPassive;
+  std::vector<proto::PlanEntry> entries;
+  std::uint64_t iteration_length = 0, first_seq = 0, seq_length = 0;
+  std::vector<std::uint64_t> signature;
+  std::uint32_t measure_every = 0;
+};
+
+// Lateness the library reported for one entry of the current plan.
+struct EntryLateness {
+  std::uint64_t late_ns = 0;  // the largest seen
+  std::uint64_t reports = 0, late = 0, missed = 0;
 };
 
 struct IterationInfo {
@@ -98,14 +130,35 @@ class Client : public proto::EventSink {
   // the protocol: the caller disconnects it.
   bool poll(std::string* error);
 
-  // Publishes budget, iteration and plan entries in the plan area (seqlock).
-  void publish_plan(std::uint64_t budget, const std::vector<proto::PlanEntry>& entries);
+  // Publishes budget and plan in the plan area (seqlock), as a new generation.
+  void publish(std::uint64_t budget, PublishedPlan plan);
+  void publish_budget(std::uint64_t budget) { publish(budget, published_); }
+  const PublishedPlan& published() const { return published_; }
 
   // Runs period detection over the launch window if enough new launches arrived.
   void maybe_detect_iteration();
 
   // The last complete iteration as a policy trace; empty (no launches) when none was detected.
   policy::Trace last_iteration_trace(std::uint64_t device_bytes) const;
+  // The newest complete iteration with (nearly) every launch timed, once per new one.
+  std::optional<MeasuredIteration> take_measured(std::uint64_t device_bytes);
+  // The snapshot the current plan was made from (empty trace when none).
+  const MeasuredIteration& planned_from() const { return planned_from_; }
+  // The planner's plan the published entries come from, and which entry each of them is.
+  policy::Plan& current_plan() { return current_plan_; }
+  std::vector<std::size_t>& entry_of_published() { return entry_of_published_; }
+  void set_planned_from(MeasuredIteration m) { planned_from_ = std::move(m); }
+  // Forgets the launch window (the program changed shape: detect afresh).
+  void forget_launches();
+
+  // Plan feedback: lateness per entry of the current generation, and divergences since.
+  std::vector<EntryLateness>& lateness() { return lateness_; }
+  const std::vector<EntryLateness>& lateness() const { return lateness_; }
+  std::uint64_t divergences_since_plan() const { return divergences_since_plan_; }
+  std::string name_of_kernel(std::uint64_t function_id) const;
+  std::string name_of_region(std::uint64_t region_id) const;
+  std::uint64_t serial() const { return serial_; }
+  void set_serial(std::uint64_t s) { serial_ = s; }
 
   int fd() const { return fd_; }
   int release_fd() {
@@ -120,7 +173,7 @@ class Client : public proto::EventSink {
   const ClientCounters& counters() const { return counters_; }
   const IterationInfo& iteration() const { return iteration_; }
   std::size_t live_regions() const { return live_; }
-  const std::vector<proto::PlanEntry>& plan() const { return plan_; }
+  const std::vector<proto::PlanEntry>& plan() const { return published_.entries; }
   std::uint64_t plan_generation() const { return generation_; }
   std::int64_t connected_at() const { return connected_at_; }
   // The budget the process asked for itself (GSWAP_BUDGET), 0 when none.
@@ -143,9 +196,17 @@ class Client : public proto::EventSink {
   void on_stall(std::uint64_t seq, std::uint64_t ns) override;
   void on_gpu_timing(std::uint64_t seq, std::uint64_t start_ns, std::uint64_t duration_ns) override;
   void on_iteration_mark(std::uint64_t seq) override;
+  void on_name(NameKind kind, std::uint64_t id, std::uint32_t chunk, const char* bytes32,
+               bool last) override;
+  void on_lateness(std::uint64_t generation, std::uint64_t entry, std::uint64_t late_ns,
+                   bool missed) override;
+  void on_divergence(std::uint64_t generation, std::uint64_t offset, std::uint64_t expected,
+                     std::uint64_t got) override;
 
  private:
   void prune_freed();
+  void build_iteration(std::size_t begin, std::size_t end, std::uint64_t device_bytes,
+                       MeasuredIteration* m) const;
 
   int fd_;
   pid_t pid_;
@@ -167,7 +228,16 @@ class Client : public proto::EventSink {
   IterationInfo iteration_;
   std::uint64_t budget_ = 0;
   std::uint64_t generation_ = 0;
-  std::vector<proto::PlanEntry> plan_;
+  PublishedPlan published_;
+  MeasuredIteration planned_from_;
+  policy::Plan current_plan_;
+  std::vector<std::size_t> entry_of_published_;
+  std::uint64_t measured_token_ = 0;
+  std::uint64_t measured_first_seq_ = ~0ull;  // the last snapshot taken
+  std::vector<EntryLateness> lateness_;
+  std::uint64_t divergences_since_plan_ = 0;
+  std::unordered_map<std::uint64_t, std::string> kernel_names_, region_names_;
+  std::uint64_t serial_ = 0;
   std::int64_t connected_at_ = 0;
   std::uint64_t requested_budget_ = 0;
   std::string planner_ = "none";

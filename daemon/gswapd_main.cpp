@@ -1,5 +1,6 @@
 // gswapd_main.cpp: the gswapd command: one daemon per GPU.
-//   gswapd --gpu <ordinal|UUID> [--config F] [--foreground] [--log-file F] [--log-level L]
+//   gswapd [--gpu <ordinal|UUID>] [--config F] [--foreground] [--log-file F] [--log-level L]
+// Without --gpu it serves the GPU the config names (GSWAP_GPU / "gpu"; default 0).
 // Exit codes: 0 clean stop, 1 error, 3 another gswapd already serves this GPU.
 #include <fcntl.h>
 #include <signal.h>
@@ -91,7 +92,7 @@ int main(int argc, char** argv) {
   CLI::App app{"gswapd: the gswap daemon for one GPU"};
   std::string gpu, config_file, log_file, log_level;
   bool foreground = false;
-  app.add_option("--gpu", gpu, "GPU ordinal or UUID (GPU-...)")->required();
+  app.add_option("--gpu", gpu, "GPU ordinal or UUID (GPU-...); default: GSWAP_GPU, else 0");
   app.add_option("--config", config_file, "JSON config file (default: $GSWAP_CONFIG)");
   app.add_flag("--foreground", foreground, "stay attached to the terminal");
   app.add_option("--log-file", log_file, "log to this file instead of standard error");
@@ -115,6 +116,7 @@ int main(int argc, char** argv) {
       for (const auto& e : errors) std::cerr << "gswapd: config: " << e << "\n";
       return 1;
     }
+    if (gpu.empty()) gpu = config.text("gpu");
 
     int ready_fd = foreground ? -1 : daemonize();
     std::shared_ptr<spdlog::logger> log;

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -33,6 +34,9 @@ std::int64_t now_ms() {
 }
 
 constexpr std::int64_t kHandshakeTimeoutMs = 5000;
+// One planning pass stays near-linear in the iteration's length (issue 12); beyond this the
+// trace window could not hold two iterations anyway.
+constexpr std::size_t kMaxPlannedLaunches = 250000;
 constexpr std::size_t kMaxPending = 256;
 constexpr int kTickMs = 10;
 
@@ -50,7 +54,10 @@ bool mkdir_p(const std::string& path, mode_t mode) {
 }  // namespace
 
 Server::Server(const Config& config, const GpuIdentity& gpu, std::shared_ptr<spdlog::logger> log)
-    : config_(config), gpu_(gpu), log_(std::move(log)) {
+    : config_(config),
+      gpu_(gpu),
+      log_(std::move(log)),
+      planner_(std::make_unique<PlannerThread>()) {
   limits_.trace_launches = std::max<std::uint64_t>(16, config_.uint("trace_launches"));
   started_at_ = std::chrono::duration_cast<std::chrono::seconds>(
                     std::chrono::system_clock::now().time_since_epoch())
@@ -179,12 +186,43 @@ void Server::tick(int timeout_ms) {
       drop(i, error);
       continue;
     }
-    if (clients_[i]->iteration().length != published_iteration_[i]) {
-      published_iteration_[i] = clients_[i]->iteration().length;
-      log_->info("pid {}: iteration of {} launches ({})", clients_[i]->pid(),
-                 clients_[i]->iteration().length, clients_[i]->iteration().source);
-      replan(*clients_[i]);
+    Client& c = *clients_[i];
+    // The program no longer does what the plan says (three iterations in a row): forget what was
+    // learned, measure afresh, and plan the new shape once it repeats.
+    if (c.published().mode == proto::PlanMode::kGuided && c.divergences_since_plan() >= 3) {
+      log_->info("pid {}: the program no longer follows its plan; measuring again", c.pid());
+      c.forget_launches();
+      c.set_planner("none: measuring again after divergences");
+      PublishedPlan measure;
+      measure.mode = proto::PlanMode::kMeasure;
+      c.publish(c.budget(), measure);
+      continue;
     }
+    if (std::optional<MeasuredIteration> m = c.take_measured(gpu_.total_bytes)) {
+      // A plan is made again when the iteration changed: its length, or its measured time by more
+      // than a tenth (a sample every measure_every iterations shows drift).
+      const MeasuredIteration& old = c.planned_from();
+      auto total = [](const policy::Trace& t) {
+        double d = 0;
+        for (const policy::Launch& l : t.launches) d += l.dur_us;
+        return d;
+      };
+      bool same = !old.trace.launches.empty() &&
+                  old.trace.launches.size() == m->trace.launches.size() &&
+                  std::abs(total(old.trace) - total(m->trace)) <= 0.1 * total(old.trace) &&
+                  c.published().mode == proto::PlanMode::kGuided;
+      if (!same) {
+        log_->info("pid {}: measured iteration of {} launches ({} timed)", c.pid(),
+                   m->trace.launches.size(), m->timed_fraction);
+        c.set_planned_from(std::move(*m));
+        replan(c);
+      }
+    }
+  }
+  collect_plans();
+  if (now - last_feedback_ms_ >= 300) {
+    last_feedback_ms_ = now;
+    for (auto& c : clients_) apply_feedback(*c);
   }
 }
 
@@ -293,8 +331,12 @@ void Server::handshake(Pending& p) {
     return;  // the Client destructor closes the socket
   }
   log_->info("client pid {} ({}, uid {}) connected", p.pid, exe.empty() ? "?" : exe, p.uid);
+  client->set_serial(next_serial_++);
+  // Kernels are timed from the start: the first complete iteration is then a measured one.
+  PublishedPlan measure;
+  measure.mode = proto::PlanMode::kMeasure;
+  client->publish(0, measure);
   clients_.push_back(std::move(client));
-  published_iteration_.push_back(0);
   rebalance();
 }
 
@@ -304,8 +346,8 @@ void Server::drop(std::size_t index, const std::string& why) {
     log_->info("client pid {} ({}) disconnected", c.pid(), c.exe());
   else
     log_->warn("client pid {} ({}) dropped: {}", c.pid(), c.exe(), why);
+  planner_->cancel(c.serial());
   clients_.erase(clients_.begin() + static_cast<std::ptrdiff_t>(index));
-  published_iteration_.erase(published_iteration_.begin() + static_cast<std::ptrdiff_t>(index));
   rebalance();
 }
 
@@ -317,8 +359,8 @@ void Server::rebalance() {
     double share = sum > 0 ? config_.weight_for(c->exe()) / sum : 0;
     auto budget = static_cast<std::uint64_t>(static_cast<long double>(total) * share);
     if (budget != c->budget()) {
-      c->publish_plan(budget, c->plan());
-      if (c->iteration().length) replan(*c);  // the plan depends on the budget
+      c->publish_budget(budget);
+      if (!c->planned_from().trace.launches.empty()) replan(*c);  // the plan depends on it
     }
   }
   if (!clients_.empty())
@@ -326,39 +368,180 @@ void Server::rebalance() {
                clients_.size() == 1 ? "" : "s");
 }
 
+std::uint64_t Server::effective_budget(const Client& c) const {
+  std::uint64_t b = c.budget();
+  if (c.requested_budget() && (b == 0 || c.requested_budget() < b)) b = c.requested_budget();
+  return b;
+}
+
+// What the planner may fill with regions: the effective budget less what the library can never
+// move (small allocations, regions that must stay), which the trace does not show.
+std::uint64_t Server::plan_budget(const Client& c) const {
+  std::uint64_t b = effective_budget(c);
+  std::uint64_t fixed = c.counters().status.fixed_bytes;
+  // Regions that must stay are in the trace too; counting them twice only makes the plan safer.
+  return fixed < b ? b - fixed : 0;
+}
+
 void Server::replan(Client& c) {
-  constexpr std::size_t kMaxPlannedLaunches = 20000;  // keeps one planning pass well under 100 ms
-  policy::Trace trace = c.last_iteration_trace(gpu_.total_bytes);
-  std::vector<proto::PlanEntry> entries;
-  if (trace.launches.empty()) {
-    c.set_planner("none");
-  } else if (trace.launches.size() > kMaxPlannedLaunches) {
+  const MeasuredIteration& m = c.planned_from();
+  if (m.trace.launches.empty()) return;
+  if (m.trace.launches.size() > kMaxPlannedLaunches) {
     c.set_planner(fmt::format("none: iteration of {} launches is above the planning limit of {}",
-                              trace.launches.size(), kMaxPlannedLaunches));
-  } else {
-    std::uint64_t budget = c.budget();
-    if (c.requested_budget() && c.requested_budget() < budget) budget = c.requested_budget();
-    policy::Analysis a = policy::analyze(trace);
-    policy::Plan plan = policy::plan_capuchin(a, budget);
-    if (!plan.feasible) {
-      c.set_planner("capuchin: infeasible: " + plan.reason);
-    } else {
-      c.set_planner("capuchin");
-      for (const policy::PlanEntry& e : plan.entries) {
-        proto::PlanEntry w{};
-        w.region_id = e.region;
-        w.action = static_cast<std::uint32_t>(e.kind == policy::EvictKind::kSwap
-                                                  ? proto::PlanAction::kSwap
-                                                  : proto::PlanAction::kRecompute);
-        w.evict_after = e.evict_after;
-        w.restore_at = e.trigger == policy::kNoLaunch ? ~0ull : e.trigger;
-        entries.push_back(w);
-      }
-    }
-    log_->debug("pid {}: {} plan entries for {} launches ({})", c.pid(), entries.size(),
-                trace.launches.size(), c.planner());
+                              m.trace.launches.size(), kMaxPlannedLaunches));
+    return;
   }
-  c.publish_plan(c.budget(), entries);
+  PlannerThread::Job job;
+  job.client = c.serial();
+  job.token = m.token;
+  job.trace = m.trace;
+  job.budget = plan_budget(c);
+  job.time_budget_ms = static_cast<double>(config_.uint("plan_search_ms"));
+  planner_->submit(std::move(job));
+}
+
+void Server::collect_plans() {
+  for (PlannerThread::Result& r : planner_->take_results()) {
+    for (auto& c : clients_) {
+      if (c->serial() != r.client || c->planned_from().token != r.token) continue;
+      if (r.budget != plan_budget(*c)) break;  // the budget moved meanwhile: replanned
+      const policy::Plan& plan = r.search.plan;
+      std::string planner =
+          fmt::format("{} ({} plans simulated in {:.0f} ms)",
+                      r.search.seed_policy.empty() ? "capuchin" : r.search.seed_policy,
+                      r.search.evaluations, r.plan_ms);
+      if (!plan.feasible) {
+        c->set_planner("capuchin: infeasible: " + plan.reason);
+        PublishedPlan passive;
+        c->publish(c->budget(), passive);
+      } else {
+        publish_guided(*c, plan, planner);
+      }
+      log_->info("pid {}: {} entries, {}", c->pid(), c->plan().size(), c->planner());
+      break;
+    }
+  }
+}
+
+namespace {
+
+// The shortest prefix of the iteration's launches that occurs nowhere else in it: the library
+// recognises the iteration's start by it.
+std::size_t signature_length(const std::vector<std::uint64_t>& f) {
+  std::size_t n = f.size();
+  for (std::size_t len = 1; len <= std::min<std::size_t>(n, proto::kSignatureLength); ++len) {
+    bool unique = true;
+    for (std::size_t p = 1; p + len <= n && unique; ++p)
+      unique = !std::equal(f.begin(), f.begin() + static_cast<std::ptrdiff_t>(len),
+                           f.begin() + static_cast<std::ptrdiff_t>(p));
+    if (unique) return len;
+  }
+  return std::min<std::size_t>(n, proto::kSignatureLength);
+}
+
+}  // namespace
+
+void Server::publish_guided(Client& c, const policy::Plan& plan, const std::string& planner) {
+  const MeasuredIteration& m = c.planned_from();
+  const std::size_t n = m.trace.launches.size();
+  PublishedPlan p;
+  p.mode = proto::PlanMode::kGuided;
+  p.iteration_length = n;
+  p.first_seq = m.first_seq;
+  p.seq_length = m.seq_length;
+  p.measure_every = static_cast<std::uint32_t>(config_.uint("measure_every"));
+  std::size_t sig = signature_length(m.functions);
+  p.signature.assign(m.functions.begin(), m.functions.begin() + static_cast<std::ptrdiff_t>(sig));
+  // The library recognises the iteration only once its whole signature was launched: positions
+  // before its last launch move there (a swap-out or prefetch a few launches late), and regions
+  // first touched before it cannot be bound.
+  const std::size_t first_usable = sig ? sig - 1 : 0;
+  auto offset = [&](std::size_t i) {
+    return m.trace.launches[std::max(i, first_usable)].seq - m.first_seq;
+  };
+  auto function = [&](std::size_t i) { return m.functions[std::max(i, first_usable)]; };
+  std::unordered_map<policy::RegionId, const policy::Region*> regions;
+  for (const policy::Region& r : m.trace.regions) regions[r.id] = &r;
+  std::vector<std::size_t> entry_of;
+  for (std::size_t k = 0; k < plan.entries.size(); ++k) {
+    const policy::PlanEntry& e = plan.entries[k];
+    auto it = regions.find(e.region);
+    if (it == regions.end() || e.evict_after >= n) continue;
+    const policy::Region& reg = *it->second;
+    proto::PlanEntry w{};
+    w.action = static_cast<std::uint32_t>(e.kind == policy::EvictKind::kSwap
+                                              ? proto::PlanAction::kSwap
+                                              : proto::PlanAction::kRecompute);
+    bool persistent = reg.alloc_seq < m.first_seq &&
+                      (!reg.free_seq || *reg.free_seq >= m.first_seq + m.seq_length);
+    w.bind_offset = proto::kNoOffset;
+    if (persistent) {
+      w.region_id = reg.id;
+    } else {
+      std::size_t first = n;
+      for (std::size_t i = 0; i < n && first == n; ++i) {
+        const auto& ids = m.regions[i];
+        auto pos = std::find(ids.begin(), ids.end(), reg.id);
+        if (pos != ids.end()) {
+          first = i;
+          w.bind_slot = static_cast<std::uint32_t>(pos - ids.begin());
+        }
+      }
+      if (first == n || first < first_usable) continue;
+      w.bind_offset = offset(first);
+    }
+    std::size_t evict = e.evict_after;
+    if (e.evict_at != policy::kNoLaunch && e.evict_at > 0 && e.evict_at <= n)
+      evict = e.evict_at - 1;
+    w.evict_after = offset(evict);
+    w.evict_function = function(evict);
+    w.trigger = proto::kNoOffset;
+    if (e.trigger != policy::kNoLaunch && e.trigger < n) {
+      w.trigger = offset(e.trigger);
+      w.trigger_function = function(e.trigger);
+    }
+    w.back_access = e.back_access != policy::kNoLaunch && e.back_access < n ? offset(e.back_access)
+                                                                            : proto::kNoOffset;
+    p.entries.push_back(w);
+    entry_of.push_back(k);
+  }
+  c.current_plan() = plan;
+  c.entry_of_published() = std::move(entry_of);
+  c.set_planner(planner);
+  if (p.entries.empty()) {
+    // Nothing to move: everything fits. Follow no plan; a budget change brings one back.
+    PublishedPlan passive;
+    c.publish(c.budget(), passive);
+    return;
+  }
+  c.publish(c.budget(), std::move(p));
+}
+
+void Server::apply_feedback(Client& c) {
+  if (c.published().mode != proto::PlanMode::kGuided) return;
+  std::vector<EntryLateness>& late = c.lateness();
+  const std::vector<std::size_t>& entry_of = c.entry_of_published();
+  policy::Plan& plan = c.current_plan();
+  std::vector<double> lateness_us(plan.entries.size(), 0);
+  bool any = false;
+  for (std::size_t i = 0; i < late.size() && i < entry_of.size(); ++i) {
+    if (!late[i].late_ns) continue;
+    lateness_us[entry_of[i]] = static_cast<double>(late[i].late_ns) / 1e3;
+    any = true;
+  }
+  if (!any) return;
+  // Capuchin's rule: every late swap-in starts 5% of its swap time earlier next iteration.
+  policy::Analysis a = policy::analyze(c.planned_from().trace);
+  policy::Plan next = policy::apply_feedback(a, plan, lateness_us);
+  std::size_t moved = 0;
+  for (std::size_t k = 0; k < next.entries.size() && k < plan.entries.size(); ++k)
+    moved += next.entries[k].trigger != plan.entries[k].trigger;
+  if (!moved) {
+    for (EntryLateness& l : late) l = EntryLateness{};  // nothing earlier to move to
+    return;
+  }
+  log_->debug("pid {}: feedback moved {} triggers earlier", c.pid(), moved);
+  publish_guided(c, next, c.planner());
 }
 
 void Server::serve_control(int fd) {
@@ -397,6 +580,19 @@ void Server::serve_control(int fd) {
   close(fd);
 }
 
+namespace {
+const char* mode_name(std::uint64_t mode) {
+  switch (static_cast<proto::PlanMode>(mode)) {
+    case proto::PlanMode::kMeasure:
+      return "measured";
+    case proto::PlanMode::kGuided:
+      return "guided";
+    default:
+      return "passive";
+  }
+}
+}  // namespace
+
 nlohmann::json Server::client_json(const Client& c) const {
   const ClientCounters& k = c.counters();
   return {
@@ -406,6 +602,10 @@ nlohmann::json Server::client_json(const Client& c) const {
       {"connected_at", c.connected_at()},
       {"weight", config_.weight_for(c.exe())},
       {"budget_bytes", c.budget()},
+      {"requested_budget_bytes", c.requested_budget()},
+      {"effective_budget_bytes", effective_budget(c)},
+      {"plan_budget_bytes", plan_budget(c)},
+      {"fixed_bytes", k.status.fixed_bytes},
       {"applied_budget_bytes", k.status.applied_budget},
       {"resident_bytes", k.status.resident},
       {"peak_bytes", k.status.peak_resident},
@@ -414,16 +614,25 @@ nlohmann::json Server::client_json(const Client& c) const {
       {"pinned_bytes", k.status.pinned},
       {"stalls", k.status.stalls},
       {"stall_ns", k.status.stall_ns},
+      {"device_stall_ns", k.status.device_stall_ns},
       {"regions", k.status.regions},
       {"launches", k.status.launches},
       {"dropped_events", k.status.dropped_events},
       {"events", k.events},
       {"evictions", k.evictions},
       {"restores", k.restores},
-      {"late_restores", k.late_restores},
+      {"planned_evictions", k.status.planned_evictions},
+      {"prefetches", k.status.prefetches},
+      {"late_restores", k.status.late_restores},
+      {"divergences", k.status.divergences},
+      {"guided_iterations", k.status.guided_iterations},
+      {"h2d_bytes_per_s", k.status.h2d_bytes_per_s},
+      {"d2h_bytes_per_s", k.status.d2h_bytes_per_s},
       {"iteration_length", c.iteration().length},
       {"iteration_source", c.iteration().source},
-      {"mode", c.iteration().length ? "measured" : "passive"},
+      {"mode", mode_name(k.status.mode)},
+      {"plan_generation", c.plan_generation()},
+      {"planner", c.planner()},
   };
 }
 
@@ -446,22 +655,54 @@ nlohmann::json Server::status_json() const {
 }
 
 nlohmann::json Server::policy_json(const Client& c) const {
+  auto off = [](std::uint64_t o) {
+    return o == proto::kNoOffset ? nlohmann::json(nullptr) : nlohmann::json(o);
+  };
   nlohmann::json entries = nlohmann::json::array();
-  for (const proto::PlanEntry& e : c.plan())
-    entries.push_back(
-        {{"region", e.region_id},
-         {"action",
-          e.action == static_cast<std::uint32_t>(proto::PlanAction::kSwap) ? "swap" : "recompute"},
-         {"evict_after", e.evict_after},
-         {"restore_at",
-          e.restore_at == ~0ull ? nlohmann::json(nullptr) : nlohmann::json(e.restore_at)}});
+  const std::vector<proto::PlanEntry>& plan = c.plan();
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    const proto::PlanEntry& e = plan[i];
+    nlohmann::json j = {
+        {"action",
+         e.action == static_cast<std::uint32_t>(proto::PlanAction::kSwap) ? "swap" : "recompute"},
+        {"evict_after", e.evict_after},
+        {"evict_kernel", c.name_of_kernel(e.evict_function)},
+        {"trigger", off(e.trigger)},
+        {"trigger_kernel", e.trigger == proto::kNoOffset
+                               ? nlohmann::json(nullptr)
+                               : nlohmann::json(c.name_of_kernel(e.trigger_function))},
+        {"back_access", off(e.back_access)}};
+    if (e.region_id) {
+      j["region"] = e.region_id;
+      std::string name = c.name_of_region(e.region_id);
+      if (!name.empty()) j["region_name"] = name;
+    } else {
+      j["bind_offset"] = e.bind_offset;
+      j["bind_slot"] = e.bind_slot;
+    }
+    if (i < c.lateness().size() && c.lateness()[i].reports) {
+      const EntryLateness& l = c.lateness()[i];
+      j["lateness"] = {{"reports", l.reports},
+                       {"late", l.late},
+                       {"missed", l.missed},
+                       {"max_late_us", static_cast<double>(l.late_ns) / 1e3}};
+    }
+    entries.push_back(j);
+  }
+  const PublishedPlan& p = c.published();
+  nlohmann::json signature = nlohmann::json::array();
+  for (std::uint64_t f : p.signature) signature.push_back(c.name_of_kernel(f));
   return {{"pid", c.pid()},
           {"exe", c.exe()},
           {"generation", c.plan_generation()},
           {"budget_bytes", c.budget()},
-          {"mode", c.iteration().length ? "measured" : "passive"},
-          {"iteration_length", c.iteration().length},
-          {"iteration_first_seq", c.iteration().first_seq},
+          {"effective_budget_bytes", effective_budget(c)},
+          {"mode", mode_name(static_cast<std::uint64_t>(p.mode))},
+          {"iteration_length", p.iteration_length},
+          {"iteration_first_seq", p.first_seq},
+          {"seq_length", p.seq_length},
+          {"signature", signature},
+          {"measure_every", p.measure_every},
           {"planner", c.planner()},
           {"entries", entries}};
 }
@@ -490,8 +731,14 @@ nlohmann::json Server::handle_request(const nlohmann::json& request) {
       if (c->pid() != pid) continue;
       if (!c->iteration().length)
         return {{"ok", false}, {"error", fmt::format("pid {} has no complete iteration yet", pid)}};
-      return {{"ok", true},
-              {"trace_json", policy::write_trace_json(c->last_iteration_trace(gpu_.total_bytes))}};
+      // The iteration the plan was made from has measured durations; without one (nothing
+      // measured yet), the last complete iteration.
+      const policy::Trace& measured = c->planned_from().trace;
+      return {
+          {"ok", true},
+          {"trace_json", policy::write_trace_json(measured.launches.empty()
+                                                      ? c->last_iteration_trace(gpu_.total_bytes)
+                                                      : measured)}};
     }
     return {{"ok", false}, {"error", fmt::format("no client with pid {}", pid)}};
   }

@@ -1,8 +1,9 @@
 // server.h: gswapd's socket, its clients and its control requests.
 //
-// Threading: single-threaded. run() is a poll loop that owns the listening socket, every pending
-// connection and every Client; nothing here is touched from another thread except `stop`, an
-// atomic flag set by the signal handler.
+// Threading: run() is a poll loop that owns the listening socket, every pending connection and
+// every Client; nothing here is touched from another thread except `stop`, an atomic flag set by
+// the signal handler. Planning runs on the planner thread (planner.h), which sees only copies of
+// traces and hands plans back through its own queue.
 #pragma once
 
 #include <atomic>
@@ -17,6 +18,7 @@
 #include "daemon/client.h"
 #include "daemon/config.h"
 #include "daemon/gpu_probe.h"
+#include "daemon/planner.h"
 
 namespace gswap::daemon {
 
@@ -55,8 +57,16 @@ class Server {
   void serve_control(int fd);
   void drop(std::size_t index, const std::string& why);
   void rebalance();
-  // Plans the client's last complete iteration under its budget and publishes the plan.
+  // The budget the client's library really enforces: its share, capped by its own GSWAP_BUDGET.
+  std::uint64_t effective_budget(const Client& c) const;
+  std::uint64_t plan_budget(const Client& c) const;
+  // Hands the client's measured iteration to the planning thread (under its effective budget).
   void replan(Client& c);
+  // A plan came back from the planning thread: turn it into the library's entries, publish.
+  void publish_guided(Client& c, const policy::Plan& plan, const std::string& planner);
+  // The feedback rule on the lateness the library reported; divergences.
+  void apply_feedback(Client& c);
+  void collect_plans();
   bool allowed(uid_t uid, gid_t gid) const;
   nlohmann::json client_json(const Client& c) const;
   nlohmann::json policy_json(const Client& c) const;
@@ -69,9 +79,11 @@ class Server {
   int lock_fd_ = -1;
   std::vector<Pending> pending_;
   std::vector<std::unique_ptr<Client>> clients_;
-  std::vector<std::uint64_t> published_iteration_;  // per client: iteration length last published
   ClientLimits limits_;
   std::int64_t started_at_ = 0;
+  std::unique_ptr<PlannerThread> planner_;
+  std::uint64_t next_serial_ = 1;
+  std::int64_t last_feedback_ms_ = 0;
 };
 
 }  // namespace gswap::daemon

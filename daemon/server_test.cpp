@@ -1,7 +1,7 @@
 // server_test.cpp: gswapd's server driven in-process over real sockets: handshake refusals (bad
 // magic, version, UUID, pid), a library client receiving its shared memory, budget sharing
-// between two clients, and a client writing garbage into its ring being dropped while the other
-// carries on.
+// between two clients, a client writing garbage into its ring being dropped while the other
+// carries on, and the measure-plan-feedback loop as a library sees it through its plan area.
 #include "daemon/server.h"
 
 #include <sys/mman.h>
@@ -195,75 +195,180 @@ TEST_F(ServerTest, ClientExitIsReaped) {
   EXPECT_EQ(server_->num_clients(), 0u);
 }
 
-TEST_F(ServerTest, DetectsTheIterationDumpsItsTraceAndPlansIt) {
+// A library client as the daemon sees it: allocations, launches with their timings, and the plan
+// area it reads back.
+struct FakeLibrary {
+  unsigned char* base = nullptr;
+  std::uint64_t bytes = 0;
+  const proto::ShmHeader* hdr = nullptr;
+  proto::RingProducer ring;
+  std::uint64_t seq = 1;
+
+  void map(int shm, std::uint64_t n) {
+    bytes = n;
+    base =
+        static_cast<unsigned char*>(mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, shm, 0));
+    hdr = reinterpret_cast<const proto::ShmHeader*>(base);
+    auto* rc = reinterpret_cast<proto::RingControl*>(base + hdr->ring_control_offset);
+    ring = proto::RingProducer(&rc->head, &rc->tail,
+                               reinterpret_cast<proto::EventRecord*>(base + hdr->ring_offset),
+                               hdr->ring_capacity);
+  }
+  ~FakeLibrary() {
+    if (base) munmap(base, bytes);
+  }
+  bool push(const proto::EventRecord& e) { return ring.push(&e, 1); }
+  // The plan area, read as the library reads it.
+  bool plan(proto::PlanHeader* h, std::vector<proto::PlanEntry>* entries) {
+    auto* block = reinterpret_cast<proto::PlanBlock*>(base + hdr->plan_offset);
+    auto* area = reinterpret_cast<std::atomic<std::uint64_t>*>(block + 1);
+    std::vector<std::uint64_t> words(proto::kPlanHeaderWords +
+                                     std::size_t{hdr->plan_capacity} * proto::kPlanEntryWords);
+    if (!proto::seqlock_read(&block->seq, area, words.data(), words.size())) return false;
+    std::memcpy(h, words.data(), sizeof *h);
+    entries->resize(h->num_entries);
+    std::memcpy(entries->data(), words.data() + proto::kPlanHeaderWords,
+                h->num_entries * sizeof(proto::PlanEntry));
+    return true;
+  }
+};
+
+TEST_F(ServerTest, MeasuresPlansAndPublishesAGuidedPlan) {
   int fd = connect_raw();
   proto::Hello h = hello();
+  h.requested_budget_bytes = 128ull << 20;  // two of the four 64 MiB regions at a time
   int shm = -1;
   proto::HelloReply r = exchange(fd, &h, sizeof h, &shm);
   ASSERT_EQ(r.status, 0);
-  auto* base = static_cast<unsigned char*>(
-      mmap(nullptr, r.shm_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, shm, 0));
-  const auto& hdr = *reinterpret_cast<proto::ShmHeader*>(base);
-  auto* rc = reinterpret_cast<proto::RingControl*>(base + hdr.ring_control_offset);
-  proto::RingProducer ring(&rc->head, &rc->tail,
-                           reinterpret_cast<proto::EventRecord*>(base + hdr.ring_offset),
-                           hdr.ring_capacity);
-  std::uint64_t seq = 1;
+  FakeLibrary lib;
+  lib.map(shm, r.shm_bytes);
+  // On connection the daemon asks for kernel timings.
+  proto::PlanHeader ph{};
+  std::vector<proto::PlanEntry> entries;
+  ASSERT_TRUE(lib.plan(&ph, &entries));
+  EXPECT_EQ(ph.mode, static_cast<std::uint32_t>(proto::PlanMode::kMeasure));
+
   for (std::uint64_t id = 1; id <= 4; ++id) {
     proto::EventRecord e{};
     e.type = static_cast<std::uint16_t>(proto::EventType::kAlloc);
-    e.seq = seq++;
+    e.seq = lib.seq++;
     e.w[0] = id;
     e.w[1] = id << 32;
     e.w[2] = 64ull << 20;
-    ASSERT_TRUE(ring.push(&e, 1));
+    ASSERT_TRUE(lib.push(e));
   }
-  // 256 iterations of 8 kernels; kernel k touches regions k%4+1 and (k+1)%4+1.
+  // A kernel name, in two chunks.
+  {
+    const char name[] = "gemm_kernel_with_a_rather_long_name_for_two_chunks";
+    for (int k = 0; k < 2; ++k) {
+      proto::EventRecord e{};
+      e.type = static_cast<std::uint16_t>(proto::EventType::kKernelName);
+      e.w[0] = 101;
+      e.count = static_cast<std::uint16_t>(k);
+      if (k == 1) e.flags = proto::kLastChunk;
+      std::size_t off = 32 * k, n = std::min<std::size_t>(32, sizeof name - 1 - off);
+      std::memcpy(&e.w[1], name + off, n);
+      ASSERT_TRUE(lib.push(e));
+    }
+  }
+  // 256 iterations of 8 kernels, each timed 100 us: kernel k touches regions k%4+1 and
+  // (k+1)%4+1.
+  std::uint64_t t = 0;
   for (int it = 0; it < 256; ++it) {
     for (std::uint64_t k = 0; k < 8; ++k) {
       proto::EventRecord e{};
       e.type = static_cast<std::uint16_t>(proto::EventType::kLaunch);
-      e.seq = seq++;
+      e.seq = lib.seq++;
       e.count = 2;
-      e.w[0] = 100 + k;
+      e.w[0] = 101 + 2 * k;
       e.w[1] = k % 4 + 1;
       e.w[2] = (k + 1) % 4 + 1;
-      ASSERT_TRUE(ring.push(&e, 1));
+      ASSERT_TRUE(lib.push(e));
+      proto::EventRecord g{};
+      g.type = static_cast<std::uint16_t>(proto::EventType::kGpuTiming);
+      g.seq = e.seq;
+      g.w[0] = t;
+      g.w[1] = 100000;
+      t += 100000;
+      ASSERT_TRUE(lib.push(g));
     }
-    if (it % 64 == 63) server_->tick(0);
+    if (it % 32 == 31) server_->tick(0);
   }
-  server_->tick(0);
+  // The planner thread answers within its search budget.
+  for (int i = 0; i < 500 && ph.mode != static_cast<std::uint32_t>(proto::PlanMode::kGuided); ++i) {
+    server_->tick(2);
+    ASSERT_TRUE(lib.plan(&ph, &entries));
+  }
   nlohmann::json st = server_->status_json();
   ASSERT_EQ(st["clients"].size(), 1u);
-  // The daemon reports what policy's detector finds on the launch symbols it received (the
-  // detector's own accuracy is policy/'s test), and dumps exactly that many launches.
-  std::vector<std::uint64_t> symbols;
-  for (int it = 0; it < 256; ++it)
-    for (std::uint64_t k = 0; k < 8; ++k) symbols.push_back(100 + k);
-  policy::PeriodOptions opt;
-  opt.max_period = symbols.size() / 2;
-  auto expected = policy::detect_iteration_period(symbols, opt);
-  ASSERT_TRUE(expected.has_value());
-  const std::uint64_t period = expected->period;
-  ASSERT_EQ(period, 8u);  // the stream repeats exactly every 8 launches
-  EXPECT_EQ(st["clients"][0]["iteration_length"], period);
-  EXPECT_EQ(st["clients"][0]["mode"], "measured");
+  EXPECT_EQ(st["clients"][0]["iteration_length"], 8u);
+  EXPECT_EQ(st["clients"][0]["effective_budget_bytes"], 128ull << 20);
+  ASSERT_EQ(ph.mode, static_cast<std::uint32_t>(proto::PlanMode::kGuided)) << st.dump();
+  EXPECT_EQ(ph.iteration_length, 8u);
+  EXPECT_EQ(ph.seq_length, 8u);
+  // Every kernel appears once per iteration: the first alone tells where an iteration starts.
+  ASSERT_EQ(ph.signature_length, 1u);
+  ASSERT_FALSE(entries.empty());
+  for (const proto::PlanEntry& e : entries) {
+    EXPECT_NE(e.region_id, 0u);  // allocated before the iteration, alive after: persistent
+    EXPECT_LT(e.evict_after, ph.seq_length);
+    // Launch seqs follow each other, so offset o is the o-th kernel after the signature's.
+    std::uint64_t k0 = (ph.signature[0] - 101) / 2;
+    EXPECT_EQ(e.evict_function, 101 + 2 * ((k0 + e.evict_after) % 8));
+  }
 
+  // The trace carries the measured durations and the kernel's name.
   nlohmann::json tr = server_->handle_request({{"cmd", "trace"}, {"pid", getpid()}});
   ASSERT_TRUE(tr["ok"].get<bool>()) << tr.dump();
   policy::Trace trace;
   std::string error;
   ASSERT_TRUE(policy::parse_trace_json(tr["trace_json"].get<std::string>(), &trace, &error))
       << error;
-  EXPECT_EQ(trace.launches.size(), period);
+  ASSERT_EQ(trace.launches.size(), 8u);
   EXPECT_EQ(trace.regions.size(), 4u);
-  ASSERT_EQ(trace.iterations.size(), 1u);
-  EXPECT_EQ(trace.iterations[0].last_seq - trace.iterations[0].first_seq + 1, period);
+  for (const policy::Launch& l : trace.launches) EXPECT_DOUBLE_EQ(l.dur_us, 100.0);
+  bool named = false;
+  for (const policy::Launch& l : trace.launches)
+    named = named || l.kernel == "gemm_kernel_with_a_rather_long_name_for_two_chunks";
+  EXPECT_TRUE(named);
 
   nlohmann::json pol = server_->handle_request({{"cmd", "policy"}, {"pid", getpid()}});
   ASSERT_TRUE(pol["ok"].get<bool>());
-  EXPECT_EQ(pol["clients"][0]["planner"].get<std::string>().rfind("capuchin", 0), 0u) << pol.dump();
-  munmap(base, r.shm_bytes);
+  EXPECT_EQ(pol["clients"][0]["mode"], "guided") << pol.dump();
+  EXPECT_EQ(pol["clients"][0]["entries"].size(), entries.size());
+
+  // Lateness reported for an entry moves its trigger earlier (Capuchin's feedback rule).
+  std::uint64_t gen = ph.generation;
+  std::size_t late_entry = entries.size();
+  for (std::size_t i = 0; i < entries.size(); ++i)
+    if (entries[i].trigger != proto::kNoOffset) late_entry = i;
+  if (late_entry < entries.size()) {
+    proto::EventRecord e{};
+    e.type = static_cast<std::uint16_t>(proto::EventType::kLateness);
+    e.w[0] = gen & 0x3fffffff;
+    e.w[1] = late_entry;
+    e.w[2] = 50000;  // 50 us late
+    ASSERT_TRUE(lib.push(e));
+    for (int i = 0; i < 100 && ph.generation == gen; ++i) {
+      server_->tick(5);
+      ASSERT_TRUE(lib.plan(&ph, &entries));
+    }
+    EXPECT_GT(ph.generation, gen) << "no plan republished after lateness";
+  }
+
+  // Divergences, three in a row: the daemon measures again.
+  for (int k = 0; k < 3; ++k) {
+    proto::EventRecord e{};
+    e.type = static_cast<std::uint16_t>(proto::EventType::kDivergence);
+    e.w[0] = ph.generation & 0x3fffffff;
+    e.w[1] = 3;
+    e.w[2] = 101;
+    e.w[3] = 999;
+    ASSERT_TRUE(lib.push(e));
+  }
+  server_->tick(0);
+  ASSERT_TRUE(lib.plan(&ph, &entries));
+  EXPECT_EQ(ph.mode, static_cast<std::uint32_t>(proto::PlanMode::kMeasure));
   close(shm);
   close(fd);
 }

@@ -58,12 +58,15 @@ inline void unpin(TouchSet& t) {
   for (std::size_t i = 0; i < t.n; ++i) t.regions[i]->pins.fetch_sub(1, std::memory_order_release);
 }
 
+// function_id: the kernel's (handle | 1), or proto::kCopyFunction and friends for copies: while
+// gswapd records, every kernel launch is a position in the trace (with or without regions), and
+// every copy that touches a region.
 template <class Enqueue>
 CUresult with_access(TouchSet& t, CUstream stream, bool per_thread, bool sync, Enqueue&& enqueue,
-                     std::uint64_t function_id = 0) {
-  if (t.n == 0) return enqueue();
+                     std::uint64_t function_id) {
   FastState& f = fast();
-  Pinned p = pin_if_mapped(t);
+  if (t.n == 0 && !(function_id & 1 && f.ordered.load(std::memory_order_relaxed))) return enqueue();
+  Pinned p = t.n ? pin_if_mapped(t) : Pinned::kAllResident;
   if (p == Pinned::kNo) {
     CUresult e = prepare_slow(t, stream, per_thread, sync);  // pins all on success
     if (e != CUDA_SUCCESS) return e;
@@ -80,10 +83,17 @@ CUresult with_access(TouchSet& t, CUstream stream, bool per_thread, bool sync, E
   mark_use(t, lru_tick(), bit);
   if (f.ordered.load(std::memory_order_relaxed)) {
     std::uint64_t seq = f.seq.fetch_add(1, std::memory_order_relaxed);
-    if (function_id) {
-      std::uint64_t ids[TouchSet::kCapacity];
-      for (std::size_t i = 0; i < t.n; ++i) ids[i] = t.regions[i]->id;
-      telemetry::launch(seq, stream_number, function_id, ids, static_cast<std::uint32_t>(t.n));
+    std::uint64_t ids[TouchSet::kCapacity];
+    for (std::size_t i = 0; i < t.n; ++i) ids[i] = t.regions[i]->id;
+    telemetry::launch(seq, stream_number, function_id, ids, static_cast<std::uint32_t>(t.n));
+    if (f.plan_active.load(std::memory_order_relaxed)) {
+      PlanStep step;
+      plan_before(seq, function_id, t, per_thread && !stream ? CU_STREAM_PER_THREAD : stream,
+                  per_thread, &step);
+      CUresult res = enqueue();
+      plan_after(&step);
+      unpin(t);
+      return res;
     }
   }
   CUresult res = enqueue();

@@ -1,9 +1,10 @@
-// command_queue.h: the bounded lock-free queue that feeds the swapper thread.
+// command_queue.h: the bounded lock-free queue that feeds the swapper thread (and the timing
+// event pool, timings.h).
 //
-// Many producers (application threads on slow paths, and the launch path when it follows a plan)
-// and one consumer (the swapper). Each cell carries a sequence number (Vyukov's bounded queue), so
-// a push is one CAS on the tail and two stores, never a lock, an allocation or a syscall: a full
-// queue refuses the push and the caller falls back (a planned action is skipped and counted).
+// Any number of producers and consumers. Each cell carries a sequence number (Vyukov's bounded
+// queue), so a push or a pop is one CAS and two stores, never a lock, an allocation or a syscall:
+// a full queue refuses the push and the caller falls back (a planned action is skipped and
+// counted), an empty one refuses the pop.
 #pragma once
 
 #include <atomic>
@@ -41,21 +42,31 @@ class CommandQueue {
     }
   }
 
-  // Single consumer.
   bool pop(T* out) {
-    Cell& c = cells_[head_ & (Capacity - 1)];
-    std::size_t seq = c.seq.load(std::memory_order_acquire);
-    if (static_cast<std::intptr_t>(seq) - static_cast<std::intptr_t>(head_ + 1) < 0) return false;
-    *out = c.value;
-    c.seq.store(head_ + Capacity, std::memory_order_release);
-    ++head_;
-    return true;
+    std::size_t pos = head_.load(std::memory_order_relaxed);
+    for (;;) {
+      Cell& c = cells_[pos & (Capacity - 1)];
+      std::size_t seq = c.seq.load(std::memory_order_acquire);
+      auto diff = static_cast<std::intptr_t>(seq) - static_cast<std::intptr_t>(pos + 1);
+      if (diff == 0) {
+        if (head_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
+          *out = c.value;
+          c.seq.store(pos + Capacity, std::memory_order_release);
+          return true;
+        }
+      } else if (diff < 0) {
+        return false;  // empty
+      } else {
+        pos = head_.load(std::memory_order_relaxed);
+      }
+    }
   }
 
   bool empty() const {
-    const Cell& c = cells_[head_ & (Capacity - 1)];
+    std::size_t pos = head_.load(std::memory_order_relaxed);
+    const Cell& c = cells_[pos & (Capacity - 1)];
     return static_cast<std::intptr_t>(c.seq.load(std::memory_order_acquire)) -
-               static_cast<std::intptr_t>(head_ + 1) <
+               static_cast<std::intptr_t>(pos + 1) <
            0;
   }
 
@@ -63,7 +74,7 @@ class CommandQueue {
   void reset() {
     for (std::size_t i = 0; i < Capacity; ++i) cells_[i].seq.store(i, std::memory_order_relaxed);
     tail_.store(0, std::memory_order_relaxed);
-    head_ = 0;
+    head_.store(0, std::memory_order_relaxed);
   }
 
  private:
@@ -73,7 +84,7 @@ class CommandQueue {
   };
   Cell cells_[Capacity];
   alignas(64) std::atomic<std::size_t> tail_{0};
-  alignas(64) std::size_t head_ = 0;
+  alignas(64) std::atomic<std::size_t> head_{0};
 };
 
 }  // namespace gswap::interpose

@@ -43,9 +43,10 @@ class LaunchCounter {
 
 struct FastState {
   // --- read-mostly ---
-  std::atomic<bool> active{false};    // some region exists: launches must be scanned
-  std::atomic<bool> all_stay{false};  // every region stays resident (graphs, untrackable calls)
-  std::atomic<bool> ordered{false};   // calls need a global sequence number (trace or plan)
+  std::atomic<bool> active{false};       // some region exists: launches must be scanned
+  std::atomic<bool> all_stay{false};     // every region stays resident (graphs, untrackable calls)
+  std::atomic<bool> ordered{false};      // calls need a global sequence number (trace or plan)
+  std::atomic<bool> plan_active{false};  // a plan is followed or kernels are timed
   RegionMap map;
   StreamTable streams;
   // --- written rarely (capture begin/end) ---

@@ -13,9 +13,11 @@ namespace gswap::interpose {
 namespace {
 
 // dst/src: the device bytes written and read (0, 0 for a host or array side).
+// function: how the access appears in gswapd's trace (a copy or a memset).
 template <class Enqueue>
 CUresult access(CUdeviceptr dst, std::size_t dn, CUdeviceptr src, std::size_t sn, CUstream s,
-                bool pt, bool sync, Enqueue&& enqueue) {
+                bool pt, bool sync, Enqueue&& enqueue,
+                std::uint64_t function = proto::kCopyFunction) {
   FastState& fs = fast();
   if (!fs.active.load(std::memory_order_acquire)) return enqueue();
   TouchSet t;
@@ -24,16 +26,16 @@ CUresult access(CUdeviceptr dst, std::size_t dn, CUdeviceptr src, std::size_t sn
   if (t.n) {
     Region* d = dn ? fs.map.find(dst) : nullptr;
     Region* r = sn ? fs.map.find(src) : nullptr;
-    std::uint64_t bit = fs.streams.bit(reinterpret_cast<std::uintptr_t>(s), pt);
-    telemetry::copy(fs.seq.load(std::memory_order_relaxed),
-                    static_cast<std::uint32_t>(__builtin_ctzll(bit)), r ? r->id : 0, d ? d->id : 0,
-                    dn ? dn : sn);
+    unsigned stream_number = 0;
+    fs.streams.bit(reinterpret_cast<std::uintptr_t>(s), pt, &stream_number);
+    telemetry::copy(fs.seq.load(std::memory_order_relaxed), stream_number, r ? r->id : 0,
+                    d ? d->id : 0, dn ? dn : sn);
   }
   if (t.n && fs.capturing.load(std::memory_order_relaxed) > 0) {
     CUresult e = keep_resident(t, s, pt);
     if (e != CUDA_SUCCESS) return e;
   }
-  return with_access(t, s, pt, sync, enqueue);
+  return with_access(t, s, pt, sync, enqueue, function);
 }
 
 // Fact 4: a small copy from host memory may upload an array of device pointers (upload_scan.h).
@@ -276,23 +278,29 @@ CUresult hook_cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER* c, CUstream st)
 }
 
 // Memsets: N elements of 1, 2 or 4 bytes; 2D forms cover Height rows of Width elements.
-#define GSWAP_MEMSET(sym, T, elem, pt)                                                         \
-  CUresult hook_##sym(CUdeviceptr d, T v, size_t n) {                                          \
-    return access(d, n * elem, 0, 0, nullptr, pt, true, [&] { return GSWAP_R.sym(d, v, n); }); \
+#define GSWAP_MEMSET(sym, T, elem, pt)                                              \
+  CUresult hook_##sym(CUdeviceptr d, T v, size_t n) {                               \
+    return access(                                                                  \
+        d, n * elem, 0, 0, nullptr, pt, true, [&] { return GSWAP_R.sym(d, v, n); }, \
+        proto::kMemsetFunction);                                                    \
   }
-#define GSWAP_MEMSET_ASYNC(sym, T, elem, pt)                                                   \
-  CUresult hook_##sym(CUdeviceptr d, T v, size_t n, CUstream st) {                             \
-    return access(d, n * elem, 0, 0, st, pt, false, [&] { return GSWAP_R.sym(d, v, n, st); }); \
+#define GSWAP_MEMSET_ASYNC(sym, T, elem, pt)                                        \
+  CUresult hook_##sym(CUdeviceptr d, T v, size_t n, CUstream st) {                  \
+    return access(                                                                  \
+        d, n * elem, 0, 0, st, pt, false, [&] { return GSWAP_R.sym(d, v, n, st); }, \
+        proto::kMemsetFunction);                                                    \
   }
-#define GSWAP_MEMSET2D(sym, T, elem, pt)                                      \
-  CUresult hook_##sym(CUdeviceptr d, size_t pitch, T v, size_t w, size_t h) { \
-    return access(d, span_2d(pitch, w * elem, h), 0, 0, nullptr, pt, true,    \
-                  [&] { return GSWAP_R.sym(d, pitch, v, w, h); });            \
+#define GSWAP_MEMSET2D(sym, T, elem, pt)                                         \
+  CUresult hook_##sym(CUdeviceptr d, size_t pitch, T v, size_t w, size_t h) {    \
+    return access(                                                               \
+        d, span_2d(pitch, w * elem, h), 0, 0, nullptr, pt, true,                 \
+        [&] { return GSWAP_R.sym(d, pitch, v, w, h); }, proto::kMemsetFunction); \
   }
 #define GSWAP_MEMSET2D_ASYNC(sym, T, elem, pt)                                             \
   CUresult hook_##sym(CUdeviceptr d, size_t pitch, T v, size_t w, size_t h, CUstream st) { \
-    return access(d, span_2d(pitch, w * elem, h), 0, 0, st, pt, false,                     \
-                  [&] { return GSWAP_R.sym(d, pitch, v, w, h, st); });                     \
+    return access(                                                                         \
+        d, span_2d(pitch, w * elem, h), 0, 0, st, pt, false,                               \
+        [&] { return GSWAP_R.sym(d, pitch, v, w, h, st); }, proto::kMemsetFunction);       \
   }
 
 GSWAP_MEMSET(cuMemsetD8_v2, unsigned char, 1, false)

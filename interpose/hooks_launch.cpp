@@ -18,8 +18,11 @@ CUresult launch(CUfunction f, CUstream stream, bool per_thread, void** params, v
   if (!fs.active.load(std::memory_order_acquire)) return enqueue();
   TouchSet t;
   bool tracked = true;
+  bool ordered = fs.ordered.load(std::memory_order_relaxed);
+  const CachedLayout* c = params || ordered ? layout_of(f) : nullptr;
+  if (ordered && c->name)
+    send_kernel_name(reinterpret_cast<std::uint64_t>(f) | 1, c->name, &c->name_sent);
   if (params) {
-    const CachedLayout* c = layout_of(f);
     if (c->known)
       scan_kernel_params(fs.map, c->layout, params, &t);
     else

@@ -29,7 +29,7 @@ CUresult access_set(TouchSet& t, CUstream s, bool pt, Enqueue&& enqueue) {
     CUresult e = keep_resident(t, s, pt);
     if (e != CUDA_SUCCESS) return e;
   }
-  return with_access(t, s, pt, false, enqueue);
+  return with_access(t, s, pt, false, enqueue, proto::kMemOpFunction);
 }
 
 // Telemetry sees each copy of a batch as the planner sees a single copy.
@@ -38,10 +38,10 @@ void note_copy(FastState& fs, CUdeviceptr dst, CUdeviceptr src, std::size_t n, C
   Region* d = n ? fs.map.find(dst) : nullptr;
   Region* r = n ? fs.map.find(src) : nullptr;
   if (!d && !r) return;
-  std::uint64_t bit = fs.streams.bit(reinterpret_cast<std::uintptr_t>(s), pt);
-  telemetry::copy(fs.seq.load(std::memory_order_relaxed),
-                  static_cast<std::uint32_t>(__builtin_ctzll(bit)), r ? r->id : 0, d ? d->id : 0,
-                  n);
+  unsigned stream_number = 0;
+  fs.streams.bit(reinterpret_cast<std::uintptr_t>(s), pt, &stream_number);
+  telemetry::copy(fs.seq.load(std::memory_order_relaxed), stream_number, r ? r->id : 0,
+                  d ? d->id : 0, n);
 }
 
 // Adds the regions of one scanned upload (upload_scan.h) to those a batch names.

@@ -15,7 +15,7 @@ namespace {
 CUresult alloc(CUdeviceptr* out, size_t bytes, CUstream s, bool async, bool pt, CUmemoryPool pool) {
   if (!out) return CUDA_ERROR_INVALID_VALUE;
   bool handled = false;
-  CUresult e = region_alloc(out, bytes, s, pt, &handled);
+  CUresult e = region_alloc(out, bytes, s, async, pt, &handled);
   if (handled) return e;
   return arena_alloc(out, bytes, s, async, pt, pool);
 }

@@ -11,6 +11,7 @@
 // Locking: g_fill_mutex serialises fills, growth and resets; lookups take no lock.
 #include "interpose/layout_cache.h"
 
+#include <cstring>
 #include <mutex>
 #include <new>
 #include <vector>
@@ -119,6 +120,18 @@ const CachedLayout* query(CUfunction f) {
   }
   auto* c = new CachedLayout();
   c->known = known;
+  // Its name, for gswapd's traces: as a function, else as a kernel (fact 3).
+  const char* name = nullptr;
+  if (!(real().cuFuncGetName && real().cuFuncGetName(&name, f) == CUDA_SUCCESS && name) &&
+      real().cuKernelGetName)
+    if (real().cuKernelGetName(&name, reinterpret_cast<CUkernel>(f)) != CUDA_SUCCESS)
+      name = nullptr;
+  if (name) {
+    std::size_t len = std::strlen(name);
+    char* copy = new char[len + 1];
+    std::memcpy(copy, name, len + 1);
+    c->name = copy;
+  }
   if (known) {
     auto* o = new std::uint32_t[offsets.size() + 1];
     auto* s = new std::uint32_t[sizes.size() + 1];

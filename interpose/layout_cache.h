@@ -16,7 +16,10 @@ namespace gswap::interpose {
 
 struct CachedLayout {
   ParamLayout layout;
-  bool known = false;  // false: the driver could not describe the parameters (untrackable)
+  bool known = false;          // false: the driver could not describe the parameters (untrackable)
+  const char* name = nullptr;  // cuFuncGetName / cuKernelGetName, copied (nullptr: unknown)
+  // The gswapd connection (telemetry::connection()) the name was last sent on.
+  mutable std::atomic<std::uint32_t> name_sent{0};
 };
 
 // The layout of f, filling the cache on first use. Never null.

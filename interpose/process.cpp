@@ -40,14 +40,44 @@ struct Process {
   std::uint64_t physical_total = 0;
 };
 
+// What following a plan does: residency's lock-free commands and telemetry's reports.
+class ProcessPlanActions final : public PlanActions {
+ public:
+  Region* region_by_id(std::uint64_t id) override;
+  bool evict(Region* r, std::uint64_t id, std::uint64_t tag) override;
+  bool prefetch(Region* r, std::uint64_t id, std::uint64_t tag) override;
+  void lateness(std::uint64_t generation, std::uint64_t entry, std::uint64_t late_ns,
+                bool missed) override {
+    telemetry::lateness(generation, entry, late_ns, missed);
+  }
+  void divergence(std::uint64_t generation, std::uint64_t offset, std::uint64_t expected,
+                  std::uint64_t got) override {
+    telemetry::divergence(generation, offset, expected, got);
+  }
+};
+
 alignas(FastState) unsigned char g_fast_storage[sizeof(FastState)];
 alignas(Process) unsigned char g_process_storage[sizeof(Process)];
 alignas(Residency) unsigned char g_residency_storage[sizeof(Residency)];
 alignas(LruVictims) unsigned char g_victims_storage[sizeof(LruVictims)];
+alignas(ProcessPlanActions) unsigned char g_actions_storage[sizeof(ProcessPlanActions)];
+alignas(PlanExecutor) unsigned char g_executor_storage[sizeof(PlanExecutor)];
 FastState* g_fast = nullptr;
 Process* g = nullptr;
 Residency* g_res = nullptr;
 LruVictims* g_victims = nullptr;
+ProcessPlanActions* g_actions = nullptr;
+PlanExecutor* g_exec = nullptr;
+
+Region* ProcessPlanActions::region_by_id(std::uint64_t id) {
+  return g_res->find_by_id(id);
+}
+bool ProcessPlanActions::evict(Region* r, std::uint64_t id, std::uint64_t tag) {
+  return g_res->plan_evict(r, id, tag);
+}
+bool ProcessPlanActions::prefetch(Region* r, std::uint64_t id, std::uint64_t tag) {
+  return g_res->plan_prefetch(r, id, tag);
+}
 
 bool ready() {
   return g && g->inited && g->init_result == CUDA_SUCCESS;
@@ -66,7 +96,26 @@ telemetry::Counters counters() {
   c.pinned = s.pinned;
   c.regions = s.regions;
   c.launches = g_fast->launches.total();
+  c.mode = g_exec->mode();
+  c.plan_generation = g_exec->generation();
+  c.planned_evictions = s.planned_evictions;
+  c.prefetches = s.prefetches;
+  c.late_restores = s.late_restores;
+  c.divergences = g_exec->counters().divergences.load(std::memory_order_relaxed);
+  c.device_stall_ns = s.device_stall_ns;
+  c.h2d_bytes_per_s = s.h2d_bytes_per_s;
+  c.d2h_bytes_per_s = s.d2h_bytes_per_s;
+  c.guided_iterations = g_exec->counters().guided_iterations.load(std::memory_order_relaxed);
+  c.fixed_bytes = s.fixed;
   return c;
+}
+
+// Telemetry's PlanCallback: a new plan, or passive again (also when the daemon went away).
+void load_plan(const proto::PlanHeader& h, const proto::PlanEntry* entries, std::uint32_t n) {
+  g_exec->load(h, entries, n);
+  bool active = g_exec->active();
+  g_res->set_guided(g_exec->mode() == static_cast<std::uint32_t>(proto::PlanMode::kGuided));
+  g_fast->plan_active.store(active, std::memory_order_release);
 }
 
 void publish_tick(void*) {
@@ -77,17 +126,25 @@ void print_summary() {
   if (!g || !g->inited || g->owner_pid != ::getpid() || !g->config.summary) return;
   if (!g_res->device_ready()) return;
   ResidencyStats s = g_res->stats();
+  telemetry::Counters k = counters();
+  static const char* const kModes[] = {"passive", "measured", "guided"};
+  const char* mode = k.mode < 3 ? kModes[k.mode] : "passive";
   char a[32], b[32], c[32], d[32];
-  char line[384];
+  char line[640];
   int n = std::snprintf(
       line, sizeof line,
       "gswap summary: peak_resident=%llu (%s) budget=%llu (%s) swapped_out=%llu (%s) "
-      "swapped_in=%llu (%s) stalls=%llu stall_ms=%.1f oom=%llu swap_errors=%llu\n",
+      "swapped_in=%llu (%s) stalls=%llu stall_ms=%.1f device_stall_ms=%.1f oom=%llu "
+      "swap_errors=%llu mode=%s planned_evictions=%llu prefetches=%llu late_restores=%llu "
+      "divergences=%llu guided_iterations=%llu\n",
       (unsigned long long)s.peak, format_bytes(s.peak, a, 32), (unsigned long long)s.budget,
       format_bytes(s.budget, b, 32), (unsigned long long)s.swapped_out,
       format_bytes(s.swapped_out, c, 32), (unsigned long long)s.swapped_in,
       format_bytes(s.swapped_in, d, 32), (unsigned long long)s.stalls, s.stall_ns / 1e6,
-      (unsigned long long)s.oom, (unsigned long long)s.swap_errors);
+      s.device_stall_ns / 1e6, (unsigned long long)s.oom, (unsigned long long)s.swap_errors, mode,
+      (unsigned long long)k.planned_evictions, (unsigned long long)k.prefetches,
+      (unsigned long long)k.late_restores, (unsigned long long)k.divergences,
+      (unsigned long long)k.guided_iterations);
   if (n > 0) {
     ssize_t w = ::write(2, line, std::min<size_t>(static_cast<size_t>(n), sizeof line - 1));
     (void)w;
@@ -118,6 +175,7 @@ void fork_child() {
   g->config = cfg;
   g_fast = new (g_fast_storage) FastState();
   g_res = new (g_residency_storage) Residency(cuda_device(), *g_fast, *g_victims);
+  g_exec = new (g_executor_storage) PlanExecutor(*g_actions);
   layout_cache_reset();
   telemetry::after_fork_child();
 }
@@ -141,6 +199,8 @@ __attribute__((constructor)) static void construct_process() {
   g = new (g_process_storage) Process();
   g_victims = new (g_victims_storage) LruVictims();
   g_res = new (g_residency_storage) Residency(cuda_device(), *g_fast, *g_victims);
+  g_actions = new (g_actions_storage) ProcessPlanActions();
+  g_exec = new (g_executor_storage) PlanExecutor(*g_actions);
 }
 
 FastState& fast() {
@@ -233,15 +293,16 @@ CUresult init_process() {
   info.on_budget = apply_budget;
   info.on_connect = announce_live_regions;
   info.recording = &g_fast->ordered;
+  info.on_plan = load_plan;
   telemetry::start(info);
   return CUDA_SUCCESS;
 }
 
-CUresult region_alloc(CUdeviceptr* out, std::size_t bytes, CUstream stream, bool per_thread,
-                      bool* handled) {
+CUresult region_alloc(CUdeviceptr* out, std::size_t bytes, CUstream stream, bool async,
+                      bool per_thread, bool* handled) {
   *handled = false;
   if (!ready() || !out) return CUDA_SUCCESS;
-  return g_res->alloc_region(out, bytes, stream, per_thread, handled);
+  return g_res->alloc_region(out, bytes, stream, async, per_thread, handled);
 }
 
 namespace {
@@ -341,8 +402,47 @@ CUresult prepare_slow(TouchSet& t, CUstream stream, bool per_thread, bool sync) 
 }
 
 CUresult wait_restoring(TouchSet& t, CUstream stream, bool per_thread, bool sync) {
-  return wait_restores(cuda_device(), t, stream, per_thread,
-                       sync || g_fast->capturing.load(std::memory_order_relaxed) > 0);
+  return g_res->wait_restores(t, stream, per_thread,
+                              sync || g_fast->capturing.load(std::memory_order_relaxed) > 0);
+}
+
+void plan_before(std::uint64_t seq, std::uint64_t function, const TouchSet& t, CUstream stream,
+                 bool, PlanStep* step) {
+  g_exec->before(seq, function, t, &step->step);
+  // Kernel timing: an event on the access's stream on each side of it, never while a stream
+  // captures (an event recorded there would join the graph).
+  if (!step->step.measure || !(function & 1) ||
+      g_fast->capturing.load(std::memory_order_relaxed) > 0)
+    return;
+  Device::Event start = g_res->timings().take();
+  if (!start) return;
+  if (cuda_device().record(start, stream) != CUDA_SUCCESS) {
+    g_res->timings().give_back(start);
+    return;
+  }
+  step->start = start;
+  step->seq = seq;
+  step->stream = stream;
+}
+
+void plan_after(PlanStep* step) {
+  g_exec->after(step->step);
+  if (!step->start) return;
+  Device::Event end = g_res->timings().take();
+  if (end && cuda_device().record(end, step->stream) == CUDA_SUCCESS) {
+    g_res->timings().push_kernel(step->seq, step->start, end);
+    return;
+  }
+  g_res->timings().give_back(end);
+  g_res->timings().give_back(step->start);
+}
+
+void send_kernel_name(std::uint64_t function_id, const char* name,
+                      std::atomic<std::uint32_t>* sent) {
+  std::uint32_t now = telemetry::connection();
+  if (sent->load(std::memory_order_relaxed) == now) return;
+  if (sent->exchange(now, std::memory_order_relaxed) != now)
+    telemetry::kernel_name(function_id, name);
 }
 
 CUresult keep_resident(TouchSet& t, CUstream, bool) {

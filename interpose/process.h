@@ -11,6 +11,7 @@
 #include "interpose/cuda_api.h"
 #include "interpose/fast_state.h"
 #include "interpose/param_scan.h"
+#include "interpose/plan_executor.h"
 
 namespace gswap::interpose {
 
@@ -23,8 +24,8 @@ CUresult init_process();
 // Allocation. *handled = false means "not a region, forward to the driver" (small allocation,
 // no context or another one, VA exhausted, graph memory during a capture): the caller then calls
 // arena_alloc.
-CUresult region_alloc(CUdeviceptr* out, std::size_t bytes, CUstream stream, bool per_thread,
-                      bool* handled);
+CUresult region_alloc(CUdeviceptr* out, std::size_t bytes, CUstream stream, bool async,
+                      bool per_thread, bool* handled);
 // Small allocations go to the driver but count against the budget; room is made first.
 CUresult arena_alloc(CUdeviceptr* out, std::size_t bytes, CUstream stream, bool async,
                      bool per_thread, CUmemoryPool pool);
@@ -61,6 +62,22 @@ void stream_destroyed(CUstream stream);
 // capture_end after cuStreamEndCapture or a failed begin.
 void capture_begin();
 void capture_end();
+// Plan execution and measurement on the launch path, while calls are numbered (fast().ordered)
+// and a plan or a measurement is on (fast().plan_active). before() runs once the access's regions
+// are resident and pinned, just before it is enqueued; after() right after.
+struct PlanStep {
+  PlanExecutor::Step step;
+  std::uint64_t seq = 0;
+  CUstream stream = nullptr;
+  CUevent start = nullptr;  // kernel timing, while measured
+};
+void plan_before(std::uint64_t seq, std::uint64_t function, const TouchSet& t, CUstream stream,
+                 bool per_thread, PlanStep* step);
+void plan_after(PlanStep* step);
+// The name of a kernel is sent to gswapd once per connection (layout_cache.h keeps it).
+void send_kernel_name(std::uint64_t function_id, const char* name,
+                      std::atomic<std::uint32_t>* sent);
+
 void apply_budget(std::uint64_t bytes);  // telemetry's BudgetCallback
 void announce_live_regions();            // telemetry's ConnectCallback
 

@@ -50,6 +50,9 @@ struct Region {
   std::atomic<std::uint32_t> pins{0};      // launches between check and enqueue
   std::atomic<std::uint64_t> last_use{0};  // tick of the last access (LRU)
   std::atomic<std::uint64_t> streams{0};   // stream buckets that used it since its last swap-out
+  // Which plan entry last moved it (plan_executor.h's plan_tag): set by the swapper, cleared at
+  // the planned back-access.
+  std::atomic<std::uint64_t> plan_tag{0};
 
   // --- owned by the residency mutex ---
   std::uint64_t id = 0;
@@ -66,13 +69,22 @@ struct Region {
   bool evict_issued = false;    // kEvicting: the D2H copy and its event are enqueued
   bool free_issued = false;     // a stream-ordered free handed to the swapper
   bool swapper_busy = false;    // the swapper copies it with the mutex released (staging ring)
+  // Its physical memory was handed to another region's restore while its own swap-out or free was
+  // still in flight (the restore waits for that on the device): when that completes, only the
+  // mapping at its address is dropped.
+  bool handle_given = false;
+  // Its old mapping could not be dropped after its memory was handed on: dropped (again) before
+  // anything is mapped at its address.
+  bool stale_mapping = false;
   std::uint32_t d2h_in_flight = 0;        // swap-out copies issued and not yet seen complete
   bool restore_pending = false;           // the last restore has not been seen complete
   std::uint64_t restores_issued = 0;      // numbers restores, so a stale completion is recognised
   CUresult restore_error = CUDA_SUCCESS;  // why the swapper gave up restoring it (waiters read it)
-  CUevent restore_event = nullptr;        // the last H2D's completion
+  CUevent restore_event = nullptr;        // the last H2D's completion (a timing event)
+  CUevent restore_start = nullptr;        // recorded just before it (the link's bandwidth)
   CUevent evict_event = nullptr;          // the last D2H's (or stream-ordered free's) completion
-  Region* next_free = nullptr;            // recycling list
+  CUevent evict_start = nullptr;
+  Region* next_free = nullptr;  // recycling list
 };
 
 }  // namespace gswap::interpose

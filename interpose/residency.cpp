@@ -18,6 +18,7 @@
 #include "interpose/check.h"
 #include "interpose/clock.h"
 #include "interpose/log.h"
+#include "interpose/plan_executor.h"
 #include "interpose/telemetry.h"
 
 namespace gswap::interpose {
@@ -88,7 +89,12 @@ class Residency::Context {
 };
 
 Residency::Residency(Device& device, FastState& fast, VictimPolicy& victims)
-    : dev_(device), fast_(fast), victims_(victims), host_(device), gate_(fast.capturing) {}
+    : dev_(device),
+      fast_(fast),
+      victims_(victims),
+      host_(device),
+      gate_(fast.capturing),
+      timings_(device) {}
 
 Residency::~Residency() {
   stop_swapper();
@@ -182,6 +188,7 @@ Region* Residency::new_region() {
   r->host = HostBuffer{};
   r->must_stay = untrackable_seen_;
   r->free_requested = r->evict_issued = r->free_issued = r->swapper_busy = false;
+  r->handle_given = r->stale_mapping = false;
   r->restore_pending = false;
   r->restore_error = CUDA_SUCCESS;
   return r;
@@ -195,11 +202,28 @@ void Residency::recycle(Region* r) {
 
 void Residency::finish_free(Region* r) {
   host_.release(&r->host, monotonic_ns());
+  if (r->stale_mapping && dev_.unmap(r->base, r->mapped) != CUDA_SUCCESS)
+    r->va_bytes = 0;  // still mapped to memory that is no longer its: never reused
+  r->stale_mapping = false;
   if (r->va_bytes) va_.release(r->base, r->va_bytes);
   recycle(r);
 }
 
 void Residency::unmap_to_pool(Region* r) {
+  if (r->handle_given) {
+    // Its memory belongs to another region now: drop this address's mapping only.
+    if (dev_.unmap(r->base, r->mapped) != CUDA_SUCCESS) {
+      GSWAP_LOG(kError,
+                "region %llu: its old mapping cannot be dropped yet; tried again before "
+                "its address is used",
+                (unsigned long long)r->id);
+      ++swap_errors_;
+      r->stale_mapping = true;
+    }
+    r->handle_given = false;
+    r->handle = 0;
+    return;
+  }
   if (!r->handle) return;
   if (dev_.unmap(r->base, r->mapped) != CUDA_SUCCESS) {
     // The mapping is as it was: the handle stays with the range, which is never reused.
@@ -238,7 +262,7 @@ bool Residency::release_pooled_handle() {
 }
 
 void Residency::push(CommandType type, Region* r) {
-  Command c{type, r, r ? r->gen : 0};
+  Command c{type, r, r ? r->gen : 0, 0, 0};
   if (!queue_.push(c)) overflow_.push_back(c);  // mutex_ is held: the swapper drains both
   wake_swapper();
 }
@@ -366,7 +390,53 @@ void Residency::log_oom(std::uint64_t asked) {
 
 // --- allocation and free -----------------------------------------------------------------------
 
-CUresult Residency::alloc_region(CUdeviceptr* out, std::uint64_t bytes, CUstream stream,
+// Physical memory for a new region of `bytes` within the budget: a pooled handle, a new one, or,
+// for a stream-ordered allocation (async), the memory of a region whose swap-out or free is in
+// flight (*donor: the caller orders its stream after it). Waits (releasing the mutex) only when
+// none of these is possible yet.
+CUresult Residency::obtain_handle(std::unique_lock<std::mutex>& lock, std::uint64_t bytes,
+                                  bool async, Device::Handle* h, Region** donor) {
+  std::uint64_t deadline = monotonic_ns() + kTransientPinNs;
+  for (;;) {
+    Room room = make_room(bytes, gate_.capturing());
+    if (room == Room::kReady) {
+      if (take_pooled_handle(bytes, h)) return CUDA_SUCCESS;
+      CUresult e = dev_.create(bytes, h);
+      if (e != CUDA_ERROR_OUT_OF_MEMORY) return e;
+      // The device itself is full (other processes, context overhead): behave as at the budget.
+      if (release_pooled_handle()) continue;
+      Region* v = may_evict_now() ? victims_.pick(live_, may_leave, nullptr) : nullptr;
+      if (!v && evicting_ + freeing_ == 0) return e;
+      if (v) begin_evict(v);
+    } else if (room == Room::kNone) {
+      if (monotonic_ns() >= deadline || !held_only_by_pins(live_)) return CUDA_ERROR_OUT_OF_MEMORY;
+      wait_progress(lock, 500);
+      continue;
+    } else if (async) {
+      if (Region* d = donor_for(bytes)) {
+        *donor = d;
+        *h = d->handle;
+        return CUDA_SUCCESS;
+      }
+    }
+    // Only an allocation over the budget waits, and only for swap-outs in flight (vDNN++).
+    std::uint64_t t0 = monotonic_ns();
+    wait_progress(lock, 5000);
+    count_stall(monotonic_ns() - t0);
+  }
+}
+
+// r's physical memory is being handed to another region's mapping (its swap-out or free is in
+// flight): the bytes are accounted to the new owner from now on.
+void Residency::take_from(Region* donor) {
+  donor->handle_given = true;
+  if (donor->state.load() == kRegionFree)
+    freeing_ -= donor->mapped;
+  else
+    evicting_ -= donor->mapped;
+}
+
+CUresult Residency::alloc_region(CUdeviceptr* out, std::uint64_t bytes, CUstream stream, bool async,
                                  bool per_thread, bool* handled) {
   *handled = false;
   std::unique_lock<std::mutex> lock(mutex_);
@@ -410,27 +480,22 @@ CUresult Residency::alloc_region(CUdeviceptr* out, std::uint64_t bytes, CUstream
   r->mapped = mapped;
   r->va_bytes = va_bytes;
   Device::Handle h = 0;
-  CUresult e = CUDA_SUCCESS;
-  for (;;) {
-    e = wait_for_room(lock, mapped);
-    if (e != CUDA_SUCCESS) break;
-    if (take_pooled_handle(mapped, &h)) break;
-    e = dev_.create(mapped, &h);
-    if (e != CUDA_ERROR_OUT_OF_MEMORY) break;
-    // The device itself is full (other processes, context overhead): behave as at the budget.
-    if (!release_pooled_handle()) {
-      Region* v = may_evict_now() ? victims_.pick(live_, may_leave, nullptr) : nullptr;
-      if (!v && evicting_ + freeing_ == 0) break;
-      if (v) begin_evict(v);
-      wait_progress(lock, 5000);
-    }
-  }
+  Region* donor = nullptr;
+  CUresult e = obtain_handle(lock, mapped, async, &h, &donor);
   if (e == CUDA_SUCCESS) {
     e = dev_.map(va, mapped, h);
-    if (e != CUDA_SUCCESS) {
+    if (e == CUDA_SUCCESS && donor) {
+      // Stream-ordered, like the allocator it stands in for: the new memory is usable on the
+      // allocating stream once the donor's swap-out or free has completed there.
+      CUstream s = (per_thread && !stream) ? CU_STREAM_PER_THREAD : stream;
+      e = dev_.wait(s, donor->evict_event);
+      if (e != CUDA_SUCCESS) dev_.unmap(va, mapped);
+    }
+    if (e != CUDA_SUCCESS && !donor) {
       handle_pool_.emplace_back(h, mapped);
       pooled_ += mapped;
     }
+    if (e == CUDA_SUCCESS && donor) take_from(donor);
   }
   if (e != CUDA_SUCCESS) {
     if (e == CUDA_ERROR_OUT_OF_MEMORY) log_oom(mapped);
@@ -543,9 +608,10 @@ CUresult Residency::request_restores(std::unique_lock<std::mutex>& lock, TouchSe
   for (std::size_t i = 0; i < t.n; ++i) {
     Region* r = t.regions[i];
     std::uint32_t st = r->state.load();
-    if (st == kRegionEvicting && !r->swapper_busy) {
+    bool rescuable = st == kRegionEvicting && !r->swapper_busy && !r->handle_given;
+    if (rescuable) {
       rescue(r);
-    } else if (st == kRegionHost || (st == kRegionEvicting && r->swapper_busy)) {
+    } else if (st == kRegionHost || st == kRegionEvicting) {
       bool already = false;
       for (const Wanted& w : wanted_) already = already || w.region == r;
       if (!already) wanted_.push_back({r, r->gen, deadline});
@@ -565,19 +631,37 @@ CUresult Residency::request_restores(std::unique_lock<std::mutex>& lock, TouchSe
         return e;
       }
       std::uint32_t st = r->state.load();
-      if (st == kRegionEvicting && !r->swapper_busy) rescue(r);
-      pending = pending || st == kRegionHost || (st == kRegionEvicting && r->swapper_busy);
+      if (st == kRegionEvicting && !r->swapper_busy && !r->handle_given) rescue(r);
+      st = r->state.load();
+      pending = pending || st == kRegionHost || st == kRegionEvicting;
     }
     if (!pending) return CUDA_SUCCESS;
     wait_progress(lock, 5000);
   }
 }
 
+// A planned restore's back-access reached the wait path: report how it went (plan_executor.h).
+// late_unknown: the host waited, so the lateness is not measured on the device.
+void Residency::report_back_access(Region* r, bool late_unknown) {
+  std::uint64_t tag = r->plan_tag.exchange(0, std::memory_order_relaxed);
+  if (!tag) return;
+  std::uint64_t gen = (tag >> 32) & 0x3fffffffull, entry = plan_tag::entry(tag);
+  if (!(tag & plan_tag::kPrefetched)) {
+    telemetry::lateness(gen, entry, 0, true);  // evicted by the plan, brought back on demand
+    return;
+  }
+  if (late_unknown) telemetry::lateness(gen, entry, 0, false);
+}
+
 // Restores of t still in flight (kRestoring): the caller's stream waits on the device, or the
 // host for synchronous calls and during a capture (a captured stream must not depend on an event
 // recorded outside the capture). No lock: pins keep each restore event's record stable.
-CUresult wait_restores(Device& dev, const TouchSet& t, CUstream stream, bool per_thread,
-                       bool host_wait) {
+//
+// Before a stream waits for a restore that has not landed, a timing event is recorded on it: the
+// swapper later measures how long the stream stood still (device-side stall) and, for a planned
+// restore, reports that lateness to gswapd. A restore that has landed by then was on time.
+CUresult Residency::wait_restores(const TouchSet& t, CUstream stream, bool per_thread,
+                                  bool host_wait) {
   CUstream s = (per_thread && stream == nullptr) ? CU_STREAM_PER_THREAD : stream;
   unsigned mode = 0;
   bool relaxed = false;
@@ -585,18 +669,48 @@ CUresult wait_restores(Device& dev, const TouchSet& t, CUstream stream, bool per
   for (std::size_t i = 0; i < t.n && e == CUDA_SUCCESS; ++i) {
     Region* r = t.regions[i];
     if (r->state.load(std::memory_order_acquire) != kRegionRestoring) continue;
-    if (!host_wait) {
-      e = dev.wait(s, r->restore_event);
+    std::uint64_t tag = r->plan_tag.load(std::memory_order_relaxed);
+    if (host_wait) {
+      // A host wait on gswap's own event is no part of any graph: never let it count against a
+      // capture on another thread.
+      if (!relaxed) dev_.relax_capture_mode(&mode);
+      relaxed = true;
+      e = dev_.synchronize(r->restore_event);
+      if (tag) report_back_access(r, true);
       continue;
     }
-    // A host wait on gswap's own event is no part of any graph: never let it count against a
-    // capture on another thread.
-    if (!relaxed) dev.relax_capture_mode(&mode);
-    relaxed = true;
-    e = dev.synchronize(r->restore_event);
+    Device::Event back = nullptr;
+    if (dev_.query(r->restore_event) != CUDA_SUCCESS) back = timings_.take();
+    if (back && dev_.record(back, s) == CUDA_SUCCESS) {
+      // Measured by the swapper once both events are done; a planned restore's lateness goes
+      // with it.
+      bool planned = (tag & plan_tag::kPrefetched) != 0;
+      if (planned) r->plan_tag.store(0, std::memory_order_relaxed);
+      timings_.push_wait(r, r->restores_issued, back, planned ? tag : 0);
+      if (tag && !planned) report_back_access(r, true);
+    } else {
+      timings_.give_back(back);
+      if (tag) report_back_access(r, true);  // landed in time (or not measurable)
+    }
+    e = dev_.wait(s, r->restore_event);
   }
-  if (relaxed) dev.restore_capture_mode(mode);
+  if (relaxed) dev_.restore_capture_mode(mode);
   return e;
+}
+
+bool Residency::plan_evict(Region* r, std::uint64_t id, std::uint64_t tag) {
+  return queue_.push(Command{CommandType::kPlanEvict, r, 0, id, tag});
+}
+
+bool Residency::plan_prefetch(Region* r, std::uint64_t id, std::uint64_t tag) {
+  return queue_.push(Command{CommandType::kPrefetch, r, 0, id, tag});
+}
+
+Region* Residency::find_by_id(std::uint64_t id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (Region* r : live_)
+    if (r->id == id) return r;
+  return nullptr;
 }
 
 CUresult Residency::prepare(TouchSet& t, CUstream stream, bool per_thread, bool sync) {
@@ -621,7 +735,7 @@ CUresult Residency::prepare(TouchSet& t, CUstream stream, bool per_thread, bool 
   bool capturing = gate_.capturing();
   lock.unlock();
   if (restoring && !cfg_.debug_skip_restore) {
-    e = wait_restores(dev_, t, stream, per_thread, sync || capturing);
+    e = wait_restores(t, stream, per_thread, sync || capturing);
     if (e != CUDA_SUCCESS) {
       for (std::size_t i = 0; i < t.n; ++i)
         t.regions[i]->pins.fetch_sub(1, std::memory_order_release);
@@ -646,7 +760,7 @@ CUresult Residency::keep_resident(TouchSet& t) {
   CUresult e = request_restores(lock, t);
   if (e == CUDA_SUCCESS && !cfg_.debug_skip_restore) {
     lock.unlock();
-    e = wait_restores(dev_, t, nullptr, false, true);  // the host waits: see wait_restores
+    e = wait_restores(t, nullptr, false, true);  // the host waits: see wait_restores
     lock.lock();
   }
   if (e == CUDA_SUCCESS) {
@@ -788,6 +902,15 @@ ResidencyStats Residency::stats() {
   s.swap_errors = swap_errors_;
   s.regions = live_.size();
   s.capture_overshoot = capture_overshoot_;
+  s.planned_evictions = planned_evictions_;
+  s.prefetches = prefetches_;
+  s.late_restores = late_restores_.load(std::memory_order_relaxed);
+  s.device_stall_ns = device_stall_ns_.load(std::memory_order_relaxed);
+  s.h2d_bytes_per_s = timings_.h2d_bytes_per_s();
+  s.d2h_bytes_per_s = timings_.d2h_bytes_per_s();
+  s.fixed = arena_bytes_;
+  for (const Region* r : live_)
+    if (r->must_stay) s.fixed += r->mapped;
   return s;
 }
 

@@ -39,6 +39,7 @@
 #include "interpose/param_scan.h"
 #include "interpose/region.h"
 #include "interpose/va_space.h"
+#include "interpose/timings.h"
 #include "interpose/victims.h"
 
 namespace gswap::interpose {
@@ -58,13 +59,11 @@ struct ResidencyStats {
                 arena = 0, pinned = 0, peak = 0;
   std::uint64_t swapped_out = 0, swapped_in = 0, evictions = 0, restores = 0;
   std::uint64_t stalls = 0, stall_ns = 0, oom = 0, swap_errors = 0, regions = 0;
+  std::uint64_t planned_evictions = 0, prefetches = 0, late_restores = 0, device_stall_ns = 0;
+  std::uint64_t h2d_bytes_per_s = 0, d2h_bytes_per_s = 0;
+  std::uint64_t fixed = 0;              // the arena and regions that must stay: never moved
   std::uint64_t capture_overshoot = 0;  // most bytes held above the budget during a capture
 };
-
-// Restores of t still in flight (kRestoring): the caller's stream waits for them on the device,
-// or the host when host_wait. No lock: a pinned region's restore event is not re-recorded.
-CUresult wait_restores(Device& dev, const TouchSet& t, CUstream stream, bool per_thread,
-                       bool host_wait);
 
 class Residency {
  public:
@@ -82,8 +81,8 @@ class Residency {
   // --- application threads ------------------------------------------------------------------
   // A new region; *handled = false means "not for gswap: forward to the driver" (small, no
   // context, VA exhausted).
-  CUresult alloc_region(CUdeviceptr* out, std::uint64_t bytes, CUstream stream, bool per_thread,
-                        bool* handled);
+  CUresult alloc_region(CUdeviceptr* out, std::uint64_t bytes, CUstream stream, bool async,
+                        bool per_thread, bool* handled);
   // Memory the driver hands out (small and pitched allocations): room is made within the budget,
   // then forward() allocates; the bytes it reports count until forget_arena.
   using ForwardAlloc = CUresult (*)(void* ctx, CUdeviceptr* out, std::uint64_t* bytes);
@@ -128,6 +127,22 @@ class Residency {
   // Waits (test helper): until the swapper has nothing queued or in flight.
   void drain();
 
+  // --- plan execution (launch path: lock-free, never waits) ----------------------------------
+  // A planned swap-out of r (if it is still region `id` and may leave), after the access the
+  // caller has just enqueued; a planned prefetch (if it is out, and fits the budget: a prefetch
+  // that does not fit is deferred, never forced). False when the queue is full.
+  bool plan_evict(Region* r, std::uint64_t id, std::uint64_t tag);
+  bool plan_prefetch(Region* r, std::uint64_t id, std::uint64_t tag);
+  // While a plan is followed the swapper polls its queue every 100 us instead of sleeping.
+  void set_guided(bool on) { guided_.store(on, std::memory_order_relaxed); }
+  // A live region by id (a plan naming persistent regions), or nullptr.
+  Region* find_by_id(std::uint64_t id);
+  // The wait path of an access (access.h): streams wait on the device for restores in flight
+  // (or the host, when host_wait), measuring how late each was (device stall, plan lateness).
+  // No lock.
+  CUresult wait_restores(const TouchSet& t, CUstream stream, bool per_thread, bool host_wait);
+  Timings& timings() { return timings_; }
+
   // Called on the swapper thread about once a second (telemetry counters).
   void set_tick(void (*fn)(void* ctx), void* ctx) {
     tick_ = fn;
@@ -136,11 +151,17 @@ class Residency {
   std::mutex& mutex() { return mutex_; }
 
  private:
-  enum class CommandType : std::uint8_t { kEvict, kFree, kWake };
+  enum class CommandType : std::uint8_t { kEvict, kFree, kPlanEvict, kPrefetch };
   struct Command {
     CommandType type;
     Region* region;
-    std::uint64_t gen;
+    std::uint64_t gen;  // kEvict, kFree: the region's gen when asked
+    std::uint64_t id;   // kPlanEvict, kPrefetch: the region's id when asked
+    std::uint64_t tag;  // kPlanEvict, kPrefetch: the plan entry (plan_executor.h's plan_tag)
+  };
+  struct Prefetch {
+    Region* region;
+    std::uint64_t id, tag, deadline_ns;
   };
   struct InFlight {
     Region* region;
@@ -188,8 +209,16 @@ class Residency {
   bool order_after_users(Region* r, Device::Stream s);
   bool complete_in_flight(std::unique_lock<std::mutex>& lock);
   bool serve_wanted(std::unique_lock<std::mutex>& lock);
-  CUresult issue_restore(std::unique_lock<std::mutex>& lock, Region* r);
+  CUresult issue_restore(std::unique_lock<std::mutex>& lock, Region* r, Region* donor = nullptr);
+  Region* donor_for(std::uint64_t bytes);
+  void take_from(Region* donor);
+  CUresult obtain_handle(std::unique_lock<std::mutex>& lock, std::uint64_t bytes, bool async,
+                         Device::Handle* h, Region** donor);
   bool enforce_budget();
+  bool serve_prefetches(std::unique_lock<std::mutex>& lock);
+  bool room_without_eviction(std::uint64_t bytes);
+  bool issue_prefetch(std::unique_lock<std::mutex>& lock, Region* r, std::uint64_t tag);
+  void report_back_access(Region* r, bool late_unknown);
   static void* swapper_main(void* self);
 
   Device& dev_;
@@ -223,17 +252,23 @@ class Residency {
 
   // Work between application threads and the swapper.
   CommandQueue<Command, 4096> queue_;
-  std::vector<Command> overflow_;         // pushes the full queue refused (mutex_ held)
-  std::vector<InFlight> evict_flight_;    // D2H copies and frees, in evict-stream order
-  std::vector<InFlight> restore_flight_;  // H2D copies, in restore-stream order
-  std::vector<Wanted> wanted_;            // restores asked for, waiting for room
-  std::vector<Region*> deferred_frees_;   // freed during a capture
+  std::vector<Command> overflow_;            // pushes the full queue refused (mutex_ held)
+  std::vector<InFlight> evict_flight_;       // D2H copies and frees, in evict-stream order
+  std::vector<InFlight> restore_flight_;     // H2D copies, in restore-stream order
+  std::vector<Wanted> wanted_;               // restores asked for, waiting for room
+  std::vector<Region*> deferred_frees_;      // freed during a capture
+  std::vector<Prefetch> prefetches_wanted_;  // planned prefetches waiting for room
 
   // Bytes of device memory gswap holds or has handed out (see used()).
   std::uint64_t resident_ = 0, evicting_ = 0, freeing_ = 0, pooled_ = 0, arena_bytes_ = 0;
   std::uint64_t peak_ = 0;
   std::uint64_t swapped_out_ = 0, swapped_in_ = 0, evictions_ = 0, restores_ = 0;
   std::uint64_t stalls_ = 0, stall_ns_ = 0, oom_ = 0, swap_errors_ = 0, capture_overshoot_ = 0;
+  std::uint64_t planned_evictions_ = 0, prefetches_ = 0;
+  std::atomic<std::uint64_t> late_restores_{0}, device_stall_ns_{0};
+
+  Timings timings_;
+  std::atomic<bool> guided_{false};
 
   // The swapper thread.
   pthread_t swapper_{};

@@ -40,7 +40,7 @@ struct Env {
   CUdeviceptr alloc(std::uint64_t bytes, CUresult want = CUDA_SUCCESS) {
     CUdeviceptr p = 0;
     bool handled = false;
-    EXPECT_EQ(res.alloc_region(&p, bytes, stream, false, &handled), want);
+    EXPECT_EQ(res.alloc_region(&p, bytes, stream, false, false, &handled), want);
     EXPECT_TRUE(handled);
     return p;
   }
@@ -73,7 +73,7 @@ struct Env {
       CUresult e = res.prepare(t, stream, false, sync);
       if (e != CUDA_SUCCESS) return e;
     } else if (pinned == Pinned::kSomeRestoring) {
-      CUresult e = wait_restores(dev, t, stream, false, sync);
+      CUresult e = res.wait_restores(t, stream, false, sync);
       if (e != CUDA_SUCCESS) {
         unpin(t);
         return e;

@@ -3,8 +3,9 @@
 // The swapper issues every swap-out and restore, records the events that order them after the
 // application's streams, waits for copies, unmaps, finishes stream-ordered frees and evicts down
 // to a new budget. It runs in relaxed capture mode, and while any stream captures it only serves
-// restores a captured call needs (on gswap's own streams): it records nothing on application
-// streams, starts no swap-out and completes nothing until the capture ends (fact 8).
+// restores a captured call needs and completes the copies already in flight, all on gswap's own
+// streams: it records nothing on application streams, starts no swap-out and frees nothing until
+// the capture ends (fact 8).
 //
 // Every driver call it makes is checked. A swap-out that cannot be enqueued, or whose memory
 // cannot be unmapped, is rolled back: the region stays mapped with its bytes, becomes
@@ -20,6 +21,7 @@
 #include "interpose/check.h"
 #include "interpose/clock.h"
 #include "interpose/log.h"
+#include "interpose/plan_executor.h"
 #include "interpose/residency.h"
 #include "interpose/telemetry.h"
 
@@ -69,7 +71,8 @@ void* Residency::swapper_main(void* arg) {
     {
       std::lock_guard<std::mutex> lock(self->mutex_);
       busy = !self->evict_flight_.empty() || !self->restore_flight_.empty() ||
-             !self->wanted_.empty() || !self->deferred_frees_.empty();
+             !self->wanted_.empty() || !self->deferred_frees_.empty() ||
+             !self->prefetches_wanted_.empty();
     }
     // Copies in flight are polled (backing off to 1 ms); otherwise sleep until woken.
     std::unique_lock<std::mutex> wl(self->wake_mutex_);
@@ -94,7 +97,10 @@ bool Residency::step_locked(std::unique_lock<std::mutex>& lock) {
   bool did = false;
   run_commands(lock);
   if (gate_.capturing()) {
-    did = serve_wanted(lock);
+    // Copies already in flight complete on gswap's own streams (this thread is in relaxed capture
+    // mode): a restore a captured call needs may be waiting for one of them.
+    did = complete_in_flight(lock);
+    did = serve_wanted(lock) || did;
   } else {
     did = complete_in_flight(lock);
     if (!deferred_frees_.empty()) {
@@ -104,7 +110,26 @@ bool Residency::step_locked(std::unique_lock<std::mutex>& lock) {
       did = true;
     }
     did = serve_wanted(lock) || did;
+    did = serve_prefetches(lock) || did;
     did = enforce_budget() || did;
+  }
+  {
+    // Measurements: collected outside the mutex would race with nothing, but the results update
+    // residency's counters, which it owns.
+    struct Sink final : Timings::Sink {
+      Residency* self;
+      void kernel(std::uint64_t seq, std::uint64_t start_ns, std::uint64_t dur_ns) override {
+        telemetry::gpu_timing(seq, start_ns, dur_ns);
+      }
+      void waited(std::uint64_t tag, std::uint64_t late_ns) override {
+        self->device_stall_ns_.fetch_add(late_ns, std::memory_order_relaxed);
+        if (late_ns) self->late_restores_.fetch_add(tag ? 1 : 0, std::memory_order_relaxed);
+        if (tag)
+          telemetry::lateness((tag >> 32) & 0x3fffffffull, plan_tag::entry(tag), late_ns, false);
+      }
+    } sink;
+    sink.self = this;
+    did = timings_.collect(sink) || did;
   }
   did = run_commands(lock) || did;
   done_cv_.notify_all();
@@ -134,7 +159,21 @@ bool Residency::run_commands(std::unique_lock<std::mutex>& lock) {
   bool did = false;
   auto handle = [&](const Command& c) {
     Region* r = c.region;
-    if (!r || r->gen != c.gen) return;  // stale: the region moved on since
+    if (!r) return;
+    if (c.type == CommandType::kPlanEvict || c.type == CommandType::kPrefetch) {
+      if (r->id != c.id) return;  // freed and recycled since the plan named it
+      if (c.type == CommandType::kPlanEvict) {
+        if (may_evict_now() && may_leave(r, nullptr) && begin_evict(r)) {
+          r->plan_tag.store(c.tag | plan_tag::kEvicted, std::memory_order_relaxed);
+          ++planned_evictions_;
+          did = true;
+        }
+      } else {
+        did = issue_prefetch(lock, r, c.tag) || did;
+      }
+      return;
+    }
+    if (r->gen != c.gen) return;  // stale: the region moved on since
     std::uint32_t st = r->state.load();
     if (c.type == CommandType::kEvict && st == kRegionEvicting && !r->evict_issued) {
       issue_evict(lock, r);
@@ -240,10 +279,13 @@ void Residency::issue_evict(std::unique_lock<std::mutex>& lock, Region* r) {
     }
     return give_up("its swap-out could not be ordered after the streams that used it");
   }
-  if (!r->evict_event && dev_.event_create(&r->evict_event, false) != CUDA_SUCCESS)
+  if ((!r->evict_event && dev_.event_create(&r->evict_event, true) != CUDA_SUCCESS) ||
+      (!r->evict_start && dev_.event_create(&r->evict_start, true) != CUDA_SUCCESS))
     return give_up("no event for its swap-out");
   if (r->host.pinned) {
-    if (dev_.copy_d2h(r->host.ptr, r->base, r->size, evict_stream_) != CUDA_SUCCESS)
+    // The start event goes after the waits for the users: it marks the copy's own start.
+    if (dev_.record(r->evict_start, evict_stream_) != CUDA_SUCCESS ||
+        dev_.copy_d2h(r->host.ptr, r->base, r->size, evict_stream_) != CUDA_SUCCESS)
       return give_up("its swap-out copy could not be enqueued");
     if (dev_.record(r->evict_event, evict_stream_) != CUDA_SUCCESS) {
       // The copy may be in flight with no way to see it end: its host buffer stays attached to
@@ -262,7 +304,9 @@ void Residency::issue_evict(std::unique_lock<std::mutex>& lock, Region* r) {
   r->evict_issued = true;
   r->swapper_busy = true;
   lock.unlock();
+  std::uint64_t t0 = monotonic_ns();
   CUresult e = host_.staged_d2h(r->host.ptr, r->base, r->size, evict_stream_);
+  timings_.copy_done_ns(false, r->size, monotonic_ns() - t0);
   lock.lock();
   r->swapper_busy = false;
   if (r->state.load() == kRegionFree && r->free_requested) {
@@ -278,8 +322,15 @@ void Residency::issue_evict(std::unique_lock<std::mutex>& lock, Region* r) {
   complete_evict(r);  // the host waited for the copy
 }
 
-// The swap-out's copy has completed: the physical memory goes back to the pool.
+// The swap-out's copy has completed: the physical memory goes back to the pool (or stays with the
+// region it was handed to, see take_in_flight_handle).
 void Residency::complete_evict(Region* r) {
+  if (r->handle_given) {
+    unmap_to_pool(r);  // drops the mapping only; the bytes were accounted to the new owner
+    r->restore_pending = false;
+    transition(r, kRegionHost);
+    return;
+  }
   if (dev_.unmap(r->base, r->mapped) != CUDA_SUCCESS) {
     // Still mapped with its bytes (the unmap left it as it was): keep it there for good.
     ++swap_errors_;
@@ -344,7 +395,7 @@ bool Residency::complete_in_flight(std::unique_lock<std::mutex>&) {
     if (q != CUDA_SUCCESS) GSWAP_CHECK(!"a swap-out's or free's completion cannot be known");
     did = true;
     if (f.is_free) {
-      freeing_ -= r->mapped;
+      if (!r->handle_given) freeing_ -= r->mapped;  // else accounted to the new owner already
       unmap_to_pool(r);
       finish_free(r);
       continue;
@@ -352,11 +403,12 @@ bool Residency::complete_in_flight(std::unique_lock<std::mutex>&) {
     --r->d2h_in_flight;
     std::uint32_t st = r->state.load();
     if (st == kRegionEvicting && r->gen == f.gen) {
+      timings_.copy_done(false, r->size, r->evict_start, r->evict_event);
       complete_evict(r);
     } else if (st == kRegionFree && r->free_requested && r->d2h_in_flight == 0) {
       // Freed while its last swap-out was in flight.
       r->free_requested = false;
-      evicting_ -= r->mapped;
+      if (!r->handle_given) evicting_ -= r->mapped;
       unmap_to_pool(r);
       finish_free(r);
     } else if (st == kRegionResident && r->d2h_in_flight == 0) {
@@ -374,6 +426,7 @@ bool Residency::complete_in_flight(std::unique_lock<std::mutex>&) {
     if (q != CUDA_SUCCESS) GSWAP_CHECK(!"a restore's completion cannot be known");
     did = true;
     if (f.gen != r->restores_issued || !r->restore_pending) continue;  // an older life's restore
+    if (r->restore_start) timings_.copy_done(true, r->size, r->restore_start, r->restore_event);
     r->restore_pending = false;
     if (r->state.load() == kRegionRestoring) transition(r, kRegionResident);
     if (r->state.load() == kRegionResident && r->d2h_in_flight == 0)
@@ -381,6 +434,78 @@ bool Residency::complete_in_flight(std::unique_lock<std::mutex>&) {
   }
   if (done) restore_flight_.erase(restore_flight_.begin(), restore_flight_.begin() + done);
   return did;
+}
+
+// A planned prefetch: r comes back from the host if it fits the budget now, without evicting
+// anything for it; otherwise it waits (prefetches_wanted_) until it fits, its back-access brings
+// it back on demand, or its time is up. A swap-out not completed yet is simply cancelled.
+bool Residency::issue_prefetch(std::unique_lock<std::mutex>& lock, Region* r, std::uint64_t tag) {
+  if (r->swapper_busy || !may_evict_now()) return false;
+  std::uint32_t st = r->state.load();
+  if (st == kRegionEvicting) {
+    if (r->handle_given) return false;  // its memory went to another restore: wait until out
+    rescue(r);
+  } else if (st != kRegionHost) {
+    return false;  // already back (or freed)
+  } else if (room_without_eviction(r->mapped)) {
+    if (issue_restore(lock, r) != CUDA_SUCCESS) return false;
+  } else if (Region* donor = donor_for(r->mapped)) {
+    // Memory already on its way out (a planned swap-out, a free): taking it forces nothing.
+    if (issue_restore(lock, r, donor) != CUDA_SUCCESS) return false;
+  } else {
+    for (const Prefetch& p : prefetches_wanted_)
+      if (p.region == r) return false;
+    prefetches_wanted_.push_back({r, r->id, tag, monotonic_ns() + 1'000'000'000ull});
+    return false;
+  }
+  r->plan_tag.store(tag | plan_tag::kEvicted | plan_tag::kPrefetched, std::memory_order_relaxed);
+  r->last_use.store(lru_tick(), std::memory_order_relaxed);  // not the next LRU victim
+  ++prefetches_;
+  return true;
+}
+
+// Whether `bytes` more fit the budget with nothing evicted: a pooled handle of that size is
+// reused as it is, and pooled handles of other sizes are given back to make room.
+bool Residency::room_without_eviction(std::uint64_t bytes) {
+  std::uint64_t b = budget();
+  for (const auto& [h, size] : handle_pool_)
+    if (size == bytes) return used() <= b;
+  while (used() + bytes > b && release_pooled_handle()) {
+  }
+  return used() + bytes <= b;
+}
+
+bool Residency::serve_prefetches(std::unique_lock<std::mutex>& lock) {
+  bool did = false;
+  std::uint64_t now = monotonic_ns();
+  for (std::size_t i = 0; i < prefetches_wanted_.size();) {
+    Prefetch p = prefetches_wanted_[i];
+    Region* r = p.region;
+    bool gone = r->id != p.id || r->state.load() != kRegionHost || now > p.deadline_ns;
+    if (!gone &&
+        (r->swapper_busy || (!room_without_eviction(r->mapped) && !donor_for(r->mapped)))) {
+      ++i;
+      continue;
+    }
+    prefetches_wanted_.erase(prefetches_wanted_.begin() + static_cast<std::ptrdiff_t>(i));
+    if (!gone) did = issue_prefetch(lock, r, p.tag) || did;
+  }
+  return did;
+}
+
+// A region whose memory is on its way out (its swap-out copy or its stream-ordered free is
+// enqueued, with its completion event) and can be handed to a restore of `bytes`: the oldest,
+// which completes first.
+Region* Residency::donor_for(std::uint64_t bytes) {
+  for (const InFlight& f : evict_flight_) {
+    Region* d = f.region;
+    if (d->mapped != bytes || d->handle_given || !d->handle || d->swapper_busy) continue;
+    std::uint32_t st = d->state.load();
+    if (f.is_free ? (st == kRegionFree && f.gen == d->gen)
+                  : (st == kRegionEvicting && f.gen == d->gen && d->evict_issued))
+      return d;
+  }
+  return nullptr;
 }
 
 bool Residency::serve_wanted(std::unique_lock<std::mutex>& lock) {
@@ -395,6 +520,10 @@ bool Residency::serve_wanted(std::unique_lock<std::mutex>& lock) {
       continue;
     }
     if (st == kRegionEvicting) {
+      if (r->handle_given) {  // its memory is gone to another region: restore once it is out
+        ++i;
+        continue;
+      }
       rescue(r);
       st = r->state.load();
     }
@@ -405,6 +534,17 @@ bool Residency::serve_wanted(std::unique_lock<std::mutex>& lock) {
     }
     Room room = make_room(r->mapped, gate_.capturing());
     if (room == Room::kWait) {
+      // Memory on its way out can be taken at once, the copy back ordered after it on the
+      // device: the caller's stream waits for the restore, never the host for the swap-out.
+      if (Region* donor = donor_for(r->mapped)) {
+        CUresult e = issue_restore(lock, r, donor);
+        if (e != CUDA_ERROR_NOT_READY) {
+          if (e != CUDA_SUCCESS) r->restore_error = e;
+          wanted_.erase(wanted_.begin() + static_cast<std::ptrdiff_t>(i));
+          did = true;
+          continue;
+        }
+      }
       ++i;
       continue;
     }
@@ -432,7 +572,7 @@ bool Residency::serve_wanted(std::unique_lock<std::mutex>& lock) {
 
 // Maps r again at its address and starts the copy back (room is ready). CUDA_ERROR_NOT_READY:
 // the device itself is full and more room is being made.
-CUresult Residency::issue_restore(std::unique_lock<std::mutex>& lock, Region* r) {
+CUresult Residency::issue_restore(std::unique_lock<std::mutex>& lock, Region* r, Region* donor) {
   if (cfg_.debug_skip_restore) {
     // Test-only fault injection: claim residency without memory, so the next touch faults.
     resident_ += r->mapped;
@@ -440,8 +580,25 @@ CUresult Residency::issue_restore(std::unique_lock<std::mutex>& lock, Region* r)
     ++restores_;
     return CUDA_SUCCESS;
   }
+  if (r->stale_mapping) {
+    // Its address still maps memory it handed on (an earlier unmap failed): drop that first.
+    CUresult e = dev_.unmap(r->base, r->mapped);
+    if (e != CUDA_SUCCESS) return e;
+    r->stale_mapping = false;
+  }
   Device::Handle h = 0;
-  if (!take_pooled_handle(r->mapped, &h)) {
+  if (donor) {
+    // The donor's swap-out or free is in flight: its handle stays mapped at its own address until
+    // that completes, and is mapped here too; the copy back waits for it on the restore stream.
+    CUresult e = dev_.map(r->base, r->mapped, donor->handle);
+    if (e == CUDA_SUCCESS) e = dev_.wait(restore_stream_, donor->evict_event);
+    if (e != CUDA_SUCCESS) {
+      dev_.unmap(r->base, r->mapped);  // a failed map left nothing; a failed wait left the map
+      return e;
+    }
+    take_from(donor);
+    h = donor->handle;
+  } else if (!take_pooled_handle(r->mapped, &h)) {
     CUresult e = dev_.create(r->mapped, &h);
     if (e == CUDA_ERROR_OUT_OF_MEMORY) {
       // The device is full though the budget is not (other processes, context overhead).
@@ -454,7 +611,7 @@ CUresult Residency::issue_restore(std::unique_lock<std::mutex>& lock, Region* r)
     }
     if (e != CUDA_SUCCESS) return e;
   }
-  CUresult e = dev_.map(r->base, r->mapped, h);
+  CUresult e = donor ? CUDA_SUCCESS : dev_.map(r->base, r->mapped, h);
   if (e != CUDA_SUCCESS) {
     handle_pool_.emplace_back(h, r->mapped);
     pooled_ += r->mapped;
@@ -463,12 +620,14 @@ CUresult Residency::issue_restore(std::unique_lock<std::mutex>& lock, Region* r)
   r->handle = h;
   resident_ += r->mapped;
   note_peak();
-  if (!r->restore_event && (e = dev_.event_create(&r->restore_event, false)) != CUDA_SUCCESS) {
+  if ((!r->restore_event && (e = dev_.event_create(&r->restore_event, true)) != CUDA_SUCCESS) ||
+      (!r->restore_start && (e = dev_.event_create(&r->restore_start, true)) != CUDA_SUCCESS)) {
     undo_map(r);
     return e;
   }
   if (r->host.pinned) {
-    e = dev_.copy_h2d(r->base, r->host.ptr, r->size, restore_stream_);
+    e = dev_.record(r->restore_start, restore_stream_);
+    if (e == CUDA_SUCCESS) e = dev_.copy_h2d(r->base, r->host.ptr, r->size, restore_stream_);
     if (e == CUDA_SUCCESS) {
       e = dev_.record(r->restore_event, restore_stream_);
       // The copy is in flight with no event to see it end: wait for the device before unmapping.
@@ -482,8 +641,10 @@ CUresult Residency::issue_restore(std::unique_lock<std::mutex>& lock, Region* r)
   } else {
     r->swapper_busy = true;
     lock.unlock();
+    std::uint64_t t0 = monotonic_ns();
     e = host_.staged_h2d(r->base, r->host.ptr, r->size, restore_stream_);
     if (e == CUDA_SUCCESS) e = dev_.record(r->restore_event, restore_stream_);
+    timings_.copy_done_ns(true, r->size, monotonic_ns() - t0);
     lock.lock();
     r->swapper_busy = false;
     if (r->state.load() == kRegionFree && r->free_requested) {

@@ -32,10 +32,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <algorithm>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "interpose/log.h"
 #include "proto/fdpass.h"
@@ -75,8 +77,9 @@ struct Shared {
   std::atomic<bool> stop{false};
   std::atomic<bool> connected{false};
   std::atomic<std::uint64_t> dropped_no_slot{0};
-  std::atomic<std::uint64_t> counters[10] = {};  // Counters, in declaration order
+  std::atomic<std::uint64_t> counters[kNumCounters] = {};  // Counters, in declaration order
   std::atomic<std::uint64_t> applied_budget{0};
+  std::atomic<std::uint32_t> connection{0};  // numbers successful connections
 };
 
 // Telemetry-thread state (see the ownership notes above).
@@ -87,7 +90,9 @@ struct Connection {
   p::RingProducer ring;
   p::StatusBlock* status = nullptr;
   p::PlanBlock* plan = nullptr;
+  std::uint32_t plan_capacity = 0;
   std::uint64_t plan_generation = 0;
+  std::vector<std::uint64_t> plan_words;  // header + entries, sized at connection
 };
 
 Shared g;
@@ -178,6 +183,11 @@ void disconnect(const char* why) {
   g_conn = Connection{};
   g.enabled.store(false, std::memory_order_relaxed);
   if (g_info.recording) g_info.recording->store(false, std::memory_order_relaxed);
+  // No daemon, no plan: the library runs passive until the next connection brings one.
+  if (g_info.on_plan) {
+    p::PlanHeader passive{};
+    g_info.on_plan(passive, nullptr, 0);
+  }
   if (g.connected.exchange(false))
     GSWAP_LOG(kInfo, "gswapd connection closed (%s); continuing in passive mode", why);
 }
@@ -273,11 +283,15 @@ bool try_connect(bool* refused, bool* absent) {
                       hdr.ring_capacity);
   g_conn.status = reinterpret_cast<p::StatusBlock*>(b + hdr.status_offset);
   g_conn.plan = reinterpret_cast<p::PlanBlock*>(b + hdr.plan_offset);
+  g_conn.plan_capacity = hdr.plan_capacity;
+  g_conn.plan_words.assign(
+      p::kPlanHeaderWords + std::size_t{hdr.plan_capacity} * p::kPlanEntryWords, 0);
   // Events staged while disconnected were already counted as dropped; start clean.
   for (int i = 0; i < kMaxStaging; ++i)
     g_staging[i].tail.store(g_staging[i].head.load(std::memory_order_acquire),
                             std::memory_order_release);
   g_last_refusal = -1;
+  g.connection.fetch_add(1, std::memory_order_relaxed);
   g.connected.store(true);
   GSWAP_LOG(kInfo, "connected to gswapd at %s", g_socket_path);
   // The interposer re-announces the regions that are already live (allocated before this
@@ -355,29 +369,61 @@ void drain() {
 }
 
 void publish_status() {
-  p::StatusPayload st{};
-  std::uint64_t w[10];
-  for (int i = 0; i < 10; ++i) w[i] = g.counters[i].load(std::memory_order_relaxed);
-  static_assert(offsetof(p::StatusPayload, launches) == 9 * 8, "counters lead StatusPayload");
-  std::memcpy(&st, w, sizeof w);
+  std::uint64_t c[kNumCounters];
+  for (int i = 0; i < kNumCounters; ++i) c[i] = g.counters[i].load(std::memory_order_relaxed);
   std::uint64_t dropped = g.dropped_no_slot.load(std::memory_order_relaxed);
   for (int i = 0; i < kMaxStaging; ++i)
     dropped += g_staging[i].dropped.load(std::memory_order_relaxed);
+  p::StatusPayload st{};
+  st.budget = c[0];
+  st.resident = c[1];
+  st.peak_resident = c[2];
+  st.swapped_out = c[3];
+  st.swapped_in = c[4];
+  st.stalls = c[5];
+  st.stall_ns = c[6];
+  st.pinned = c[7];
+  st.regions = c[8];
+  st.launches = c[9];
   st.dropped_events = dropped;
   st.applied_budget = g.applied_budget.load(std::memory_order_relaxed);
+  st.mode = c[10];
+  st.plan_generation = c[11];
+  st.planned_evictions = c[12];
+  st.prefetches = c[13];
+  st.late_restores = c[14];
+  st.divergences = c[15];
+  st.device_stall_ns = c[16];
+  st.h2d_bytes_per_s = c[17];
+  st.d2h_bytes_per_s = c[18];
+  st.guided_iterations = c[19];
+  st.fixed_bytes = c[20];
   std::uint64_t words[p::kStatusWords];
   std::memcpy(words, &st, sizeof st);
   p::seqlock_write(&g_conn.status->seq, g_conn.status->words, words, p::kStatusWords);
 }
 
 void read_plan() {
-  std::uint64_t words[p::kPlanHeaderWords];
   auto* area = reinterpret_cast<std::atomic<std::uint64_t>*>(g_conn.plan + 1);
-  if (!p::seqlock_read(&g_conn.plan->seq, area, words, p::kPlanHeaderWords)) return;
+  std::uint64_t head[p::kPlanHeaderWords];
+  if (!p::seqlock_read(&g_conn.plan->seq, area, head, p::kPlanHeaderWords)) return;
   p::PlanHeader ph;
-  std::memcpy(&ph, words, sizeof ph);
+  std::memcpy(&ph, head, sizeof ph);
   if (ph.generation == g_conn.plan_generation) return;
+  // The entries, read with the header under one seqlock pass so they belong to it. The count is
+  // the daemon's word: bounded by the capacity the shared-memory header gave.
+  std::uint32_t n = std::min<std::uint32_t>(ph.num_entries, g_conn.plan_capacity);
+  std::size_t words = p::kPlanHeaderWords + std::size_t{n} * p::kPlanEntryWords;
+  if (words > g_conn.plan_words.size()) return;
+  if (!p::seqlock_read(&g_conn.plan->seq, area, g_conn.plan_words.data(), words)) return;
+  std::memcpy(&ph, g_conn.plan_words.data(), sizeof ph);
+  if (ph.generation == g_conn.plan_generation) return;
+  n = std::min<std::uint32_t>(ph.num_entries, n);
   g_conn.plan_generation = ph.generation;
+  if (g_info.on_plan)
+    g_info.on_plan(
+        ph, reinterpret_cast<const p::PlanEntry*>(g_conn.plan_words.data() + p::kPlanHeaderWords),
+        n);
   if (ph.budget_bytes == 0) return;
   // The daemon's share caps this process's own budget; it never raises it above GSWAP_BUDGET.
   std::uint64_t b = ph.budget_bytes;
@@ -656,9 +702,78 @@ void iteration_mark(std::uint64_t seq) {
 }
 
 void publish_counters(const Counters& c) {
-  const std::uint64_t v[10] = {c.budget, c.resident, c.peak_resident, c.swapped_out, c.swapped_in,
-                               c.stalls, c.stall_ns, c.pinned,        c.regions,     c.launches};
-  for (int i = 0; i < 10; ++i) g.counters[i].store(v[i], std::memory_order_relaxed);
+  const std::uint64_t v[kNumCounters] = {c.budget,
+                                         c.resident,
+                                         c.peak_resident,
+                                         c.swapped_out,
+                                         c.swapped_in,
+                                         c.stalls,
+                                         c.stall_ns,
+                                         c.pinned,
+                                         c.regions,
+                                         c.launches,
+                                         c.mode,
+                                         c.plan_generation,
+                                         c.planned_evictions,
+                                         c.prefetches,
+                                         c.late_restores,
+                                         c.divergences,
+                                         c.device_stall_ns,
+                                         c.h2d_bytes_per_s,
+                                         c.d2h_bytes_per_s,
+                                         c.guided_iterations,
+                                         c.fixed_bytes};
+  for (int i = 0; i < kNumCounters; ++i) g.counters[i].store(v[i], std::memory_order_relaxed);
+}
+
+namespace {
+void emit_name(p::EventType type, std::uint64_t id, const char* name) {
+  if (id == 0 || !name) return;
+  std::size_t len = strnlen(name, p::kMaxNameChunks * 32);
+  std::uint32_t chunks = static_cast<std::uint32_t>(len / 32 + 1);
+  if (chunks > p::kMaxNameChunks) chunks = p::kMaxNameChunks;
+  for (std::uint32_t k = 0; k < chunks; ++k) {
+    p::EventRecord r = record(type, 0);
+    r.w[0] = id;
+    r.count = static_cast<std::uint16_t>(k);
+    if (k + 1 == chunks) r.flags = p::kLastChunk;
+    std::size_t off = std::size_t{k} * 32;
+    std::size_t n = len > off ? std::min<std::size_t>(32, len - off) : 0;
+    std::memcpy(&r.w[1], name + off, n);
+    emit(&r, 1);
+  }
+}
+}  // namespace
+
+void kernel_name(std::uint64_t function_id, const char* name) {
+  emit_name(p::EventType::kKernelName, function_id, name);
+}
+
+void region_name(std::uint64_t region_id, const char* name) {
+  emit_name(p::EventType::kRegionName, region_id, name);
+}
+
+std::uint32_t connection() {
+  return g.connection.load(std::memory_order_relaxed);
+}
+
+void lateness(std::uint64_t generation, std::uint64_t entry, std::uint64_t late_ns, bool missed) {
+  p::EventRecord r = record(p::EventType::kLateness, 0);
+  r.w[0] = generation;
+  r.w[1] = entry;
+  r.w[2] = late_ns;
+  r.w[3] = missed ? 1 : 0;
+  emit(&r, 1);
+}
+
+void divergence(std::uint64_t generation, std::uint64_t offset, std::uint64_t expected,
+                std::uint64_t got) {
+  p::EventRecord r = record(p::EventType::kDivergence, 0);
+  r.w[0] = generation;
+  r.w[1] = offset;
+  r.w[2] = expected;
+  r.w[3] = got;
+  emit(&r, 1);
 }
 
 }  // namespace gswap::interpose::telemetry

@@ -12,6 +12,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "proto/wire.h"
+
 namespace gswap::interpose::telemetry {
 
 // Counters the library publishes for `gswapctl status`. Bytes unless said otherwise.
@@ -26,7 +28,25 @@ struct Counters {
   std::uint64_t pinned = 0;   // pinned host bytes held
   std::uint64_t regions = 0;  // live swappable regions
   std::uint64_t launches = 0;
+  // Plans and their execution (proto::StatusPayload has the meaning of each).
+  std::uint64_t mode = 0;
+  std::uint64_t plan_generation = 0;
+  std::uint64_t planned_evictions = 0;
+  std::uint64_t prefetches = 0;
+  std::uint64_t late_restores = 0;
+  std::uint64_t divergences = 0;
+  std::uint64_t device_stall_ns = 0;
+  std::uint64_t h2d_bytes_per_s = 0;
+  std::uint64_t d2h_bytes_per_s = 0;
+  std::uint64_t guided_iterations = 0;
+  std::uint64_t fixed_bytes = 0;
 };
+inline constexpr int kNumCounters = 21;
+
+// Called by telemetry's own thread with every new plan the daemon publishes (a new generation),
+// entries valid only during the call. The callback may allocate; it must not block for long.
+using PlanCallback = void (*)(const proto::PlanHeader& header, const proto::PlanEntry* entries,
+                              std::uint32_t num_entries);
 
 // Called by telemetry's own thread when the daemon pushes a new budget. Must be cheap and safe to
 // call from a non-application thread; the interposer applies the budget without restarting.
@@ -57,6 +77,7 @@ struct StartInfo {
   // Set while events flow to a daemon (the interposer then numbers every call globally, which
   // the launch path otherwise skips), cleared when the connection ends.
   std::atomic<bool>* recording = nullptr;
+  PlanCallback on_plan = nullptr;
 };
 
 // Lifecycle. start() connects to (or, if configured, spawns) the daemon and returns at once when
@@ -80,6 +101,16 @@ void restore(std::uint64_t region_id, std::uint64_t bytes, bool late);
 void stall(std::uint64_t seq, std::uint64_t ns);
 void gpu_timing(std::uint64_t seq, std::uint64_t start_ns, std::uint64_t duration_ns);
 void iteration_mark(std::uint64_t seq);
+// Names (cut at proto::kMaxNameChunks * 32 bytes). A kernel's name is sent once per connection:
+// connection() numbers the connections, so the interposer can tell whether it was.
+void kernel_name(std::uint64_t function_id, const char* name);
+void region_name(std::uint64_t region_id, const char* name);
+std::uint32_t connection();
+// Plan execution: how late a planned restore was at its back-access, and where the program
+// stopped doing what the plan expected.
+void lateness(std::uint64_t generation, std::uint64_t entry, std::uint64_t late_ns, bool missed);
+void divergence(std::uint64_t generation, std::uint64_t offset, std::uint64_t expected,
+                std::uint64_t got);
 
 // Only from inside the ConnectCallback (telemetry's thread). open_events() lets events flow to the
 // daemon from here on. announce_region() writes a region_alloc for a region allocated earlier

@@ -33,9 +33,11 @@ DecodeResult decode_events(const EventRecord* records, std::size_t n, bool compl
     if (r.type == 0 || r.type > kMaxEventType) return fail(i, "unknown event type");
     if (r.reserved0 != 0 || r.reserved1 != 0) return fail(i, "reserved field not zero");
     auto type = static_cast<EventType>(r.type);
-    if (r.flags != 0 && !(type == EventType::kLaunch && r.flags == kLaunchTruncated))
+    bool is_name = type == EventType::kKernelName || type == EventType::kRegionName;
+    if (r.flags != 0 && !(type == EventType::kLaunch && r.flags == kLaunchTruncated) &&
+        !(is_name && r.flags == kLastChunk))
       return fail(i, "bad flags");
-    if (type != EventType::kLaunch && type != EventType::kLaunchMore && r.count != 0)
+    if (type != EventType::kLaunch && type != EventType::kLaunchMore && !is_name && r.count != 0)
       return fail(i, "count on a record without regions");
     switch (type) {
       case EventType::kAlloc:
@@ -113,6 +115,26 @@ DecodeResult decode_events(const EventRecord* records, std::size_t n, bool compl
       case EventType::kIterationMark:
         if (!tail_zero(r, 0)) return fail(i, "unused words not zero");
         sink.on_iteration_mark(r.seq);
+        break;
+      case EventType::kKernelName:
+      case EventType::kRegionName: {
+        if (r.w[0] == 0) return fail(i, "name of id 0");
+        if (r.count >= kMaxNameChunks) return fail(i, "name chunk index too large");
+        char bytes[32];
+        std::memcpy(bytes, &r.w[1], 32);
+        sink.on_name(type == EventType::kKernelName ? EventSink::NameKind::kKernel
+                                                    : EventSink::NameKind::kRegion,
+                     r.w[0], r.count, bytes, (r.flags & kLastChunk) != 0);
+        break;
+      }
+      case EventType::kLateness:
+        if (r.w[3] > 1) return fail(i, "lateness missed flag not 0 or 1");
+        if (!tail_zero(r, 4)) return fail(i, "unused words not zero");
+        sink.on_lateness(r.w[0], r.w[1], r.w[2], r.w[3] != 0);
+        break;
+      case EventType::kDivergence:
+        if (!tail_zero(r, 4)) return fail(i, "unused words not zero");
+        sink.on_divergence(r.w[0], r.w[1], r.w[2], r.w[3]);
         break;
     }
     ++i;

@@ -31,6 +31,15 @@ class EventSink {
   virtual void on_gpu_timing(std::uint64_t seq, std::uint64_t start_ns,
                              std::uint64_t duration_ns) = 0;
   virtual void on_iteration_mark(std::uint64_t seq) = 0;
+  // Protocol 2. A sink that does not care keeps these defaults.
+  enum class NameKind { kKernel, kRegion };
+  // One chunk of a name: chunk k holds bytes [32k, 32k + 32) (NUL-padded), `last` on the last.
+  virtual void on_name(NameKind kind, std::uint64_t id, std::uint32_t chunk, const char* bytes32,
+                       bool last) {}
+  virtual void on_lateness(std::uint64_t generation, std::uint64_t entry, std::uint64_t late_ns,
+                           bool missed) {}
+  virtual void on_divergence(std::uint64_t generation, std::uint64_t offset, std::uint64_t expected,
+                             std::uint64_t got) {}
 };
 
 struct DecodeResult {

@@ -38,6 +38,11 @@ struct CountingSink final : EventSink {
   void on_stall(std::uint64_t, std::uint64_t) override { ++events; }
   void on_gpu_timing(std::uint64_t, std::uint64_t, std::uint64_t) override { ++events; }
   void on_iteration_mark(std::uint64_t) override { ++events; }
+  void on_name(NameKind, std::uint64_t, std::uint32_t, const char*, bool) override { ++events; }
+  void on_lateness(std::uint64_t, std::uint64_t, std::uint64_t, bool) override { ++events; }
+  void on_divergence(std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t) override {
+    ++events;
+  }
 };
 
 // Appends a valid event of a random kind.
@@ -45,7 +50,7 @@ void append_valid(std::mt19937_64& rng, std::vector<EventRecord>& out) {
   EventRecord r{};
   r.seq = rng();
   r.stream = static_cast<std::uint32_t>(rng() % 4);
-  int kind = static_cast<int>(rng() % 6);
+  int kind = static_cast<int>(rng() % 9);
   if (kind == 0) {
     r.type = static_cast<std::uint16_t>(EventType::kAlloc);
     r.w[0] = 1 + rng() % 1000;
@@ -84,6 +89,25 @@ void append_valid(std::mt19937_64& rng, std::vector<EventRecord>& out) {
     r.type = static_cast<std::uint16_t>(EventType::kGpuTiming);
     r.w[0] = rng();
     r.w[1] = rng();
+    out.push_back(r);
+  } else if (kind == 5) {
+    r.type =
+        static_cast<std::uint16_t>(rng() % 2 ? EventType::kKernelName : EventType::kRegionName);
+    r.w[0] = 1 + rng();
+    r.count = static_cast<std::uint16_t>(rng() % kMaxNameChunks);
+    r.flags = static_cast<std::uint16_t>(rng() % 2 ? kLastChunk : 0);
+    for (int k = 1; k < 5; ++k) r.w[k] = rng();
+    out.push_back(r);
+  } else if (kind == 6) {
+    r.type = static_cast<std::uint16_t>(EventType::kLateness);
+    r.w[0] = rng();
+    r.w[1] = rng() % 1000;
+    r.w[2] = rng();
+    r.w[3] = rng() % 2;
+    out.push_back(r);
+  } else if (kind == 7) {
+    r.type = static_cast<std::uint16_t>(EventType::kDivergence);
+    for (int k = 0; k < 4; ++k) r.w[k] = rng();
     out.push_back(r);
   } else {
     r.type = static_cast<std::uint16_t>(EventType::kIterationMark);
@@ -127,7 +151,7 @@ TEST(DecodeFuzz, MillionMalformedBatchesAndHellos) {
       EventRecord& victim = recs[rng() % recs.size()];
       switch (rng() % 7) {
         case 0:
-          victim.type = static_cast<std::uint16_t>(11 + rng() % 60000);
+          victim.type = static_cast<std::uint16_t>(kMaxEventType + 1 + rng() % 60000);
           break;
         case 1:
           victim.reserved0 = static_cast<std::uint16_t>(1 + rng() % 60000);

@@ -19,7 +19,7 @@
 
 namespace gswap::proto {
 
-inline constexpr std::uint32_t kProtocolVersion = 1;
+inline constexpr std::uint32_t kProtocolVersion = 2;
 
 // Magic numbers: ASCII tags, so a hexdump says what it is.
 inline constexpr std::uint32_t kHelloMagic = 0x48575347;        // "GSWH" little-endian
@@ -86,18 +86,36 @@ HelloStatus check_hello(const void* bytes, std::size_t len, const std::uint8_t e
 // Events (ring records). Every record is 64 bytes: a 24-byte head and five 64-bit words.
 
 enum class EventType : std::uint16_t {
-  kAlloc = 1,          // w0 region id, w1 base address, w2 bytes
-  kFree = 2,           // w0 region id
-  kLaunch = 3,         // w0 function id, w1..w4 region ids; count = regions in the whole launch
-  kLaunchMore = 4,     // continuation of the previous kLaunch: w0..w4 region ids
-  kCopy = 5,           // w0 src region, w1 dst region, w2 bytes (region 0: not a region)
-  kEviction = 6,       // w0 region id, w1 bytes
-  kRestore = 7,        // w0 region id, w1 bytes, w2 late (0/1)
-  kStall = 8,          // w0 nanoseconds
-  kGpuTiming = 9,      // w0 start ns, w1 duration ns (of the launch with this seq)
-  kIterationMark = 10  // the iteration boundary is at seq
+  kAlloc = 1,           // w0 region id, w1 base address, w2 bytes
+  kFree = 2,            // w0 region id
+  kLaunch = 3,          // w0 function id, w1..w4 region ids; count = regions in the whole launch
+  kLaunchMore = 4,      // continuation of the previous kLaunch: w0..w4 region ids
+  kCopy = 5,            // w0 src region, w1 dst region, w2 bytes (region 0: not a region)
+  kEviction = 6,        // w0 region id, w1 bytes
+  kRestore = 7,         // w0 region id, w1 bytes, w2 late (0/1)
+  kStall = 8,           // w0 nanoseconds
+  kGpuTiming = 9,       // w0 start ns, w1 duration ns (of the launch with this seq)
+  kIterationMark = 10,  // the iteration boundary is at seq
+  kKernelName = 11,     // w0 function id, w1..w4 bytes [32*count, 32*count+32) of its name;
+                        // flags kLastChunk on the last chunk (names are cut at kMaxNameChunks)
+  kRegionName = 12,     // w0 region id, w1..w4 a chunk of the name it was given, as kKernelName
+  kLateness = 13,       // w0 plan generation, w1 entry index, w2 ns its restore was late at the
+                        // back-access (0: on time), w3 1 when it was not restored by the plan at
+                        // all (brought back on demand)
+  kDivergence = 14,     // w0 plan generation, w1 seq offset in the iteration, w2 function id the
+                        // plan expected there, w3 the one launched
 };
-inline constexpr std::uint16_t kMaxEventType = 10;
+inline constexpr std::uint16_t kMaxEventType = 14;
+
+// Flags in EventRecord::flags of name chunks.
+inline constexpr std::uint16_t kLastChunk = 1;
+inline constexpr std::uint32_t kMaxNameChunks = 8;  // names are cut at 256 bytes
+
+// Function ids of the accesses that are not kernels (kLaunch records for copies, memsets and
+// batch/stream memory operations; kernel ids are odd: a handle | 1).
+inline constexpr std::uint64_t kCopyFunction = 2;
+inline constexpr std::uint64_t kMemsetFunction = 4;
+inline constexpr std::uint64_t kMemOpFunction = 6;
 
 // Flags in EventRecord::flags.
 inline constexpr std::uint16_t kLaunchTruncated =
@@ -178,6 +196,12 @@ struct RingControl {
 static_assert(sizeof(RingControl) == 128);
 static_assert(offsetof(RingControl, tail) == 64);
 
+enum class PlanMode : std::uint32_t {
+  kPassive = 0,  // no plan: the library keeps within its budget on demand
+  kMeasure = 1,  // time every launch (kGpuTiming) so the daemon can plan with real durations
+  kGuided = 2,   // follow the plan's entries (and time one iteration in measure_every)
+};
+
 // Counters the library publishes (seqlock payload). Field order is the wire order.
 struct StatusPayload {
   std::uint64_t budget;
@@ -186,16 +210,29 @@ struct StatusPayload {
   std::uint64_t swapped_out;
   std::uint64_t swapped_in;
   std::uint64_t stalls;
-  std::uint64_t stall_ns;
+  std::uint64_t stall_ns;  // host time calls waited in gswap, summed over threads
   std::uint64_t pinned;
   std::uint64_t regions;
   std::uint64_t launches;
-  std::uint64_t dropped_events;  // events the library dropped (staging or ring full, no daemon)
-  std::uint64_t applied_budget;  // the daemon budget the library last applied
-  std::uint64_t reserved[4];
+  std::uint64_t dropped_events;     // events the library dropped (staging or ring full, no daemon)
+  std::uint64_t applied_budget;     // the daemon budget the library last applied
+  std::uint64_t mode;               // PlanMode the library runs in
+  std::uint64_t plan_generation;    // the plan it follows (0: none)
+  std::uint64_t planned_evictions;  // swap-outs started by the plan
+  std::uint64_t prefetches;         // restores started at planned triggers
+  std::uint64_t late_restores;      // planned restores still in flight at their back-access
+  std::uint64_t divergences;        // iterations in which the plan stopped matching
+  std::uint64_t device_stall_ns;    // time streams waited on the device for gswap's restores
+  std::uint64_t h2d_bytes_per_s;    // measured on gswap's own copies (0: not yet)
+  std::uint64_t d2h_bytes_per_s;
+  std::uint64_t guided_iterations;  // iterations followed to their end
+  std::uint64_t fixed_bytes;        // device memory the library cannot move (small allocations,
+                                    // regions that must stay): the planner plans around it
+  std::uint64_t reserved[9];
 };
 static_assert(std::is_trivially_copyable_v<StatusPayload>);
-static_assert(sizeof(StatusPayload) == 128);
+static_assert(sizeof(StatusPayload) == 256);
+static_assert(offsetof(StatusPayload, mode) == 96);
 inline constexpr std::size_t kStatusWords = sizeof(StatusPayload) / 8;
 
 struct StatusBlock {
@@ -204,40 +241,57 @@ struct StatusBlock {
 };
 static_assert(sizeof(StatusBlock) == 8 + sizeof(StatusPayload));
 
-enum class PlanMode : std::uint32_t {
-  kPassive = 0,   // no plan: the library keeps within its budget on demand
-  kMeasured = 1,  // an iteration was detected; a plan is published
-};
+inline constexpr std::uint32_t kSignatureLength = 16;
+inline constexpr std::uint64_t kNoOffset = ~std::uint64_t{0};
 
+// Positions in a plan are seq offsets from the start of an iteration: the library numbers every
+// allocation, free and access while a daemon records or a plan is followed, and an iteration
+// starts at the first launch of `signature` (the function ids of its first signature_len
+// launches, a sequence the daemon chose because it occurs only there).
 struct PlanHeader {
-  std::uint64_t generation;        // bumped by the daemon on every publish
-  std::uint64_t budget_bytes;      // this client's share of the GPU budget
-  std::uint32_t mode;              // PlanMode
-  std::uint32_t num_entries;       // valid PlanEntry records (<= plan_capacity)
-  std::uint64_t iteration_length;  // launches per detected iteration, 0 = none
-  std::uint64_t iteration_first_seq;
-  std::uint64_t reserved[3];
+  std::uint64_t generation;           // bumped by the daemon on every publish
+  std::uint64_t budget_bytes;         // this client's share of the GPU budget
+  std::uint32_t mode;                 // PlanMode
+  std::uint32_t num_entries;          // valid PlanEntry records (<= plan_capacity)
+  std::uint64_t iteration_length;     // launches per detected iteration, 0 = none
+  std::uint64_t iteration_first_seq;  // where the planned iteration started (informational)
+  std::uint64_t seq_length;           // the iteration's length in seq numbers
+  std::uint32_t signature_length;     // valid words of signature (1..kSignatureLength)
+  std::uint32_t measure_every;        // guided: time one iteration in this many (0: never)
+  std::uint64_t signature[kSignatureLength];
+  std::uint64_t reserved[1];
 };
 static_assert(std::is_trivially_copyable_v<PlanHeader>);
-static_assert(sizeof(PlanHeader) == 64);
+static_assert(sizeof(PlanHeader) == 192);
+static_assert(offsetof(PlanHeader, signature) == 56);
 inline constexpr std::size_t kPlanHeaderWords = sizeof(PlanHeader) / 8;
 
 enum class PlanAction : std::uint32_t { kSwap = 1, kRecompute = 2 };
 
-// One planned action; positions are launch indexes within the iteration (0-based).
+// One planned eviction and its return. The region is named either by id (a region alive across
+// iterations: weights, optimiser state) or, for one allocated anew every iteration, by the access
+// that first touches it in the iteration: bind_offset, and its index among that access's regions
+// (the order the library reports them in). Every position carries the function id expected there;
+// a mismatch means the program no longer does what was planned.
 struct PlanEntry {
-  std::uint64_t region_id;
-  std::uint32_t action;  // PlanAction
-  std::uint32_t reserved0;
-  std::uint64_t evict_after;  // evict after this launch index
-  std::uint64_t restore_at;   // start the restore at this launch index (the in-trigger)
+  std::uint64_t region_id;    // persistent region, 0 for a per-iteration one
+  std::uint64_t bind_offset;  // per-iteration: the seq offset of its first access
+  std::uint32_t bind_slot;    // per-iteration: its index among that access's regions
+  std::uint32_t action;       // PlanAction
+  std::uint64_t evict_after;  // seq offset of the access after which it leaves
+  std::uint64_t evict_function;
+  std::uint64_t trigger;  // seq offset of the access before which its restore starts
+                          // (kNoOffset: brought back on demand)
+  std::uint64_t trigger_function;
+  std::uint64_t back_access;  // seq offset of the access that needs it back (kNoOffset: none)
 };
 static_assert(std::is_trivially_copyable_v<PlanEntry>);
-static_assert(sizeof(PlanEntry) == 32);
+static_assert(sizeof(PlanEntry) == 64);
+inline constexpr std::size_t kPlanEntryWords = sizeof(PlanEntry) / 8;
 
 struct PlanBlock {
   std::atomic<std::uint64_t> seq;  // seqlock: odd while the daemon writes
-  // Followed by kPlanHeaderWords + plan_capacity * 4 atomic words.
+  // Followed by kPlanHeaderWords + plan_capacity * kPlanEntryWords atomic words.
 };
 
 // The layout the daemon uses; the library validates whatever it receives instead of assuming it.

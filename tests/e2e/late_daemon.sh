@@ -14,7 +14,7 @@ export GSWAP_SWAP_THRESHOLD=64KiB
 # trace_has_parameters LABEL: the trace of the running client holds all 2*L parameter regions.
 trace_has_parameters() {
   local label=$1
-  wait_for "the iteration to be found ($label)" 60 "status_has $TRAIN_PID 'c[\"mode\"] == \"measured\"'"
+  wait_for "the iteration to be found ($label)" 60 "status_has $TRAIN_PID 'c[\"iteration_length\"] > 0'"
   "$GSWAPCTL" trace dump --pid "$TRAIN_PID" --out "$RT/trace-$label.json" || fail "trace dump failed ($label)"
   python3 - "$RT/trace-$label.json" $((W * W * 4)) $((2 * L)) <<'PY' || fail "parameters missing from the $label trace"
 import json, sys

@@ -375,6 +375,8 @@ int Run(const Options& o) {
   };
 
   const auto start = std::chrono::steady_clock::now();
+  auto step_start = start;
+  std::vector<double> steps;
   fill_batch(0, static_cast<float*>(host_xy[0]));
   std::vector<CUdeviceptr> act(L + 1);  // act[0] is the input, act[i] the output of layer i
   for (uint32_t it = 0; it < o.iters; ++it) {
@@ -447,6 +449,10 @@ int Run(const Options& o) {
     float loss = 0;
     std::memcpy(&loss, host_loss, sizeof loss);
     std::printf("loss: iter %u %.9g\n", it, double(loss));
+    const auto now = std::chrono::steady_clock::now();
+    steps.push_back(std::chrono::duration<double>(now - step_start).count());
+    step_start = now;
+    std::printf("step_seconds: iter %u %.6f\n", it, steps.back());
     std::fflush(stdout);
   }
   MT_CU(d.cuCtxSynchronize());
@@ -481,6 +487,14 @@ int Run(const Options& o) {
   MT_CU(d.cuDevicePrimaryCtxRelease(dev));
 
   std::printf("train_seconds: %.3f\n", elapsed);
+  // The median step of the second half of the run: steady state, after any warm-up (a gswapd
+  // measuring the first iterations and planning).
+  if (steps.size() >= 2) {
+    std::vector<double> tail(steps.begin() + static_cast<std::ptrdiff_t>(steps.size() / 2),
+                             steps.end());
+    std::sort(tail.begin(), tail.end());
+    std::printf("steady_step_seconds: %.6f\n", tail[tail.size() / 2]);
+  }
   std::printf("peak_bytes: %llu\n", (unsigned long long)mem.peak());
   std::printf("checksum: %016llx\n", (unsigned long long)h);
   return 0;

@@ -1,0 +1,105 @@
+// planner.cpp: gswapd's planning thread (see planner.h).
+#include "daemon/planner.h"
+
+#include <chrono>
+
+namespace gswap::daemon {
+namespace {
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+PlannerThread::PlannerThread() : thread_([this] { run(); }) {}
+
+PlannerThread::~PlannerThread() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+    cancel_running_.store(true);
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void PlannerThread::submit(Job job) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      if (it->client == job.client)
+        it = queue_.erase(it);
+      else
+        ++it;
+    }
+    if (running_ && running_client_ == job.client) cancel_running_.store(true);
+    queue_.push_back(std::move(job));
+  }
+  cv_.notify_all();
+}
+
+void PlannerThread::cancel(std::uint64_t client) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    if (it->client == client)
+      it = queue_.erase(it);
+    else
+      ++it;
+  }
+  if (running_ && running_client_ == client) cancel_running_.store(true);
+  for (auto it = results_.begin(); it != results_.end();) {
+    if (it->client == client)
+      it = results_.erase(it);
+    else
+      ++it;
+  }
+}
+
+std::vector<PlannerThread::Result> PlannerThread::take_results() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<Result> out;
+  out.swap(results_);
+  return out;
+}
+
+bool PlannerThread::idle() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !running_ && queue_.empty();
+}
+
+void PlannerThread::run() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (stopping_) return;
+    Job job = std::move(queue_.front());
+    queue_.pop_front();
+    running_ = true;
+    running_client_ = job.client;
+    cancel_running_.store(false);
+    lock.unlock();
+
+    policy::SearchOptions opt;
+    opt.time_budget_ms = job.time_budget_ms;
+    opt.now_ms = now_ms;
+    opt.cancel = &cancel_running_;
+    opt.allow_recompute = job.allow_recompute;
+    // The library follows the plan's entries and keeps the rest on demand: a plan that fits
+    // (no demand eviction in the simulator) is what it can execute as planned.
+    opt.require_fit = true;
+    double t0 = now_ms();
+    Result r;
+    r.client = job.client;
+    r.token = job.token;
+    r.budget = job.budget;
+    r.search = policy::plan_iteration(job.trace, job.budget, opt);
+    r.plan_ms = now_ms() - t0;
+
+    lock.lock();
+    running_ = false;
+    if (!r.search.cancelled) results_.push_back(std::move(r));
+  }
+}
+
+}  // namespace gswap::daemon

@@ -1,0 +1,150 @@
+// plan_executor.h: follows gswapd's plan (proto::PlanEntry) on the launch path.
+//
+// A plan names positions as seq offsets from the start of an iteration, which the executor finds
+// itself: the iteration starts at the first launch of the plan's signature (function ids that
+// occur only at the start of the planned iteration). Every position carries the function id
+// expected there; a mismatch means the program no longer does what was planned: the executor
+// stops following the plan for the rest of that iteration (the passive path keeps everything
+// correct), counts it and reports it. Regions are named by id (persistent) or bound at their
+// first access in each iteration (by position and index among that access's regions).
+//
+// At each access it does what the plan says for that position: bind a region, start a prefetch
+// (before the access is enqueued), note a back-access (whether its restore came in time), and,
+// after the access is enqueued, start a planned swap-out. The work itself goes to the swapper
+// through residency's lock-free command queue: the launch path never waits, locks or allocates.
+//
+// Threads: load() runs on telemetry's thread and publishes a compiled plan with one release store
+// (older plans are kept until eight newer ones have been loaded, longer than any launch can hold
+// one). The launch path calls before()/after() from any thread; the iteration state is owned by
+// whichever thread holds a try-lock for the duration of one call; a call that finds it held skips
+// the plan for that access (counted), so threads never wait for each other.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "interpose/param_scan.h"
+#include "interpose/region.h"
+#include "proto/wire.h"
+
+namespace gswap::interpose {
+
+// What following a plan does to the world (residency, telemetry); a fake in the unit tests.
+class PlanActions {
+ public:
+  virtual ~PlanActions() = default;
+  virtual Region* region_by_id(std::uint64_t id) = 0;  // a live region, or nullptr (telemetry
+                                                       // thread, at load)
+  virtual bool evict(Region* r, std::uint64_t id, std::uint64_t tag) = 0;
+  virtual bool prefetch(Region* r, std::uint64_t id, std::uint64_t tag) = 0;
+  virtual void lateness(std::uint64_t generation, std::uint64_t entry, std::uint64_t late_ns,
+                        bool missed) = 0;
+  virtual void divergence(std::uint64_t generation, std::uint64_t offset, std::uint64_t expected,
+                          std::uint64_t got) = 0;
+};
+
+// A region's plan tag (Region::plan_tag): which entry of which plan last moved it, and how.
+namespace plan_tag {
+inline constexpr std::uint64_t kEvicted = 1ull << 62;
+inline constexpr std::uint64_t kPrefetched = 1ull << 63;
+inline std::uint64_t make(std::uint64_t generation, std::uint64_t entry) {
+  return ((generation & 0x3fffffffull) << 32) | (entry & 0xffffffffull);
+}
+inline std::uint64_t key(std::uint64_t tag) {
+  return tag & ~(kEvicted | kPrefetched);
+}
+inline std::uint64_t entry(std::uint64_t tag) {
+  return tag & 0xffffffffull;
+}
+}  // namespace plan_tag
+
+struct PlanCounters {
+  std::atomic<std::uint64_t> planned_evictions{0};
+  std::atomic<std::uint64_t> prefetches{0};
+  std::atomic<std::uint64_t> divergences{0};
+  std::atomic<std::uint64_t> guided_iterations{0};
+  std::atomic<std::uint64_t> skipped{0};  // accesses that found the executor busy or a queue full
+};
+
+class PlanExecutor {
+ public:
+  explicit PlanExecutor(PlanActions& actions) : actions_(actions) {}
+  PlanExecutor(const PlanExecutor&) = delete;
+  PlanExecutor& operator=(const PlanExecutor&) = delete;
+
+  // Telemetry thread: a new plan (entries valid during the call). A passive header unloads.
+  void load(const proto::PlanHeader& header, const proto::PlanEntry* entries, std::uint32_t n);
+  void unload();
+
+  // The mode the library runs in (proto::PlanMode) and the generation it follows.
+  std::uint32_t mode() const { return mode_.load(std::memory_order_relaxed); }
+  std::uint64_t generation() const { return generation_.load(std::memory_order_relaxed); }
+  bool active() const { return mode() != static_cast<std::uint32_t>(proto::PlanMode::kPassive); }
+
+  // Launch path, around one access with sequence number `seq` of function `function` (a kernel's
+  // id, or proto::kCopyFunction...). before() returns what after() must do; `measure` tells the
+  // caller to time this access (kernel timing while gswapd asks for it).
+  struct Step {
+    const void* plan = nullptr;  // the plan before() followed (kept alive: see load)
+    std::uint32_t evicts = 0;
+    std::uint32_t evict_entry[8];
+    bool measure = false;
+  };
+  void before(std::uint64_t seq, std::uint64_t function, const TouchSet& t, Step* step);
+  void after(const Step& step);
+
+  const PlanCounters& counters() const { return counters_; }
+
+ private:
+  enum ActionKind : std::uint8_t { kBind, kPrefetch, kBack, kEvict };
+  struct Action {
+    std::uint32_t entry;
+    std::uint8_t kind;
+    std::uint64_t function;  // expected at this position (0: not checked)
+  };
+  struct Entry {
+    std::uint64_t region_id = 0;  // persistent
+    std::uint32_t bind_slot = 0;
+    bool has_trigger = false;
+    std::atomic<Region*> region{nullptr};
+    std::atomic<std::uint64_t> id{0};  // the bound region's id (a recycled Region has another)
+  };
+  struct Compiled {
+    std::uint64_t generation = 0;
+    std::uint32_t mode = 0;
+    std::uint64_t seq_length = 0;
+    std::uint32_t measure_every = 0;
+    std::uint32_t signature_length = 0;
+    std::uint64_t signature[proto::kSignatureLength] = {};
+    std::vector<std::uint32_t> first;  // actions at offset o: [first[o], first[o + 1])
+    std::vector<Action> actions;
+    std::unique_ptr<Entry[]> entries;
+    std::uint32_t num_entries = 0;
+  };
+
+  void start_iteration(Compiled& p, std::uint64_t start);
+  void diverge(Compiled& p, std::uint64_t offset, std::uint64_t expected, std::uint64_t got);
+
+  PlanActions& actions_;
+  std::atomic<Compiled*> plan_{nullptr};
+  std::atomic<std::uint32_t> mode_{0};
+  std::atomic<std::uint64_t> generation_{0};
+  std::unique_ptr<Compiled> retired_[8];  // telemetry thread
+  unsigned next_retired_ = 0;
+  PlanCounters counters_;
+
+  // Iteration state, owned by the holder of busy_.
+  std::atomic_flag busy_ = ATOMIC_FLAG_INIT;
+  bool in_iteration_ = false;
+  bool diverged_ = false;
+  bool measuring_ = false;
+  std::uint64_t start_ = 0;      // seq of the current iteration's first launch
+  std::uint32_t matched_ = 0;    // signature launches matched so far
+  std::uint64_t candidate_ = 0;  // seq where the current signature match began
+  std::uint64_t iteration_ = 0;
+  std::uint64_t shape_ = 0;  // signature and length of the plan the state above belongs to
+};
+
+}  // namespace gswap::interpose

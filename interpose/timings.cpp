@@ -1,0 +1,124 @@
+// timings.cpp: the timing event pool and the collection of measurements (see timings.h).
+#include "interpose/timings.h"
+
+#include <algorithm>
+
+namespace gswap::interpose {
+namespace {
+// Kernel start times are sent as nanoseconds since the first timed kernel plus this offset, so
+// a launch on another stream that started a little earlier still gets a positive number; gswapd
+// only uses differences.
+constexpr double kStartOffsetNs = 1e12;
+}  // namespace
+
+Device::Event Timings::take() {
+  Device::Event e = nullptr;
+  if (!pool_.pop(&e)) {
+    skipped_.fetch_add(1, std::memory_order_relaxed);
+    return nullptr;
+  }
+  pooled_.fetch_sub(1, std::memory_order_relaxed);
+  return e;
+}
+
+void Timings::give_back(Device::Event e) {
+  if (!e) return;
+  if (pool_.push(e)) {
+    pooled_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  dev_.event_destroy(e);  // cannot happen: no more events exist than the pool holds
+}
+
+bool Timings::push_kernel(std::uint64_t seq, Device::Event start, Device::Event end) {
+  if (kernels_.push(Kernel{seq, start, end})) return true;
+  skipped_.fetch_add(1, std::memory_order_relaxed);
+  give_back(start);
+  give_back(end);
+  return false;
+}
+
+bool Timings::push_wait(Region* r, std::uint64_t restores_issued, Device::Event back,
+                        std::uint64_t tag) {
+  if (waits_.push(Wait{r, restores_issued, back, tag})) return true;
+  skipped_.fetch_add(1, std::memory_order_relaxed);
+  give_back(back);
+  return false;
+}
+
+bool Timings::collect(Sink& sink) {
+  bool did = false;
+  // Keep about half the pool ready: launches in a measured iteration take two each.
+  while (created_ < kPoolSize && pooled_.load(std::memory_order_relaxed) < kPoolSize / 2) {
+    Device::Event e = nullptr;
+    if (dev_.event_create(&e, true) != CUDA_SUCCESS) break;
+    ++created_;
+    give_back(e);
+    did = true;
+  }
+  // Kernels.
+  Kernel k;
+  while (num_kernels_ < kPending && kernels_.pop(&k)) pending_kernels_[num_kernels_++] = k;
+  for (unsigned i = 0; i < num_kernels_;) {
+    Kernel& p = pending_kernels_[i];
+    if (dev_.query(p.end) != CUDA_SUCCESS || dev_.query(p.start) != CUDA_SUCCESS) {
+      ++i;
+      continue;
+    }
+    float dur_ms = 0, start_ms = 0;
+    if (!base_) {
+      base_ = p.start;  // kept for good: every later start is measured from it
+      p.start = nullptr;
+    }
+    bool ok = dev_.elapsed(p.start ? p.start : base_, p.end, &dur_ms) == CUDA_SUCCESS;
+    if (ok && p.start) ok = dev_.elapsed(base_, p.start, &start_ms) == CUDA_SUCCESS;
+    if (ok) {
+      double start_ns = std::max(0.0, kStartOffsetNs + static_cast<double>(start_ms) * 1e6);
+      sink.kernel(p.seq, static_cast<std::uint64_t>(start_ns),
+                  static_cast<std::uint64_t>(std::max(0.0f, dur_ms) * 1e6f));
+    }
+    give_back(p.start);
+    give_back(p.end);
+    pending_kernels_[i] = pending_kernels_[--num_kernels_];
+    did = true;
+  }
+  // Waits for restores: late by how long the restore ended after the stream got there.
+  Wait w;
+  while (num_waits_ < kPending && waits_.pop(&w)) pending_waits_[num_waits_++] = w;
+  for (unsigned i = 0; i < num_waits_;) {
+    Wait& p = pending_waits_[i];
+    bool stale = p.region->restores_issued != p.restores_issued;  // re-recorded since
+    if (!stale && (dev_.query(p.back) != CUDA_SUCCESS ||
+                   dev_.query(p.region->restore_event) != CUDA_SUCCESS)) {
+      ++i;
+      continue;
+    }
+    float ms = 0;
+    if (!stale && dev_.elapsed(p.back, p.region->restore_event, &ms) == CUDA_SUCCESS)
+      sink.waited(p.tag, ms > 0 ? static_cast<std::uint64_t>(static_cast<double>(ms) * 1e6) : 0);
+    give_back(p.back);
+    pending_waits_[i] = pending_waits_[--num_waits_];
+    did = true;
+  }
+  return did;
+}
+
+void Timings::copy_done(bool to_device, std::uint64_t bytes, Device::Event start,
+                        Device::Event end) {
+  float ms = 0;
+  if (!start || !end || dev_.elapsed(start, end, &ms) != CUDA_SUCCESS || ms <= 0) return;
+  copy_done_ns(to_device, bytes, static_cast<std::uint64_t>(static_cast<double>(ms) * 1e6));
+}
+
+void Timings::copy_done_ns(bool to_device, std::uint64_t bytes, std::uint64_t ns) {
+  // Copies below 1 MiB say more about launch latency than about the link.
+  if (ns == 0 || bytes < (1u << 20)) return;
+  double bps = static_cast<double>(bytes) * 1e9 / static_cast<double>(ns);
+  std::atomic<std::uint64_t>& v = to_device ? h2d_bps_ : d2h_bps_;
+  double old = static_cast<double>(v.load(std::memory_order_relaxed));
+  // A moving average: recent copies count most, one odd copy does not swing the figure.
+  double next = old == 0 ? bps : 0.8 * old + 0.2 * bps;
+  v.store(static_cast<std::uint64_t>(next), std::memory_order_relaxed);
+}
+
+}  // namespace gswap::interpose

@@ -1,0 +1,86 @@
+// timings.h: what gswap measures on the device with events: kernel durations while gswapd asks
+// for them, how long a stream waited for a restore (device-side stall, and the lateness of a
+// planned restore), and the bandwidth of gswap's own copies.
+//
+// Application threads take timing events from a pool and push what they recorded into bounded
+// lock-free queues; nothing on their side blocks, allocates or locks (an empty pool or a full
+// queue skips the measurement and counts it). The swapper thread creates the events, collects
+// completed measurements (cuEventElapsedTime) and hands the results to telemetry.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "interpose/command_queue.h"
+#include "interpose/device.h"
+#include "interpose/region.h"
+
+namespace gswap::interpose {
+
+class Timings {
+ public:
+  static constexpr std::uint32_t kPoolSize = 8192;
+
+  explicit Timings(Device& device) : dev_(device) {}
+  Timings(const Timings&) = delete;
+  Timings& operator=(const Timings&) = delete;
+
+  // --- any thread (lock-free) ------------------------------------------------------------------
+  Device::Event take();             // a timing event, or nullptr when the pool is empty
+  void give_back(Device::Event e);  // an event that was taken and not used
+
+  // A kernel's start and end events (recorded around its enqueue on its stream).
+  bool push_kernel(std::uint64_t seq, Device::Event start, Device::Event end);
+  // A stream waited for r's restore after `back` (recorded on that stream just before the wait).
+  // `tag` is r's plan tag at that moment (a planned restore's entry), 0 for a demand restore.
+  bool push_wait(Region* r, std::uint64_t restores_issued, Device::Event back, std::uint64_t tag);
+
+  // --- swapper thread ----------------------------------------------------------------------------
+  // Tops the pool up (creates events) and collects completed measurements. Returns true when it
+  // did something.
+  struct Sink {
+    virtual ~Sink() = default;
+    virtual void kernel(std::uint64_t seq, std::uint64_t start_ns, std::uint64_t dur_ns) = 0;
+    // A stream waited late_ns for a restore (0: the restore had landed in time).
+    virtual void waited(std::uint64_t tag, std::uint64_t late_ns) = 0;
+  };
+  bool collect(Sink& sink);
+  // A completed swap copy of `bytes` between two timing events (swapper thread).
+  void copy_done(bool to_device, std::uint64_t bytes, Device::Event start, Device::Event end);
+  void copy_done_ns(bool to_device, std::uint64_t bytes, std::uint64_t ns);
+
+  std::uint64_t h2d_bytes_per_s() const { return h2d_bps_.load(std::memory_order_relaxed); }
+  std::uint64_t d2h_bytes_per_s() const { return d2h_bps_.load(std::memory_order_relaxed); }
+  std::uint64_t skipped() const { return skipped_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Kernel {
+    std::uint64_t seq;
+    Device::Event start, end;
+  };
+  struct Wait {
+    Region* region;
+    std::uint64_t restores_issued;
+    Device::Event back;
+    std::uint64_t tag;
+  };
+
+  Device& dev_;
+  // The pool: a bounded lock-free queue of ready events.
+  CommandQueue<Device::Event, kPoolSize> pool_;
+  std::atomic<std::uint32_t> pooled_{0};
+  std::uint32_t created_ = 0;  // swapper
+  CommandQueue<Kernel, 4096> kernels_;
+  CommandQueue<Wait, 1024> waits_;
+  // Swapper-owned: measurements popped but not complete yet (streams complete out of order).
+  static constexpr unsigned kPending = 512;
+  Kernel pending_kernels_[kPending];
+  unsigned num_kernels_ = 0;
+  Wait pending_waits_[kPending];
+  unsigned num_waits_ = 0;
+  Device::Event base_ = nullptr;  // kernel start times are counted from it
+  std::atomic<std::uint64_t> h2d_bps_{0}, d2h_bps_{0};
+  std::atomic<std::uint64_t> skipped_{0};
+};
+
+}  // namespace gswap::interpose
