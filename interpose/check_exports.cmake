@@ -1,9 +1,15 @@
-# check_exports.cmake: libgswap.so must export exactly the symbols of hooks.def plus dlsym (both
-# glibc versions). Run as: cmake -DLIB=libgswap.so -DDEF=hooks.def -P check_exports.cmake
+# check_exports.cmake: libgswap.so must export exactly the symbols of hooks.def, the public API
+# of api.def, and dlsym (both glibc versions).
+# Run as: cmake -DLIB=libgswap.so -DDEF=hooks.def -DAPI=api.def -P check_exports.cmake
 file(STRINGS ${DEF} lines REGEX "^GSWAP_HOOK\\(")
 set(want "")
 foreach(line IN LISTS lines)
   string(REGEX REPLACE "^GSWAP_HOOK\\(([A-Za-z0-9_]+),.*" "\\1" sym "${line}")
+  list(APPEND want "${sym}")
+endforeach()
+file(STRINGS ${API} api_lines REGEX "^GSWAP_API\\(")
+foreach(line IN LISTS api_lines)
+  string(REGEX REPLACE "^GSWAP_API\\(([A-Za-z0-9_]+),.*" "\\1" sym "${line}")
   list(APPEND want "${sym}")
 endforeach()
 list(APPEND want "dlsym@@GLIBC_2.34")
@@ -38,7 +44,7 @@ list(REMOVE_ITEM missing ${got})
 set(extra ${got})
 list(REMOVE_ITEM extra ${want})
 if(missing OR extra)
-  message(FATAL_ERROR "export list differs from hooks.def:\n  missing: ${missing}\n  extra: ${extra}")
+  message(FATAL_ERROR "export list differs from hooks.def + api.def:\n  missing: ${missing}\n  extra: ${extra}")
 endif()
 list(LENGTH got n)
-message(STATUS "libgswap.so exports exactly hooks.def + dlsym (${n} symbols)")
+message(STATUS "libgswap.so exports exactly hooks.def + api.def + dlsym (${n} symbols)")

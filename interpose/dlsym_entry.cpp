@@ -141,15 +141,15 @@ __attribute__((visibility("hidden"))) void* gswap_dlsym_answer(void* handle, con
 // clang-format on
 
 #if defined(GSWAP_DLSYM_TRAMPOLINE)
-GSWAP_DLSYM_TRAMPOLINE("gswap_dlsym_new", "gswap_real_dlsym_new");
-GSWAP_DLSYM_TRAMPOLINE("gswap_dlsym_old", "gswap_real_dlsym_old");
+GSWAP_DLSYM_TRAMPOLINE("interpose_dlsym_new", "gswap_real_dlsym_new");
+GSWAP_DLSYM_TRAMPOLINE("interpose_dlsym_old", "gswap_real_dlsym_old");
 #else
 // Elsewhere, a plain call: lookups relative to the caller (RTLD_NEXT) resolve from libgswap.
-extern "C" __attribute__((visibility("default"))) void* gswap_dlsym_new(void* h, const char* n) {
+extern "C" __attribute__((visibility("default"))) void* interpose_dlsym_new(void* h, const char* n) {
   void* ours = gswap_dlsym_answer(h, n);
   return ours ? ours : reinterpret_cast<void* (*)(void*, const char*)>(gswap_real_dlsym_new)(h, n);
 }
-extern "C" __attribute__((visibility("default"))) void* gswap_dlsym_old(void* h, const char* n) {
+extern "C" __attribute__((visibility("default"))) void* interpose_dlsym_old(void* h, const char* n) {
   void* ours = gswap_dlsym_answer(h, n);
   return ours ? ours : reinterpret_cast<void* (*)(void*, const char*)>(gswap_real_dlsym_old)(h, n);
 }
@@ -157,9 +157,9 @@ extern "C" __attribute__((visibility("default"))) void* gswap_dlsym_old(void* h,
 
 // Both glibc versions of dlsym: binaries built against glibc >= 2.34 bind dlsym@GLIBC_2.34,
 // older ones dlsym@GLIBC_2.2.5 (x86-64) or dlsym@GLIBC_2.17 (aarch64).
-__asm__(".symver gswap_dlsym_new, dlsym@@GLIBC_2.34");
+__asm__(".symver interpose_dlsym_new, dlsym@@GLIBC_2.34");
 #if defined(__x86_64__)
-__asm__(".symver gswap_dlsym_old, dlsym@GLIBC_2.2.5");
+__asm__(".symver interpose_dlsym_old, dlsym@GLIBC_2.2.5");
 #elif defined(__aarch64__)
-__asm__(".symver gswap_dlsym_old, dlsym@GLIBC_2.17");
+__asm__(".symver interpose_dlsym_old, dlsym@GLIBC_2.17");
 #endif

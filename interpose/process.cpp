@@ -474,6 +474,14 @@ void capture_end() {
   g_res->capture_end();
 }
 
+void mark_iteration() {
+  telemetry::iteration_mark(g_fast->seq.load(std::memory_order_relaxed));
+}
+
+bool name_region(std::uint64_t ptr, const char* name) {
+  return g_res->name_region(ptr, name);
+}
+
 void apply_budget(std::uint64_t bytes) {
   if (!ready()) return;
   g_res->set_budget(bytes);
@@ -491,6 +499,7 @@ void announce_live_regions() {
   g_res->for_each_live([](void*) { telemetry::open_events(); },
                        [](const Region& r, void*) {
                          telemetry::announce_region(r.id, r.base, r.size, r.alloc_seq, 0);
+                         if (r.name[0]) telemetry::region_name(r.id, r.name);
                        },
                        nullptr);
 }

@@ -78,6 +78,10 @@ void plan_after(PlanStep* step);
 void send_kernel_name(std::uint64_t function_id, const char* name,
                       std::atomic<std::uint32_t>* sent);
 
+// The public API's (api.cpp) ways in.
+void mark_iteration();
+bool name_region(std::uint64_t ptr, const char* name);
+
 void apply_budget(std::uint64_t bytes);  // telemetry's BudgetCallback
 void announce_live_regions();            // telemetry's ConnectCallback
 

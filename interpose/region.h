@@ -84,6 +84,7 @@ struct Region {
   CUevent restore_start = nullptr;        // recorded just before it (the link's bandwidth)
   CUevent evict_event = nullptr;          // the last D2H's (or stream-ordered free's) completion
   CUevent evict_start = nullptr;
+  char name[64] = {};           // given by the program (gswap_name_allocation)
   Region* next_free = nullptr;  // recycling list
 };
 

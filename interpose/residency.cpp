@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 
 #include "interpose/check.h"
@@ -189,6 +190,7 @@ Region* Residency::new_region() {
   r->must_stay = untrackable_seen_;
   r->free_requested = r->evict_issued = r->free_issued = r->swapper_busy = false;
   r->handle_given = r->stale_mapping = false;
+  r->name[0] = '\0';
   r->restore_pending = false;
   r->restore_error = CUDA_SUCCESS;
   return r;
@@ -818,6 +820,16 @@ CUresult Residency::keep_all_resident(const char* why) {
   for (Region* r : live_) r->must_stay = true;  // and those allocated meanwhile
   fast_.all_stay.store(true, std::memory_order_release);
   return CUDA_SUCCESS;
+}
+
+bool Residency::name_region(std::uint64_t ptr, const char* name) {
+  Region* r = fast_.map.find(ptr);
+  if (!r) return false;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (r->state.load() == kRegionFree || ptr < r->base || ptr >= r->base + r->size) return false;
+  std::snprintf(r->name, sizeof r->name, "%s", name);
+  telemetry::region_name(r->id, r->name);
+  return true;
 }
 
 // --- streams, captures, budget ----------------------------------------------------------------

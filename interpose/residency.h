@@ -102,6 +102,9 @@ class Residency {
   // Every live region stays resident from now on (graph launches, untrackable calls).
   CUresult keep_all_resident(const char* why);
 
+  // Names the region containing ptr (gswap_name_allocation); false when ptr is in none.
+  bool name_region(std::uint64_t ptr, const char* name);
+
   void stream_destroyed(CUstream stream);
   void capture_begin();
   void capture_aborted();  // the real cuStreamBeginCapture failed
