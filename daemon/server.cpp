@@ -733,12 +733,14 @@ nlohmann::json Server::handle_request(const nlohmann::json& request) {
         return {{"ok", false}, {"error", fmt::format("pid {} has no complete iteration yet", pid)}};
       // The iteration the plan was made from has measured durations; without one (nothing
       // measured yet), the last complete iteration.
-      const policy::Trace& measured = c->planned_from().trace;
-      return {
-          {"ok", true},
-          {"trace_json", policy::write_trace_json(measured.launches.empty()
-                                                      ? c->last_iteration_trace(gpu_.total_bytes)
-                                                      : measured)}};
+      policy::Trace t = c->planned_from().trace.launches.empty()
+                            ? c->last_iteration_trace(gpu_.total_bytes)
+                            : c->planned_from().trace;
+      // The link as measured now (the library keeps measuring it on its own copies).
+      const proto::StatusPayload& st = c->counters().status;
+      if (st.h2d_bytes_per_s) t.device.h2d_bytes_per_s = static_cast<double>(st.h2d_bytes_per_s);
+      if (st.d2h_bytes_per_s) t.device.d2h_bytes_per_s = static_cast<double>(st.d2h_bytes_per_s);
+      return {{"ok", true}, {"trace_json", policy::write_trace_json(t)}};
     }
     return {{"ok", false}, {"error", fmt::format("no client with pid {}", pid)}};
   }

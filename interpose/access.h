@@ -63,7 +63,7 @@ inline void unpin(TouchSet& t) {
 // every copy that touches a region.
 template <class Enqueue>
 CUresult with_access(TouchSet& t, CUstream stream, bool per_thread, bool sync, Enqueue&& enqueue,
-                     std::uint64_t function_id) {
+                     std::uint64_t function_id, const char* name = nullptr) {
   FastState& f = fast();
   if (t.n == 0 && !(function_id & 1 && f.ordered.load(std::memory_order_relaxed))) return enqueue();
   Pinned p = t.n ? pin_if_mapped(t) : Pinned::kAllResident;
@@ -88,6 +88,8 @@ CUresult with_access(TouchSet& t, CUstream stream, bool per_thread, bool sync, E
     telemetry::launch(seq, stream_number, function_id, ids, static_cast<std::uint32_t>(t.n));
     if (f.plan_active.load(std::memory_order_relaxed)) {
       PlanStep step;
+      step.stream_number = stream_number;
+      step.name = name;
       plan_before(seq, function_id, t, per_thread && !stream ? CU_STREAM_PER_THREAD : stream,
                   per_thread, &step);
       CUresult res = enqueue();

@@ -87,6 +87,14 @@ bool load_config(EnvLookup env, Config* out, char* err, unsigned err_size) {
   if (std::strlen(v) >= sizeof out->daemon_path)
     return bad(err, err_size, "daemon_path", v, "too long");
   std::snprintf(out->daemon_path, sizeof out->daemon_path, "%s", v);
+
+  v = value_of(env, "timeline");
+  if (std::strlen(v) >= sizeof out->timeline) return bad(err, err_size, "timeline", v, "too long");
+  std::snprintf(out->timeline, sizeof out->timeline, "%s", v);
+  v = value_of(env, "timeline_events");
+  if (!settings::parse_uint(v, &out->timeline_events) || out->timeline_events == 0 ||
+      out->timeline_events > (1ull << 26))
+    return bad(err, err_size, "timeline_events", v, "expected a count from 1 to 67108864");
   return true;
 }
 

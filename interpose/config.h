@@ -28,6 +28,8 @@ struct Config {
   enum class Daemon { kOff, kConnect, kSpawn } daemon = Daemon::kConnect;
   char runtime_dir[256] = {};   // resolved (proto/rendezvous.h)
   char daemon_path[1024] = {};  // GSWAP_DAEMON_PATH; empty: the gswapd beside libgswap.so
+  char timeline[1024] = {};     // GSWAP_TIMELINE: a file written at exit (timeline.h); empty: off
+  std::uint64_t timeline_events = 0;
 };
 
 using EnvLookup = const char* (*)(const char* name);

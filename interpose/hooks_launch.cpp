@@ -42,7 +42,8 @@ CUresult launch(CUfunction f, CUstream stream, bool per_thread, void** params, v
     CUresult e = keep_resident(t, stream, per_thread);
     if (e != CUDA_SUCCESS) return e;
   }
-  return with_access(t, stream, per_thread, false, enqueue, reinterpret_cast<std::uint64_t>(f) | 1);
+  return with_access(t, stream, per_thread, false, enqueue, reinterpret_cast<std::uint64_t>(f) | 1,
+                     c ? c->name : nullptr);
 }
 
 }  // namespace

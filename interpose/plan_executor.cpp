@@ -115,6 +115,7 @@ void PlanExecutor::start_iteration(Compiled& p, std::uint64_t start) {
   diverged_ = false;
   ++iteration_;
   measuring_ = p.measure_every && iteration_ % p.measure_every == 0;
+  actions_.iteration_started();
 }
 
 void PlanExecutor::diverge(Compiled& p, std::uint64_t offset, std::uint64_t expected,

@@ -43,6 +43,7 @@ class PlanActions {
                         bool missed) = 0;
   virtual void divergence(std::uint64_t generation, std::uint64_t offset, std::uint64_t expected,
                           std::uint64_t got) = 0;
+  virtual void iteration_started() {}
 };
 
 // A region's plan tag (Region::plan_tag): which entry of which plan last moved it, and how.

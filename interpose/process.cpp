@@ -19,6 +19,7 @@
 #include <mutex>
 #include <new>
 
+#include "interpose/clock.h"
 #include "interpose/config.h"
 #include "interpose/device_cuda.h"
 #include "interpose/driver.h"
@@ -27,6 +28,7 @@
 #include "interpose/log.h"
 #include "interpose/residency.h"
 #include "interpose/telemetry.h"
+#include "interpose/timeline.h"
 
 namespace gswap::interpose {
 namespace {
@@ -54,6 +56,7 @@ class ProcessPlanActions final : public PlanActions {
                   std::uint64_t got) override {
     telemetry::divergence(generation, offset, expected, got);
   }
+  void iteration_started() override { timeline::iteration(monotonic_ns()); }
 };
 
 alignas(FastState) unsigned char g_fast_storage[sizeof(FastState)];
@@ -110,9 +113,16 @@ telemetry::Counters counters() {
   return c;
 }
 
-// Telemetry's PlanCallback: a new plan, or passive again (also when the daemon went away).
+// Telemetry's PlanCallback: a new plan, or passive again (also when the daemon went away). With
+// GSWAP_TIMELINE on, "passive" still times kernels: the timeline shows them.
 void load_plan(const proto::PlanHeader& h, const proto::PlanEntry* entries, std::uint32_t n) {
-  g_exec->load(h, entries, n);
+  if (h.mode == static_cast<std::uint32_t>(proto::PlanMode::kPassive) && timeline::enabled()) {
+    proto::PlanHeader measure{};
+    measure.mode = static_cast<std::uint32_t>(proto::PlanMode::kMeasure);
+    g_exec->load(measure, nullptr, 0);
+  } else {
+    g_exec->load(h, entries, n);
+  }
   bool active = g_exec->active();
   g_res->set_guided(g_exec->mode() == static_cast<std::uint32_t>(proto::PlanMode::kGuided));
   g_fast->plan_active.store(active, std::memory_order_release);
@@ -155,6 +165,7 @@ void at_exit() {
   // The swapper may be inside the driver: let it finish before the driver's own destructors run
   // (they run after this handler, which was registered after the driver loaded).
   if (g && g->owner_pid == ::getpid()) g_res->stop_swapper();
+  if (g && g->owner_pid == ::getpid()) timeline::write();
   print_summary();
   telemetry::stop();
 }
@@ -267,6 +278,13 @@ CUresult init_process() {
   rs.debug_skip_restore = g->config.debug_skip_restore;
   g_res->configure(rs);
   g_res->set_tick(publish_tick, nullptr);
+  timeline::configure(g->config.timeline, g->config.timeline_events);
+  static std::atomic<bool> daemon_recording{false};
+  if (timeline::enabled()) {
+    // Every call numbered and every kernel timed from the start, daemon or not.
+    g_fast->ordered.store(true, std::memory_order_relaxed);
+    load_plan(proto::PlanHeader{}, nullptr, 0);
+  }
   std::atexit(at_exit);
   pthread_atfork(fork_prepare, fork_parent, fork_child);
 
@@ -292,7 +310,7 @@ CUresult init_process() {
   info.budget_bytes = b;
   info.on_budget = apply_budget;
   info.on_connect = announce_live_regions;
-  info.recording = &g_fast->ordered;
+  info.recording = timeline::enabled() ? &daemon_recording : &g_fast->ordered;
   info.on_plan = load_plan;
   telemetry::start(info);
   return CUDA_SUCCESS;
@@ -430,7 +448,7 @@ void plan_after(PlanStep* step) {
   if (!step->start) return;
   Device::Event end = g_res->timings().take();
   if (end && cuda_device().record(end, step->stream) == CUDA_SUCCESS) {
-    g_res->timings().push_kernel(step->seq, step->start, end);
+    g_res->timings().push_kernel(step->seq, step->stream_number, step->name, step->start, end);
     return;
   }
   g_res->timings().give_back(end);
@@ -476,6 +494,7 @@ void capture_end() {
 
 void mark_iteration() {
   telemetry::iteration_mark(g_fast->seq.load(std::memory_order_relaxed));
+  timeline::iteration(monotonic_ns());
 }
 
 bool name_region(std::uint64_t ptr, const char* name) {

@@ -21,6 +21,7 @@
 #include "interpose/log.h"
 #include "interpose/plan_executor.h"
 #include "interpose/telemetry.h"
+#include "interpose/timeline.h"
 
 namespace gswap::interpose {
 namespace {
@@ -89,6 +90,27 @@ class Residency::Context {
   bool pushed_ = false;
 };
 
+// One host wait of an application thread, from its first wait to the end of the call: one stall
+// in the counters and one interval on the timeline (mutex_ held when it ends).
+class Residency::WaitScope {
+ public:
+  WaitScope(Residency& r, const char* why) : r_(r), why_(why) {}
+  void begin() {
+    if (!start_) start_ = monotonic_ns();
+  }
+  ~WaitScope() {
+    if (!start_) return;
+    std::uint64_t end = monotonic_ns();
+    r_.count_stall(end - start_);
+    timeline::host_wait(why_, start_, end);
+  }
+
+ private:
+  Residency& r_;
+  const char* why_;
+  std::uint64_t start_ = 0;
+};
+
 Residency::Residency(Device& device, FastState& fast, VictimPolicy& victims)
     : dev_(device),
       fast_(fast),
@@ -145,6 +167,7 @@ bool Residency::ensure_device() {
   va_span_ = span;
   va_.init(base, span);
   slot_events_.assign(StreamTable::kSlots, nullptr);
+  timings_.ensure_base(evict_stream_);  // the device-time axis, before any capture can begin
   device_ready_.store(true, std::memory_order_release);
   char a[32], b[32];
   GSWAP_LOG(kInfo, "device %d: budget %s of %s, granularity %llu, threshold %llu", device_,
@@ -341,6 +364,7 @@ Residency::Room Residency::make_room(std::uint64_t bytes, bool over_budget_ok) {
 // Application threads: waits (releasing the mutex) until `bytes` fit the budget.
 CUresult Residency::wait_for_room(std::unique_lock<std::mutex>& lock, std::uint64_t bytes) {
   std::uint64_t deadline = monotonic_ns() + kTransientPinNs;
+  WaitScope waited(*this, "memory");
   for (;;) {
     // During a capture nothing leaves (fact 8): the allocation goes above the budget, and the
     // swapper gives the excess back when the capture ends.
@@ -354,9 +378,8 @@ CUresult Residency::wait_for_room(std::unique_lock<std::mutex>& lock, std::uint6
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
     // Only an allocation over the budget waits, and only for swap-outs in flight (vDNN++).
-    std::uint64_t t0 = monotonic_ns();
+    waited.begin();
     wait_progress(lock, 5000);
-    count_stall(monotonic_ns() - t0);
   }
 }
 
@@ -399,6 +422,7 @@ void Residency::log_oom(std::uint64_t asked) {
 CUresult Residency::obtain_handle(std::unique_lock<std::mutex>& lock, std::uint64_t bytes,
                                   bool async, Device::Handle* h, Region** donor) {
   std::uint64_t deadline = monotonic_ns() + kTransientPinNs;
+  WaitScope waited(*this, "memory for an allocation");
   for (;;) {
     Room room = make_room(bytes, gate_.capturing());
     if (room == Room::kReady) {
@@ -422,9 +446,8 @@ CUresult Residency::obtain_handle(std::unique_lock<std::mutex>& lock, std::uint6
       }
     }
     // Only an allocation over the budget waits, and only for swap-outs in flight (vDNN++).
-    std::uint64_t t0 = monotonic_ns();
+    waited.begin();
     wait_progress(lock, 5000);
-    count_stall(monotonic_ns() - t0);
   }
 }
 
@@ -745,8 +768,10 @@ CUresult Residency::prepare(TouchSet& t, CUstream stream, bool per_thread, bool 
     }
   }
   if (restoring) {
+    std::uint64_t t1 = monotonic_ns();
+    timeline::host_wait("restores", t0, t1);
     lock.lock();
-    count_stall(monotonic_ns() - t0);
+    count_stall(t1 - t0);
   }
   return CUDA_SUCCESS;
 }

@@ -176,7 +176,8 @@ class Residency {
     std::uint64_t gen;
     std::uint64_t deadline_ns;  // OOM if no room by then (regions pinned only for an instant)
   };
-  class Context;  // pushes ctx_ for the scope
+  class Context;    // pushes ctx_ for the scope
+  class WaitScope;  // one host wait: a stall and a timeline interval
   class SlowLock;
 
   // All under mutex_.
@@ -220,9 +221,11 @@ class Residency {
   bool enforce_budget();
   bool serve_prefetches(std::unique_lock<std::mutex>& lock);
   bool room_without_eviction(std::uint64_t bytes);
+  void timeline_host_copy(bool to_device, Region* r, std::uint64_t t0, std::uint64_t t1);
   bool issue_prefetch(std::unique_lock<std::mutex>& lock, Region* r, std::uint64_t tag);
   void report_back_access(Region* r, bool late_unknown);
   static void* swapper_main(void* self);
+  void calibrate_link();
 
   Device& dev_;
   FastState& fast_;
@@ -283,7 +286,8 @@ class Residency {
   std::vector<Device::Event> slot_events_;  // one per stream slot, recorded by the swapper only
   Device::Event legacy_event_ = nullptr;
   std::uint64_t last_tick_ns_ = 0;
-  std::uint64_t steps_ = 0;  // swapper passes (mutex_)
+  std::uint64_t steps_ = 0;             // swapper passes (mutex_)
+  std::uint64_t last_counters_ns_ = 0;  // the timeline's last memory sample (swapper)
   void (*tick_)(void* ctx) = nullptr;
   void* tick_ctx_ = nullptr;
   friend struct ResidencyTestPeer;

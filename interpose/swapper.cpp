@@ -24,6 +24,7 @@
 #include "interpose/plan_executor.h"
 #include "interpose/residency.h"
 #include "interpose/telemetry.h"
+#include "interpose/timeline.h"
 
 namespace gswap::interpose {
 void Residency::start_swapper() {
@@ -44,12 +45,51 @@ void Residency::stop_swapper() {
   swapper_running_ = false;
 }
 
+// Times one copy each way of kCalibrationBytes on gswap's own streams, so the link's bandwidth is
+// known (and gswapd plans with it) before the first swap. Off the application's threads; the
+// memory is gswap's for a moment and given back, never counted against the budget.
+void Residency::calibrate_link() {
+  constexpr std::uint64_t kCalibrationBytes = 8ull << 20;
+  std::uint64_t bytes = (kCalibrationBytes + granularity_ - 1) / granularity_ * granularity_;
+  std::uint64_t va = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    va = va_.alloc(bytes);
+  }
+  if (!va) return;
+  Device::Handle h = 0;
+  void* host = nullptr;
+  Device::Event e[3] = {};
+  bool ok = dev_.create(bytes, &h) == CUDA_SUCCESS;
+  bool mapped = ok && dev_.map(va, bytes, h) == CUDA_SUCCESS;
+  ok = mapped && dev_.host_alloc(bytes, &host) == CUDA_SUCCESS;
+  for (auto& ev : e) ok = ok && dev_.event_create(&ev, true) == CUDA_SUCCESS;
+  ok = ok && dev_.record(e[0], evict_stream_) == CUDA_SUCCESS &&
+       dev_.copy_h2d(va, host, bytes, evict_stream_) == CUDA_SUCCESS &&
+       dev_.record(e[1], evict_stream_) == CUDA_SUCCESS &&
+       dev_.copy_d2h(host, va, bytes, evict_stream_) == CUDA_SUCCESS &&
+       dev_.record(e[2], evict_stream_) == CUDA_SUCCESS && dev_.synchronize(e[2]) == CUDA_SUCCESS;
+  if (ok) {
+    std::uint64_t a = 0, b = 0;
+    timings_.copy_done(true, bytes, e[0], e[1], &a, &b);
+    timings_.copy_done(false, bytes, e[1], e[2], &a, &b);
+  }
+  for (auto& ev : e)
+    if (ev) dev_.event_destroy(ev);
+  if (host) dev_.host_free(host);
+  if (mapped) dev_.unmap(va, bytes);
+  if (h) dev_.release(h);
+  std::lock_guard<std::mutex> lock(mutex_);
+  va_.release(va, bytes);
+}
+
 void* Residency::swapper_main(void* arg) {
   auto* self = static_cast<Residency*>(arg);
   unsigned mode = 0;
   self->dev_.relax_capture_mode(&mode);  // gswap's own work never joins a capture
   bool pushed = false;
   self->dev_.push(self->ctx_, &pushed);
+  self->calibrate_link();
   std::uint64_t backoff_us = 20;
   for (;;) {
     {
@@ -86,6 +126,12 @@ void* Residency::swapper_main(void* arg) {
   return nullptr;
 }
 
+// A staged copy (pageable memory, timed on the host) on the timeline's device axis.
+void Residency::timeline_host_copy(bool to_device, Region* r, std::uint64_t t0, std::uint64_t t1) {
+  timeline::copy(to_device, r->id, r->name, r->size, timeline::to_device(t0),
+                 timeline::to_device(t1), false);
+}
+
 bool Residency::swapper_step() {
   std::unique_lock<std::mutex> lock(mutex_);
   return step_locked(lock);
@@ -114,22 +160,32 @@ bool Residency::step_locked(std::unique_lock<std::mutex>& lock) {
     did = enforce_budget() || did;
   }
   {
-    // Measurements: collected outside the mutex would race with nothing, but the results update
-    // residency's counters, which it owns.
+    // Measurements (timings.h): to gswapd, to the timeline, and into residency's counters.
     struct Sink final : Timings::Sink {
       Residency* self;
-      void kernel(std::uint64_t seq, std::uint64_t start_ns, std::uint64_t dur_ns) override {
+      void kernel(std::uint64_t seq, std::uint32_t stream, const char* name, std::uint64_t start_ns,
+                  std::uint64_t dur_ns) override {
         telemetry::gpu_timing(seq, start_ns, dur_ns);
+        timeline::kernel(seq, stream, name, start_ns, dur_ns);
       }
-      void waited(std::uint64_t tag, std::uint64_t late_ns) override {
+      void waited(std::uint64_t tag, std::uint64_t region, std::uint64_t late_ns,
+                  std::uint64_t end_ns) override {
         self->device_stall_ns_.fetch_add(late_ns, std::memory_order_relaxed);
         if (late_ns) self->late_restores_.fetch_add(tag ? 1 : 0, std::memory_order_relaxed);
         if (tag)
           telemetry::lateness((tag >> 32) & 0x3fffffffull, plan_tag::entry(tag), late_ns, false);
+        timeline::stream_waited(region, late_ns, end_ns);
       }
     } sink;
     sink.self = this;
-    did = timings_.collect(sink) || did;
+    did = timings_.collect(sink, evict_stream_) || did;
+    if (timeline::enabled()) {
+      std::uint64_t now = monotonic_ns();
+      if (now - last_counters_ns_ >= 1'000'000) {  // a memory sample every millisecond at most
+        last_counters_ns_ = now;
+        timeline::counters(now, used(), budget(), host_.pinned_bytes());
+      }
+    }
   }
   did = run_commands(lock) || did;
   done_cv_.notify_all();
@@ -306,7 +362,9 @@ void Residency::issue_evict(std::unique_lock<std::mutex>& lock, Region* r) {
   lock.unlock();
   std::uint64_t t0 = monotonic_ns();
   CUresult e = host_.staged_d2h(r->host.ptr, r->base, r->size, evict_stream_);
-  timings_.copy_done_ns(false, r->size, monotonic_ns() - t0);
+  std::uint64_t t1 = monotonic_ns();
+  timings_.copy_done_ns(false, r->size, t1 - t0);
+  if (timeline::enabled()) timeline_host_copy(false, r, t0, t1);
   lock.lock();
   r->swapper_busy = false;
   if (r->state.load() == kRegionFree && r->free_requested) {
@@ -403,7 +461,10 @@ bool Residency::complete_in_flight(std::unique_lock<std::mutex>&) {
     --r->d2h_in_flight;
     std::uint32_t st = r->state.load();
     if (st == kRegionEvicting && r->gen == f.gen) {
-      timings_.copy_done(false, r->size, r->evict_start, r->evict_event);
+      std::uint64_t s0 = 0, s1 = 0;
+      if (timings_.copy_done(false, r->size, r->evict_start, r->evict_event, &s0, &s1))
+        timeline::copy(false, r->id, r->name, r->size, s0, s1,
+                       (r->plan_tag.load(std::memory_order_relaxed) & plan_tag::kEvicted) != 0);
       complete_evict(r);
     } else if (st == kRegionFree && r->free_requested && r->d2h_in_flight == 0) {
       // Freed while its last swap-out was in flight.
@@ -426,7 +487,11 @@ bool Residency::complete_in_flight(std::unique_lock<std::mutex>&) {
     if (q != CUDA_SUCCESS) GSWAP_CHECK(!"a restore's completion cannot be known");
     did = true;
     if (f.gen != r->restores_issued || !r->restore_pending) continue;  // an older life's restore
-    if (r->restore_start) timings_.copy_done(true, r->size, r->restore_start, r->restore_event);
+    std::uint64_t s0 = 0, s1 = 0;
+    if (r->restore_start &&
+        timings_.copy_done(true, r->size, r->restore_start, r->restore_event, &s0, &s1))
+      timeline::copy(true, r->id, r->name, r->size, s0, s1,
+                     (r->plan_tag.load(std::memory_order_relaxed) & plan_tag::kPrefetched) != 0);
     r->restore_pending = false;
     if (r->state.load() == kRegionRestoring) transition(r, kRegionResident);
     if (r->state.load() == kRegionResident && r->d2h_in_flight == 0)
@@ -644,7 +709,9 @@ CUresult Residency::issue_restore(std::unique_lock<std::mutex>& lock, Region* r,
     std::uint64_t t0 = monotonic_ns();
     e = host_.staged_h2d(r->base, r->host.ptr, r->size, restore_stream_);
     if (e == CUDA_SUCCESS) e = dev_.record(r->restore_event, restore_stream_);
-    timings_.copy_done_ns(true, r->size, monotonic_ns() - t0);
+    std::uint64_t t1 = monotonic_ns();
+    timings_.copy_done_ns(true, r->size, t1 - t0);
+    if (timeline::enabled()) timeline_host_copy(true, r, t0, t1);
     lock.lock();
     r->swapper_busy = false;
     if (r->state.load() == kRegionFree && r->free_requested) {

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 
+#include "interpose/clock.h"
+#include "interpose/timeline.h"
+
 namespace gswap::interpose {
 namespace {
 // Kernel start times are sent as nanoseconds since the first timed kernel plus this offset, so
@@ -30,8 +33,9 @@ void Timings::give_back(Device::Event e) {
   dev_.event_destroy(e);  // cannot happen: no more events exist than the pool holds
 }
 
-bool Timings::push_kernel(std::uint64_t seq, Device::Event start, Device::Event end) {
-  if (kernels_.push(Kernel{seq, start, end})) return true;
+bool Timings::push_kernel(std::uint64_t seq, std::uint32_t stream, const char* name,
+                          Device::Event start, Device::Event end) {
+  if (kernels_.push(Kernel{seq, stream, name, start, end})) return true;
   skipped_.fetch_add(1, std::memory_order_relaxed);
   give_back(start);
   give_back(end);
@@ -46,8 +50,31 @@ bool Timings::push_wait(Region* r, std::uint64_t restores_issued, Device::Event 
   return false;
 }
 
-bool Timings::collect(Sink& sink) {
+// The base of the device axis: an event recorded on one of gswap's own streams, which has nothing
+// queued before it the first time, so it completes at once; the host time that corresponds to it
+// goes to the timeline so host and device records share an axis.
+void Timings::ensure_base(Device::Stream stream) {
+  if (base_ || !stream) return;
+  Device::Event e = nullptr;
+  if (dev_.event_create(&e, true) != CUDA_SUCCESS) return;
+  if (dev_.record(e, stream) != CUDA_SUCCESS || dev_.synchronize(e) != CUDA_SUCCESS) {
+    dev_.event_destroy(e);
+    return;
+  }
+  base_ = e;
+  timeline::align(static_cast<std::uint64_t>(kStartOffsetNs), monotonic_ns());
+}
+
+bool Timings::axis(Device::Event e, std::uint64_t* ns) {
+  float ms = 0;
+  if (!base_ || !e || dev_.elapsed(base_, e, &ms) != CUDA_SUCCESS) return false;
+  *ns = static_cast<std::uint64_t>(std::max(0.0, kStartOffsetNs + static_cast<double>(ms) * 1e6));
+  return true;
+}
+
+bool Timings::collect(Sink& sink, Device::Stream stream) {
   bool did = false;
+  ensure_base(stream);
   // Keep about half the pool ready: launches in a measured iteration take two each.
   while (created_ < kPoolSize && pooled_.load(std::memory_order_relaxed) < kPoolSize / 2) {
     Device::Event e = nullptr;
@@ -65,18 +92,11 @@ bool Timings::collect(Sink& sink) {
       ++i;
       continue;
     }
-    float dur_ms = 0, start_ms = 0;
-    if (!base_) {
-      base_ = p.start;  // kept for good: every later start is measured from it
-      p.start = nullptr;
-    }
-    bool ok = dev_.elapsed(p.start ? p.start : base_, p.end, &dur_ms) == CUDA_SUCCESS;
-    if (ok && p.start) ok = dev_.elapsed(base_, p.start, &start_ms) == CUDA_SUCCESS;
-    if (ok) {
-      double start_ns = std::max(0.0, kStartOffsetNs + static_cast<double>(start_ms) * 1e6);
-      sink.kernel(p.seq, static_cast<std::uint64_t>(start_ns),
+    float dur_ms = 0;
+    std::uint64_t start_ns = 0;
+    if (axis(p.start, &start_ns) && dev_.elapsed(p.start, p.end, &dur_ms) == CUDA_SUCCESS)
+      sink.kernel(p.seq, p.stream, p.name, start_ns,
                   static_cast<std::uint64_t>(std::max(0.0f, dur_ms) * 1e6f));
-    }
     give_back(p.start);
     give_back(p.end);
     pending_kernels_[i] = pending_kernels_[--num_kernels_];
@@ -94,8 +114,12 @@ bool Timings::collect(Sink& sink) {
       continue;
     }
     float ms = 0;
-    if (!stale && dev_.elapsed(p.back, p.region->restore_event, &ms) == CUDA_SUCCESS)
-      sink.waited(p.tag, ms > 0 ? static_cast<std::uint64_t>(static_cast<double>(ms) * 1e6) : 0);
+    std::uint64_t end_ns = 0;
+    if (!stale && dev_.elapsed(p.back, p.region->restore_event, &ms) == CUDA_SUCCESS) {
+      axis(p.region->restore_event, &end_ns);
+      sink.waited(p.tag, p.region->id,
+                  ms > 0 ? static_cast<std::uint64_t>(static_cast<double>(ms) * 1e6) : 0, end_ns);
+    }
     give_back(p.back);
     pending_waits_[i] = pending_waits_[--num_waits_];
     did = true;
@@ -103,11 +127,12 @@ bool Timings::collect(Sink& sink) {
   return did;
 }
 
-void Timings::copy_done(bool to_device, std::uint64_t bytes, Device::Event start,
-                        Device::Event end) {
+bool Timings::copy_done(bool to_device, std::uint64_t bytes, Device::Event start, Device::Event end,
+                        std::uint64_t* start_ns, std::uint64_t* end_ns) {
   float ms = 0;
-  if (!start || !end || dev_.elapsed(start, end, &ms) != CUDA_SUCCESS || ms <= 0) return;
+  if (!start || !end || dev_.elapsed(start, end, &ms) != CUDA_SUCCESS || ms < 0) return false;
   copy_done_ns(to_device, bytes, static_cast<std::uint64_t>(static_cast<double>(ms) * 1e6));
+  return axis(start, start_ns) && axis(end, end_ns);
 }
 
 void Timings::copy_done_ns(bool to_device, std::uint64_t bytes, std::uint64_t ns) {

@@ -29,8 +29,10 @@ class Timings {
   Device::Event take();             // a timing event, or nullptr when the pool is empty
   void give_back(Device::Event e);  // an event that was taken and not used
 
-  // A kernel's start and end events (recorded around its enqueue on its stream).
-  bool push_kernel(std::uint64_t seq, Device::Event start, Device::Event end);
+  // A kernel's start and end events (recorded around its enqueue on its stream); `name` is kept
+  // by the caller for the process's lifetime (the layout cache's copy).
+  bool push_kernel(std::uint64_t seq, std::uint32_t stream, const char* name, Device::Event start,
+                   Device::Event end);
   // A stream waited for r's restore after `back` (recorded on that stream just before the wait).
   // `tag` is r's plan tag at that moment (a planned restore's entry), 0 for a demand restore.
   bool push_wait(Region* r, std::uint64_t restores_issued, Device::Event back, std::uint64_t tag);
@@ -38,16 +40,27 @@ class Timings {
   // --- swapper thread ----------------------------------------------------------------------------
   // Tops the pool up (creates events) and collects completed measurements. Returns true when it
   // did something.
+  // Device times are nanoseconds on one axis: from a base event the swapper records once on one of
+  // gswap's streams (`stream`), plus an offset that keeps them positive.
   struct Sink {
     virtual ~Sink() = default;
-    virtual void kernel(std::uint64_t seq, std::uint64_t start_ns, std::uint64_t dur_ns) = 0;
-    // A stream waited late_ns for a restore (0: the restore had landed in time).
-    virtual void waited(std::uint64_t tag, std::uint64_t late_ns) = 0;
+    virtual void kernel(std::uint64_t seq, std::uint32_t stream, const char* name,
+                        std::uint64_t start_ns, std::uint64_t dur_ns) = 0;
+    // A stream waited late_ns for region's restore, which ended at end_ns (0: it had landed in
+    // time).
+    virtual void waited(std::uint64_t tag, std::uint64_t region, std::uint64_t late_ns,
+                        std::uint64_t end_ns) = 0;
   };
-  bool collect(Sink& sink);
-  // A completed swap copy of `bytes` between two timing events (swapper thread).
-  void copy_done(bool to_device, std::uint64_t bytes, Device::Event start, Device::Event end);
+  bool collect(Sink& sink, Device::Stream stream);
+  // A completed swap copy of `bytes` between two timing events (swapper thread): counts toward
+  // the link's bandwidth; *start_ns/*end_ns get its device times (false when not known).
+  bool copy_done(bool to_device, std::uint64_t bytes, Device::Event start, Device::Event end,
+                 std::uint64_t* start_ns, std::uint64_t* end_ns);
   void copy_done_ns(bool to_device, std::uint64_t bytes, std::uint64_t ns);
+
+  // Records the base of the device-time axis on `stream` (one of gswap's own, idle) and waits
+  // for it: once, at device set-up.
+  void ensure_base(Device::Stream stream);
 
   std::uint64_t h2d_bytes_per_s() const { return h2d_bps_.load(std::memory_order_relaxed); }
   std::uint64_t d2h_bytes_per_s() const { return d2h_bps_.load(std::memory_order_relaxed); }
@@ -56,8 +69,11 @@ class Timings {
  private:
   struct Kernel {
     std::uint64_t seq;
+    std::uint32_t stream;
+    const char* name;
     Device::Event start, end;
   };
+  bool axis(Device::Event e, std::uint64_t* ns);
   struct Wait {
     Region* region;
     std::uint64_t restores_issued;
@@ -78,7 +94,7 @@ class Timings {
   unsigned num_kernels_ = 0;
   Wait pending_waits_[kPending];
   unsigned num_waits_ = 0;
-  Device::Event base_ = nullptr;  // kernel start times are counted from it
+  Device::Event base_ = nullptr;  // device times are counted from it (swapper thread)
   std::atomic<std::uint64_t> h2d_bps_{0}, d2h_bps_{0};
   std::atomic<std::uint64_t> skipped_{0};
 };
