@@ -346,6 +346,26 @@ void Client::on_stall(std::uint64_t, std::uint64_t ns) {
   counters_.stall_ns_events += ns;
 }
 
+void Client::on_swap_done(std::uint64_t region, std::uint64_t bytes, std::uint64_t start_ns,
+                          std::uint64_t end_ns, std::uint64_t flags) {
+  if (limits_.timeline_records == 0) return;
+  if (swaps_.size() >= limits_.timeline_records) swaps_.pop_front();
+  swaps_.push_back(SwapRecord{region, bytes, start_ns, end_ns, (flags & proto::kSwapToDevice) != 0,
+                              (flags & proto::kSwapPlanned) != 0});
+}
+
+void Client::on_clock(std::uint64_t device_ns, std::uint64_t host_ns) {
+  has_clock_ = true;
+  host_minus_device_ = static_cast<std::int64_t>(host_ns - device_ns);  // wraps: kept as given
+}
+
+void Client::on_host_wait(std::uint64_t seq, std::uint64_t start_ns, std::uint64_t ns,
+                          std::uint64_t thread) {
+  if (limits_.timeline_records == 0) return;
+  if (host_waits_.size() >= limits_.timeline_records) host_waits_.pop_front();
+  host_waits_.push_back(HostWait{seq, start_ns, ns, thread});
+}
+
 void Client::on_name(NameKind kind, std::uint64_t id, std::uint32_t chunk, const char* bytes32,
                      bool last) {
   auto& names = kind == NameKind::kKernel ? kernel_names_ : region_names_;

@@ -28,6 +28,7 @@ namespace gswap::daemon {
 
 struct ClientLimits {
   std::size_t trace_launches = 65536;  // launches kept for detection and trace dump
+  std::size_t timeline_records = 65536;  // swaps and host waits kept for trace dump --timeline
   std::size_t max_regions = 1 << 20;   // live regions before the client is considered hostile
   std::uint32_t ring_capacity = 16384;
   std::uint32_t plan_capacity = 16384;
@@ -68,6 +69,17 @@ struct LaunchInfo {
   std::vector<std::uint64_t> regions;
   bool truncated = false;
   std::uint64_t start_ns = 0, duration_ns = 0;  // GPU timing, 0 until reported
+};
+
+// A completed swap copy the library reported (device-axis ns, the kernel timings' axis).
+struct SwapRecord {
+  std::uint64_t region = 0, bytes = 0, start_ns = 0, end_ns = 0;
+  bool to_device = false, planned = false;
+};
+
+// An application thread's wait in the library (host CLOCK_MONOTONIC ns).
+struct HostWait {
+  std::uint64_t seq = 0, start_ns = 0, ns = 0, thread = 0;
 };
 
 struct ClientCounters {
@@ -157,6 +169,16 @@ class Client : public proto::EventSink {
   std::uint64_t divergences_since_plan() const { return divergences_since_plan_; }
   std::string name_of_kernel(std::uint64_t function_id) const;
   std::string name_of_region(std::uint64_t region_id) const;
+  // The recent launch window (oldest first), swaps and host waits, for trace dump --timeline.
+  const std::deque<LaunchInfo>& launches() const { return launches_; }
+  const std::deque<SwapRecord>& swaps() const { return swaps_; }
+  const std::deque<HostWait>& host_waits() const { return host_waits_; }
+  // Host ns minus device-axis ns (from the library's clock pair); false until one arrived.
+  bool host_minus_device(std::int64_t* offset) const {
+    if (!has_clock_) return false;
+    *offset = host_minus_device_;
+    return true;
+  }
   std::uint64_t serial() const { return serial_; }
   void set_serial(std::uint64_t s) { serial_ = s; }
 
@@ -202,6 +224,11 @@ class Client : public proto::EventSink {
                    bool missed) override;
   void on_divergence(std::uint64_t generation, std::uint64_t offset, std::uint64_t expected,
                      std::uint64_t got) override;
+  void on_swap_done(std::uint64_t region, std::uint64_t bytes, std::uint64_t start_ns,
+                    std::uint64_t end_ns, std::uint64_t flags) override;
+  void on_clock(std::uint64_t device_ns, std::uint64_t host_ns) override;
+  void on_host_wait(std::uint64_t seq, std::uint64_t start_ns, std::uint64_t ns,
+                    std::uint64_t thread) override;
 
  private:
   void prune_freed();
@@ -241,6 +268,10 @@ class Client : public proto::EventSink {
   std::int64_t connected_at_ = 0;
   std::uint64_t requested_budget_ = 0;
   std::string planner_ = "none";
+  std::deque<SwapRecord> swaps_;
+  std::deque<HostWait> host_waits_;
+  bool has_clock_ = false;
+  std::int64_t host_minus_device_ = 0;
 };
 
 }  // namespace gswap::daemon

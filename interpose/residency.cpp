@@ -9,6 +9,7 @@
 // swapper gives back when the capture ends.
 #include "interpose/residency.h"
 
+#include <unistd.h>
 #include <time.h>
 
 #include <algorithm>
@@ -101,7 +102,7 @@ class Residency::WaitScope {
   ~WaitScope() {
     if (!start_) return;
     std::uint64_t end = monotonic_ns();
-    r_.count_stall(end - start_);
+    r_.count_stall(end - start_, start_);
     timeline::host_wait(why_, start_, end);
   }
 
@@ -397,10 +398,11 @@ void Residency::wait_progress(std::unique_lock<std::mutex>& lock, std::uint64_t 
   }
 }
 
-void Residency::count_stall(std::uint64_t ns) {
+void Residency::count_stall(std::uint64_t ns, std::uint64_t start_ns) {
   ++stalls_;
   stall_ns_ += ns;
-  telemetry::stall(fast_.seq.load(std::memory_order_relaxed), ns);
+  telemetry::stall(fast_.seq.load(std::memory_order_relaxed), ns, start_ns,
+                   static_cast<std::uint64_t>(::gettid()));
 }
 
 void Residency::log_oom(std::uint64_t asked) {
@@ -771,7 +773,7 @@ CUresult Residency::prepare(TouchSet& t, CUstream stream, bool per_thread, bool 
     std::uint64_t t1 = monotonic_ns();
     timeline::host_wait("restores", t0, t1);
     lock.lock();
-    count_stall(t1 - t0);
+    count_stall(t1 - t0, t0);
   }
   return CUDA_SUCCESS;
 }

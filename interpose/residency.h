@@ -204,7 +204,7 @@ class Residency {
   CUresult request_restores(std::unique_lock<std::mutex>& lock, TouchSet& t);
   void rescue(Region* r);
   void log_oom(std::uint64_t asked);
-  void count_stall(std::uint64_t ns);
+  void count_stall(std::uint64_t ns, std::uint64_t start_ns);  // start: host ns
 
   // Swapper side (swapper.cpp), mutex_ held unless said.
   bool run_commands(std::unique_lock<std::mutex>& lock);
@@ -221,7 +221,8 @@ class Residency {
   bool enforce_budget();
   bool serve_prefetches(std::unique_lock<std::mutex>& lock);
   bool room_without_eviction(std::uint64_t bytes);
-  void timeline_host_copy(bool to_device, Region* r, std::uint64_t t0, std::uint64_t t1);
+  void report_copy(bool to_device, Region* r, std::uint64_t s0, std::uint64_t s1, bool planned);
+  void report_host_copy(bool to_device, Region* r, std::uint64_t t0, std::uint64_t t1);
   bool issue_prefetch(std::unique_lock<std::mutex>& lock, Region* r, std::uint64_t tag);
   void report_back_access(Region* r, bool late_unknown);
   static void* swapper_main(void* self);

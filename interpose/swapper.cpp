@@ -126,10 +126,17 @@ void* Residency::swapper_main(void* arg) {
   return nullptr;
 }
 
-// A staged copy (pageable memory, timed on the host) on the timeline's device axis.
-void Residency::timeline_host_copy(bool to_device, Region* r, std::uint64_t t0, std::uint64_t t1) {
-  timeline::copy(to_device, r->id, r->name, r->size, timeline::to_device(t0),
-                 timeline::to_device(t1), false);
+// A completed swap copy, in device time: to the timeline and to gswapd.
+void Residency::report_copy(bool to_device, Region* r, std::uint64_t s0, std::uint64_t s1,
+                            bool planned) {
+  timeline::copy(to_device, r->id, r->name, r->size, s0, s1, planned);
+  telemetry::swap_done(to_device, r->id, r->size, s0, s1, planned);
+}
+
+// A staged copy (pageable memory, timed on the host), put on the device axis.
+void Residency::report_host_copy(bool to_device, Region* r, std::uint64_t t0, std::uint64_t t1) {
+  std::uint64_t s0 = timings_.host_to_device(t0), s1 = timings_.host_to_device(t1);
+  if (s0 && s1) report_copy(to_device, r, s0, s1, false);
 }
 
 bool Residency::swapper_step() {
@@ -364,7 +371,7 @@ void Residency::issue_evict(std::unique_lock<std::mutex>& lock, Region* r) {
   CUresult e = host_.staged_d2h(r->host.ptr, r->base, r->size, evict_stream_);
   std::uint64_t t1 = monotonic_ns();
   timings_.copy_done_ns(false, r->size, t1 - t0);
-  if (timeline::enabled()) timeline_host_copy(false, r, t0, t1);
+  report_host_copy(false, r, t0, t1);
   lock.lock();
   r->swapper_busy = false;
   if (r->state.load() == kRegionFree && r->free_requested) {
@@ -463,8 +470,8 @@ bool Residency::complete_in_flight(std::unique_lock<std::mutex>&) {
     if (st == kRegionEvicting && r->gen == f.gen) {
       std::uint64_t s0 = 0, s1 = 0;
       if (timings_.copy_done(false, r->size, r->evict_start, r->evict_event, &s0, &s1))
-        timeline::copy(false, r->id, r->name, r->size, s0, s1,
-                       (r->plan_tag.load(std::memory_order_relaxed) & plan_tag::kEvicted) != 0);
+        report_copy(false, r, s0, s1,
+                    (r->plan_tag.load(std::memory_order_relaxed) & plan_tag::kEvicted) != 0);
       complete_evict(r);
     } else if (st == kRegionFree && r->free_requested && r->d2h_in_flight == 0) {
       // Freed while its last swap-out was in flight.
@@ -490,8 +497,8 @@ bool Residency::complete_in_flight(std::unique_lock<std::mutex>&) {
     std::uint64_t s0 = 0, s1 = 0;
     if (r->restore_start &&
         timings_.copy_done(true, r->size, r->restore_start, r->restore_event, &s0, &s1))
-      timeline::copy(true, r->id, r->name, r->size, s0, s1,
-                     (r->plan_tag.load(std::memory_order_relaxed) & plan_tag::kPrefetched) != 0);
+      report_copy(true, r, s0, s1,
+                  (r->plan_tag.load(std::memory_order_relaxed) & plan_tag::kPrefetched) != 0);
     r->restore_pending = false;
     if (r->state.load() == kRegionRestoring) transition(r, kRegionResident);
     if (r->state.load() == kRegionResident && r->d2h_in_flight == 0)
@@ -711,7 +718,7 @@ CUresult Residency::issue_restore(std::unique_lock<std::mutex>& lock, Region* r,
     if (e == CUDA_SUCCESS) e = dev_.record(r->restore_event, restore_stream_);
     std::uint64_t t1 = monotonic_ns();
     timings_.copy_done_ns(true, r->size, t1 - t0);
-    if (timeline::enabled()) timeline_host_copy(true, r, t0, t1);
+    report_host_copy(true, r, t0, t1);
     lock.lock();
     r->swapper_busy = false;
     if (r->state.load() == kRegionFree && r->free_requested) {

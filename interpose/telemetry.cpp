@@ -683,9 +683,30 @@ void restore(std::uint64_t region_id, std::uint64_t bytes, bool late) {
   emit(&r, 1);
 }
 
-void stall(std::uint64_t seq, std::uint64_t ns) {
+void stall(std::uint64_t seq, std::uint64_t ns, std::uint64_t start_ns, std::uint64_t thread) {
   p::EventRecord r = record(p::EventType::kStall, seq);
   r.w[0] = ns;
+  r.w[1] = start_ns;
+  r.w[2] = thread;
+  emit(&r, 1);
+}
+
+void swap_done(bool to_device, std::uint64_t region_id, std::uint64_t bytes,
+               std::uint64_t start_ns, std::uint64_t end_ns, bool planned) {
+  if (region_id == 0 || end_ns < start_ns) return;
+  p::EventRecord r = record(p::EventType::kSwapDone, 0);
+  r.w[0] = region_id;
+  r.w[1] = bytes;
+  r.w[2] = start_ns;
+  r.w[3] = end_ns;
+  r.w[4] = (to_device ? p::kSwapToDevice : 0) | (planned ? p::kSwapPlanned : 0);
+  emit(&r, 1);
+}
+
+void clock(std::uint64_t device_ns, std::uint64_t host_ns) {
+  p::EventRecord r = record(p::EventType::kClock, 0);
+  r.w[0] = device_ns;
+  r.w[1] = host_ns;
   emit(&r, 1);
 }
 

@@ -98,7 +98,12 @@ void copy(std::uint64_t seq, std::uint32_t stream, std::uint64_t src_region,
           std::uint64_t bytes);  // region id 0: not a region (host memory, arena)
 void eviction(std::uint64_t region_id, std::uint64_t bytes);
 void restore(std::uint64_t region_id, std::uint64_t bytes, bool late);
-void stall(std::uint64_t seq, std::uint64_t ns);
+void stall(std::uint64_t seq, std::uint64_t ns, std::uint64_t start_ns = 0,
+           std::uint64_t thread = 0);
+// A completed swap copy, in device time (timings.h's axis); the pair that puts host times on it.
+void swap_done(bool to_device, std::uint64_t region_id, std::uint64_t bytes,
+               std::uint64_t start_ns, std::uint64_t end_ns, bool planned);
+void clock(std::uint64_t device_ns, std::uint64_t host_ns);
 void gpu_timing(std::uint64_t seq, std::uint64_t start_ns, std::uint64_t duration_ns);
 void iteration_mark(std::uint64_t seq);
 // Names (cut at proto::kMaxNameChunks * 32 bytes). A kernel's name is sent once per connection:

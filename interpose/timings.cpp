@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "interpose/clock.h"
+#include "interpose/telemetry.h"
 #include "interpose/timeline.h"
 
 namespace gswap::interpose {
@@ -62,7 +63,26 @@ void Timings::ensure_base(Device::Stream stream) {
     return;
   }
   base_ = e;
-  timeline::align(static_cast<std::uint64_t>(kStartOffsetNs), monotonic_ns());
+  std::uint64_t host = monotonic_ns();
+  base_host_ns_.store(host, std::memory_order_release);
+  timeline::align(static_cast<std::uint64_t>(kStartOffsetNs), host);
+  telemetry::clock(static_cast<std::uint64_t>(kStartOffsetNs), host);
+}
+
+bool Timings::clock_pair(std::uint64_t* device_ns, std::uint64_t* host_ns) const {
+  std::uint64_t host = base_host_ns_.load(std::memory_order_acquire);
+  if (!host) return false;
+  *device_ns = static_cast<std::uint64_t>(kStartOffsetNs);
+  *host_ns = host;
+  return true;
+}
+
+std::uint64_t Timings::host_to_device(std::uint64_t host_ns) const {
+  std::uint64_t host = base_host_ns_.load(std::memory_order_acquire);
+  if (!host) return 0;
+  return static_cast<std::uint64_t>(static_cast<std::int64_t>(host_ns) -
+                                    static_cast<std::int64_t>(host) +
+                                    static_cast<std::int64_t>(kStartOffsetNs));
 }
 
 bool Timings::axis(Device::Event e, std::uint64_t* ns) {

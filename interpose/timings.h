@@ -61,6 +61,10 @@ class Timings {
   // Records the base of the device-time axis on `stream` (one of gswap's own, idle) and waits
   // for it: once, at device set-up.
   void ensure_base(Device::Stream stream);
+  // The base's pair of times (device axis ns, host CLOCK_MONOTONIC ns); false before the base.
+  bool clock_pair(std::uint64_t* device_ns, std::uint64_t* host_ns) const;
+  // A host time on the device axis (0 before the base).
+  std::uint64_t host_to_device(std::uint64_t host_ns) const;
 
   std::uint64_t h2d_bytes_per_s() const { return h2d_bps_.load(std::memory_order_relaxed); }
   std::uint64_t d2h_bytes_per_s() const { return d2h_bps_.load(std::memory_order_relaxed); }
@@ -95,6 +99,7 @@ class Timings {
   Wait pending_waits_[kPending];
   unsigned num_waits_ = 0;
   Device::Event base_ = nullptr;  // device times are counted from it (swapper thread)
+  std::atomic<std::uint64_t> base_host_ns_{0};  // the host time at base_ (set once)
   std::atomic<std::uint64_t> h2d_bps_{0}, d2h_bps_{0};
   std::atomic<std::uint64_t> skipped_{0};
 };

@@ -105,8 +105,9 @@ DecodeResult decode_events(const EventRecord* records, std::size_t n, bool compl
         sink.on_restore(r.seq, r.w[0], r.w[1], r.w[2] != 0);
         break;
       case EventType::kStall:
-        if (!tail_zero(r, 1)) return fail(i, "unused words not zero");
+        if (!tail_zero(r, 3)) return fail(i, "unused words not zero");
         sink.on_stall(r.seq, r.w[0]);
+        if (r.w[1]) sink.on_host_wait(r.seq, r.w[1], r.w[0], r.w[2]);
         break;
       case EventType::kGpuTiming:
         if (!tail_zero(r, 2)) return fail(i, "unused words not zero");
@@ -135,6 +136,16 @@ DecodeResult decode_events(const EventRecord* records, std::size_t n, bool compl
       case EventType::kDivergence:
         if (!tail_zero(r, 4)) return fail(i, "unused words not zero");
         sink.on_divergence(r.w[0], r.w[1], r.w[2], r.w[3]);
+        break;
+      case EventType::kSwapDone:
+        if (r.w[0] == 0) return fail(i, "swap of region id 0");
+        if (r.w[3] < r.w[2]) return fail(i, "swap ends before it starts");
+        if (r.w[4] > (kSwapToDevice | kSwapPlanned)) return fail(i, "unknown swap flags");
+        sink.on_swap_done(r.w[0], r.w[1], r.w[2], r.w[3], r.w[4]);
+        break;
+      case EventType::kClock:
+        if (!tail_zero(r, 2)) return fail(i, "unused words not zero");
+        sink.on_clock(r.w[0], r.w[1]);
         break;
     }
     ++i;

@@ -40,6 +40,14 @@ class EventSink {
                            bool missed) {}
   virtual void on_divergence(std::uint64_t generation, std::uint64_t offset, std::uint64_t expected,
                              std::uint64_t got) {}
+  // A completed swap copy (device-axis ns; flags kSwapToDevice | kSwapPlanned).
+  virtual void on_swap_done(std::uint64_t region, std::uint64_t bytes, std::uint64_t start_ns,
+                            std::uint64_t end_ns, std::uint64_t flags) {}
+  // The device-axis time that matches a host CLOCK_MONOTONIC time.
+  virtual void on_clock(std::uint64_t device_ns, std::uint64_t host_ns) {}
+  // A stall that says when it started (host ns) and on which thread (after its on_stall).
+  virtual void on_host_wait(std::uint64_t seq, std::uint64_t start_ns, std::uint64_t ns,
+                            std::uint64_t thread) {}
 };
 
 struct DecodeResult {

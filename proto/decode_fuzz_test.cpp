@@ -43,6 +43,11 @@ struct CountingSink final : EventSink {
   void on_divergence(std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t) override {
     ++events;
   }
+  void on_swap_done(std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t,
+                    std::uint64_t) override {
+    ++events;
+  }
+  void on_clock(std::uint64_t, std::uint64_t) override { ++events; }
 };
 
 // Appends a valid event of a random kind.
@@ -50,7 +55,7 @@ void append_valid(std::mt19937_64& rng, std::vector<EventRecord>& out) {
   EventRecord r{};
   r.seq = rng();
   r.stream = static_cast<std::uint32_t>(rng() % 4);
-  int kind = static_cast<int>(rng() % 9);
+  int kind = static_cast<int>(rng() % 11);
   if (kind == 0) {
     r.type = static_cast<std::uint16_t>(EventType::kAlloc);
     r.w[0] = 1 + rng() % 1000;
@@ -108,6 +113,19 @@ void append_valid(std::mt19937_64& rng, std::vector<EventRecord>& out) {
   } else if (kind == 7) {
     r.type = static_cast<std::uint16_t>(EventType::kDivergence);
     for (int k = 0; k < 4; ++k) r.w[k] = rng();
+    out.push_back(r);
+  } else if (kind == 8) {
+    r.type = static_cast<std::uint16_t>(EventType::kSwapDone);
+    r.w[0] = 1 + rng() % 1000;
+    r.w[1] = rng();
+    r.w[2] = rng() >> 2;
+    r.w[3] = r.w[2] + rng() % 1000000;
+    r.w[4] = rng() % 4;
+    out.push_back(r);
+  } else if (kind == 9) {
+    r.type = static_cast<std::uint16_t>(EventType::kClock);
+    r.w[0] = rng();
+    r.w[1] = rng();
     out.push_back(r);
   } else {
     r.type = static_cast<std::uint16_t>(EventType::kIterationMark);

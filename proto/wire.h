@@ -104,8 +104,17 @@ enum class EventType : std::uint16_t {
                         // all (brought back on demand)
   kDivergence = 14,     // w0 plan generation, w1 seq offset in the iteration, w2 function id the
                         // plan expected there, w3 the one launched
+  kSwapDone = 15,       // a completed swap copy: w0 region id, w1 bytes, w2 start and w3 end in
+                        // device ns (the kernel-timing axis), w4 kSwapToDevice | kSwapPlanned
+  kClock = 16,          // w0 device ns that corresponds to w1 host (CLOCK_MONOTONIC) ns
 };
-inline constexpr std::uint16_t kMaxEventType = 14;
+inline constexpr std::uint16_t kMaxEventType = 16;
+
+// kSwapDone flags (w4).
+inline constexpr std::uint64_t kSwapToDevice = 1;  // a restore (else a swap-out)
+inline constexpr std::uint64_t kSwapPlanned = 2;   // started by the plan (else on demand)
+
+// kStall: w0 nanoseconds the call waited, w1 its start (host ns), w2 the thread's id.
 
 // Flags in EventRecord::flags of name chunks.
 inline constexpr std::uint16_t kLastChunk = 1;
