@@ -15,6 +15,7 @@
 
 #include "interpose/param_scan.h"
 #include "interpose/process.h"
+#include "interpose/recompute.h"
 #include "interpose/telemetry.h"
 
 namespace gswap::interpose {
@@ -81,7 +82,8 @@ CUresult with_access(TouchSet& t, CUstream stream, bool per_thread, bool sync, E
   std::uint64_t bit =
       f.streams.bit(reinterpret_cast<std::uintptr_t>(stream), per_thread, &stream_number);
   mark_use(t, lru_tick(), bit);
-  if (f.ordered.load(std::memory_order_relaxed)) {
+  // A recomputation callback's own launches are no positions of the iteration (recompute.h).
+  if (f.ordered.load(std::memory_order_relaxed) && !in_recompute()) {
     std::uint64_t seq = f.seq.fetch_add(1, std::memory_order_relaxed);
     std::uint64_t ids[TouchSet::kCapacity];
     for (std::size_t i = 0; i < t.n; ++i) ids[i] = t.regions[i]->id;

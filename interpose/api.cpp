@@ -34,6 +34,18 @@ int api_gswap_name_allocation(unsigned long long ptr, const char* name) {
   return name_region(ptr, name) ? GSWAP_OK : GSWAP_ERROR_INVALID;
 }
 
+int api_gswap_register_recompute(unsigned long long ptr, unsigned long long bytes,
+                                 const unsigned long long* sources, int num_sources,
+                                 double cost_us, gswap_recompute_fn fn, void* ctx) {
+  if (!ptr) return GSWAP_ERROR_INVALID;
+  return register_recompute(ptr, bytes, sources, num_sources, cost_us, fn, ctx);
+}
+
+int api_gswap_unregister_recompute(unsigned long long ptr) {
+  if (!ptr) return GSWAP_ERROR_INVALID;
+  return unregister_recompute(ptr);
+}
+
 }  // namespace gswap::interpose
 
 #define GSWAP_API(name, ret, params, args)                            \

@@ -65,6 +65,10 @@ bool load_config(EnvLookup env, Config* out, char* err, unsigned err_size) {
   if (!settings::parse_bool(v, &out->summary))
     return bad(err, err_size, "summary", v, "expected 0 or 1");
 
+  v = value_of(env, "recompute_keep_copy");
+  if (!settings::parse_bool(v, &out->recompute_keep_copy))
+    return bad(err, err_size, "recompute_keep_copy", v, "expected 0 or 1");
+
   v = value_of(env, "debug_skip_restore");
   if (!settings::parse_bool(v, &out->debug_skip_restore))
     return bad(err, err_size, "debug_skip_restore", v, "expected 0 or 1");

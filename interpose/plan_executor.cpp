@@ -63,10 +63,12 @@ void PlanExecutor::load(const proto::PlanHeader& h, const proto::PlanEntry* entr
     };
     for (std::uint32_t i = 0; i < n; ++i) {
       const proto::PlanEntry& e = entries[i];
-      // Recomputation needs the framework's callback (gswap.h); until one is registered such
-      // regions simply stay resident.
-      if (e.action != static_cast<std::uint32_t>(proto::PlanAction::kSwap)) continue;
+      if (e.action != static_cast<std::uint32_t>(proto::PlanAction::kSwap) &&
+          e.action != static_cast<std::uint32_t>(proto::PlanAction::kRecompute))
+        continue;
       Entry& x = p->entries[i];
+      // A drop is undone by recomputation at the next access (residency); it has no prefetch.
+      x.drop = e.action == static_cast<std::uint32_t>(proto::PlanAction::kRecompute);
       if (e.region_id) {
         x.region_id = e.region_id;
         if (Region* r = actions_.region_by_id(e.region_id)) {
@@ -80,11 +82,11 @@ void PlanExecutor::load(const proto::PlanHeader& h, const proto::PlanEntry* entr
         continue;
       }
       if (e.evict_after != proto::kNoOffset) at(e.evict_after, Action{i, kEvict, e.evict_function});
-      if (e.trigger != proto::kNoOffset) {
+      if (e.trigger != proto::kNoOffset && !x.drop) {
         x.has_trigger = true;
         at(e.trigger, Action{i, kPrefetch, e.trigger_function});
       }
-      if (e.back_access != proto::kNoOffset) at(e.back_access, Action{i, kBack, 0});
+      if (e.back_access != proto::kNoOffset && !x.drop) at(e.back_access, Action{i, kBack, 0});
     }
     // Grouped by offset; within one offset binds come first (a region bound and evicted by the
     // same access).
@@ -223,7 +225,7 @@ void PlanExecutor::after(const Step& step) {
     Entry& e = p->entries[i];
     Region* r = e.region.load(std::memory_order_relaxed);
     std::uint64_t id = e.id.load(std::memory_order_relaxed);
-    if (!r || r->id != id || !actions_.evict(r, id, plan_tag::make(p->generation, i)))
+    if (!r || r->id != id || !actions_.evict(r, id, plan_tag::make(p->generation, i), e.drop))
       counters_.skipped.fetch_add(1, std::memory_order_relaxed);
   }
 }

@@ -37,7 +37,8 @@ class PlanActions {
   virtual ~PlanActions() = default;
   virtual Region* region_by_id(std::uint64_t id) = 0;  // a live region, or nullptr (telemetry
                                                        // thread, at load)
-  virtual bool evict(Region* r, std::uint64_t id, std::uint64_t tag) = 0;
+  // A planned eviction: a swap-out, or a drop to be recomputed (drop: the plan's kRecompute).
+  virtual bool evict(Region* r, std::uint64_t id, std::uint64_t tag, bool drop) = 0;
   virtual bool prefetch(Region* r, std::uint64_t id, std::uint64_t tag) = 0;
   virtual void lateness(std::uint64_t generation, std::uint64_t entry, std::uint64_t late_ns,
                         bool missed) = 0;
@@ -109,6 +110,7 @@ class PlanExecutor {
     std::uint64_t region_id = 0;  // persistent
     std::uint32_t bind_slot = 0;
     bool has_trigger = false;
+    bool drop = false;  // PlanAction::kRecompute
     std::atomic<Region*> region{nullptr};
     std::atomic<std::uint64_t> id{0};  // the bound region's id (a recycled Region has another)
   };

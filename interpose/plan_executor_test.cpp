@@ -43,7 +43,7 @@ struct Divergence {
 class FakeActions : public PlanActions {
  public:
   std::map<std::uint64_t, Region*> live;
-  std::vector<Call> evicts, prefetches;
+  std::vector<Call> evicts, prefetches, drops;  // drops: evictions that drop (kRecompute)
   std::vector<Late> lateness_reports;
   std::vector<Divergence> divergences;
   int iterations = 0;
@@ -54,9 +54,10 @@ class FakeActions : public PlanActions {
     auto it = live.find(id);
     return it == live.end() ? nullptr : it->second;
   }
-  bool evict(Region* r, std::uint64_t id, std::uint64_t tag) override {
+  bool evict(Region* r, std::uint64_t id, std::uint64_t tag, bool drop) override {
     if (refuse) return false;
     evicts.push_back({r, id, tag});
+    if (drop) drops.push_back({r, id, tag});
     r->plan_tag.store(tag | plan_tag::kEvicted);
     return true;
   }
@@ -354,7 +355,9 @@ TEST(PlanExecutor, UnusablePlansAreRefusedAndTheLibraryRunsOnDemand) {
   }
 }
 
-TEST(PlanExecutor, RecomputeEntriesLeaveTheirRegionsAlone) {
+// A recompute entry asks for a drop after its access, with no prefetch and no lateness report:
+// residency decides whether the region can be dropped (a registration covers it) or is swapped.
+TEST(PlanExecutor, RecomputeEntriesAskForADropAndNoPrefetch) {
   FakeActions fake;
   Regions regions;
   Region* w = regions.make(7);
@@ -365,10 +368,15 @@ TEST(PlanExecutor, RecomputeEntriesLeaveTheirRegionsAlone) {
   e.region_id = 7;
   e.evict_after = 3;
   e.evict_function = kFwd;
+  e.trigger = 5;
+  e.trigger_function = kFwd;
+  e.back_access = 6;
   exec.load(guided(1, kLen, kSignature, 1), &e, 1);
   Driver d{exec};
-  d.iteration({{3, {w}}});
-  EXPECT_TRUE(fake.evicts.empty()) << "no recompute callback: the region stays resident";
+  d.iteration({{3, {w}}, {5, {}}, {6, {w}}});
+  ASSERT_EQ(fake.drops.size(), 1u);
+  EXPECT_EQ(fake.drops[0].region, w);
+  EXPECT_TRUE(fake.prefetches.empty()) << "a dropped region is recomputed, never prefetched";
 }
 
 TEST(PlanExecutor, MismatchStopsThePlanForTheRestOfTheIteration) {
@@ -589,7 +597,7 @@ TEST(PlanExecutor, ConcurrentLaunchesWhilePlansAreReloaded) {
     Region* w;
     std::atomic<int> evicts{0};
     Region* region_by_id(std::uint64_t) override { return w; }
-    bool evict(Region*, std::uint64_t, std::uint64_t) override {
+    bool evict(Region*, std::uint64_t, std::uint64_t, bool) override {
       evicts.fetch_add(1);
       return true;
     }

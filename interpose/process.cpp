@@ -46,7 +46,7 @@ struct Process {
 class ProcessPlanActions final : public PlanActions {
  public:
   Region* region_by_id(std::uint64_t id) override;
-  bool evict(Region* r, std::uint64_t id, std::uint64_t tag) override;
+  bool evict(Region* r, std::uint64_t id, std::uint64_t tag, bool drop) override;
   bool prefetch(Region* r, std::uint64_t id, std::uint64_t tag) override;
   void lateness(std::uint64_t generation, std::uint64_t entry, std::uint64_t late_ns,
                 bool missed) override {
@@ -75,8 +75,8 @@ PlanExecutor* g_exec = nullptr;
 Region* ProcessPlanActions::region_by_id(std::uint64_t id) {
   return g_res->find_by_id(id);
 }
-bool ProcessPlanActions::evict(Region* r, std::uint64_t id, std::uint64_t tag) {
-  return g_res->plan_evict(r, id, tag);
+bool ProcessPlanActions::evict(Region* r, std::uint64_t id, std::uint64_t tag, bool drop) {
+  return drop ? g_res->plan_drop(r, id, tag) : g_res->plan_evict(r, id, tag);
 }
 bool ProcessPlanActions::prefetch(Region* r, std::uint64_t id, std::uint64_t tag) {
   return g_res->plan_prefetch(r, id, tag);
@@ -110,6 +110,11 @@ telemetry::Counters counters() {
   c.d2h_bytes_per_s = s.d2h_bytes_per_s;
   c.guided_iterations = g_exec->counters().guided_iterations.load(std::memory_order_relaxed);
   c.fixed_bytes = s.fixed;
+  c.planned_drops = s.planned_drops;
+  c.recomputes = s.recomputes;
+  c.recomputed_bytes = s.recomputed_bytes;
+  c.recompute_ns = s.recompute_ns;
+  c.recompute_failures = s.recompute_failures;
   return c;
 }
 
@@ -139,14 +144,15 @@ void print_summary() {
   telemetry::Counters k = counters();
   static const char* const kModes[] = {"passive", "measured", "guided"};
   const char* mode = k.mode < 3 ? kModes[k.mode] : "passive";
-  char a[32], b[32], c[32], d[32];
-  char line[640];
+  char a[32], b[32], c[32], d[32], e[32];
+  char line[896];
   int n = std::snprintf(
       line, sizeof line,
       "gswap summary: peak_resident=%llu (%s) budget=%llu (%s) swapped_out=%llu (%s) "
       "swapped_in=%llu (%s) stalls=%llu stall_ms=%.1f device_stall_ms=%.1f oom=%llu "
       "swap_errors=%llu mode=%s planned_evictions=%llu prefetches=%llu late_restores=%llu "
-      "divergences=%llu guided_iterations=%llu\n",
+      "divergences=%llu guided_iterations=%llu recomputed=%llu (%s) recomputes=%llu "
+      "recompute_ms=%.1f recompute_failures=%llu\n",
       (unsigned long long)s.peak, format_bytes(s.peak, a, 32), (unsigned long long)s.budget,
       format_bytes(s.budget, b, 32), (unsigned long long)s.swapped_out,
       format_bytes(s.swapped_out, c, 32), (unsigned long long)s.swapped_in,
@@ -154,7 +160,9 @@ void print_summary() {
       s.device_stall_ns / 1e6, (unsigned long long)s.oom, (unsigned long long)s.swap_errors, mode,
       (unsigned long long)k.planned_evictions, (unsigned long long)k.prefetches,
       (unsigned long long)k.late_restores, (unsigned long long)k.divergences,
-      (unsigned long long)k.guided_iterations);
+      (unsigned long long)k.guided_iterations, (unsigned long long)s.recomputed_bytes,
+      format_bytes(s.recomputed_bytes, e, 32), (unsigned long long)s.recomputes,
+      s.recompute_ns / 1e6, (unsigned long long)s.recompute_failures);
   if (n > 0) {
     ssize_t w = ::write(2, line, std::min<size_t>(static_cast<size_t>(n), sizeof line - 1));
     (void)w;
@@ -276,6 +284,7 @@ CUresult init_process() {
   rs.pinned_cap = g->config.pinned_cap;
   rs.staging_bytes = g->config.staging_bytes;
   rs.debug_skip_restore = g->config.debug_skip_restore;
+  rs.recompute_keep_copy = g->config.recompute_keep_copy;
   g_res->configure(rs);
   g_res->set_tick(publish_tick, nullptr);
   timeline::configure(g->config.timeline, g->config.timeline_events);
@@ -501,6 +510,17 @@ bool name_region(std::uint64_t ptr, const char* name) {
   return g_res->name_region(ptr, name);
 }
 
+int register_recompute(std::uint64_t ptr, std::uint64_t bytes, const unsigned long long* sources,
+                       int num_sources, double cost_us, gswap_recompute_fn fn, void* ctx) {
+  if (!ready()) return GSWAP_ERROR_NOT_READY;
+  return g_res->register_recompute(ptr, bytes, sources, num_sources, cost_us, fn, ctx);
+}
+
+int unregister_recompute(std::uint64_t ptr) {
+  if (!ready()) return GSWAP_ERROR_NOT_READY;
+  return g_res->unregister_recompute(ptr);
+}
+
 void apply_budget(std::uint64_t bytes) {
   if (!ready()) return;
   g_res->set_budget(bytes);
@@ -524,6 +544,7 @@ void announce_live_regions() {
                        [](const Region& r, void*) {
                          telemetry::announce_region(r.id, r.base, r.size, r.alloc_seq, 0);
                          if (r.name[0]) telemetry::region_name(r.id, r.name);
+                         announce_recomputable(r);
                        },
                        nullptr);
 }

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "include/gswap.h"
 #include "interpose/cuda_api.h"
 #include "interpose/fast_state.h"
 #include "interpose/param_scan.h"
@@ -83,6 +84,9 @@ void send_kernel_name(std::uint64_t function_id, const char* name,
 // The public API's (api.cpp) ways in.
 void mark_iteration();
 bool name_region(std::uint64_t ptr, const char* name);
+int register_recompute(std::uint64_t ptr, std::uint64_t bytes, const unsigned long long* sources,
+                       int num_sources, double cost_us, gswap_recompute_fn fn, void* ctx);
+int unregister_recompute(std::uint64_t ptr);
 
 void apply_budget(std::uint64_t bytes);  // telemetry's BudgetCallback
 void announce_live_regions();            // telemetry's ConnectCallback

@@ -8,7 +8,10 @@
 //                       |   |                                 |                           v
 //                       |   `------- H2D done ----------- kRestoring <--------------------'
 //                       |                                     ^
-//                       `--- (recompute, later) kDropped -----'
+//                       |                                     | recomputed (callback enqueued)
+//                       `-- planned drop (evict, no copy) --> kDropped
+//   (a drop passes through kEvicting like a swap-out; it copies only while the callback is not
+//   trusted yet, see recompute.h; kDropped -> kHost when a registration ends with a copy kept.)
 //   and from every state, free -> kFree (memory back once the streams that used it have passed).
 //
 // Ownership: the atomics are read on the launch path without locks (pins, state, last_use,
@@ -30,8 +33,11 @@ enum RegionState : std::uint32_t {
   kRegionEvicting = 2,   // swap-out queued or in flight; still mapped until its copy completes
   kRegionHost = 3,       // bytes on the host, VA unmapped (touching it faults)
   kRegionRestoring = 4,  // mapped, H2D in flight: users wait for restore_event on their stream
-  kRegionDropped = 5,    // bytes discarded, to be recomputed (recomputation callback)
+  kRegionDropped = 5,    // bytes discarded, to be recomputed (recomputation callback); mapped
+                         // only while the recomputing thread holds it (handle != 0)
 };
+
+struct RecomputeInfo;  // recompute.h
 const char* region_state_name(std::uint32_t state);
 // Whether residency may move a region from one state to the other (checked on every change).
 bool region_transition_allowed(std::uint32_t from, std::uint32_t to);
@@ -84,6 +90,13 @@ struct Region {
   CUevent restore_start = nullptr;        // recorded just before it (the link's bandwidth)
   CUevent evict_event = nullptr;          // the last D2H's (or stream-ordered free's) completion
   CUevent evict_start = nullptr;
+  // Recomputation (recompute.h): its registration, how many registrations name it as a source,
+  // and a planned drop in progress.
+  RecomputeInfo* recompute = nullptr;
+  std::uint32_t dependents = 0;
+  bool dropping = false;    // kEvicting: a planned drop
+  bool drop_copy = false;   // that drop copies the bytes to the host first (a fallback)
+  bool host_valid = false;  // kDropped: the host buffer holds its bytes
   char name[64] = {};           // given by the program (gswap_name_allocation)
   Region* next_free = nullptr;  // recycling list
 };

@@ -63,33 +63,19 @@ bool region_transition_allowed(std::uint32_t from, std::uint32_t to) {
       return to == kRegionResident;  // allocation
     case kRegionResident:
       return to == kRegionEvicting || to == kRegionDropped;
-    case kRegionEvicting:  // done; rescued (back to where it was)
-      return to == kRegionHost || to == kRegionResident || to == kRegionRestoring;
+    case kRegionEvicting:  // done (a swap-out or a drop); rescued (back to where it was)
+      return to == kRegionHost || to == kRegionDropped || to == kRegionResident ||
+             to == kRegionRestoring;
     case kRegionHost:
       return to == kRegionRestoring || to == kRegionResident;  // (skip-restore)
     case kRegionRestoring:
       return to == kRegionResident || to == kRegionEvicting;
-    case kRegionDropped:
-      return to == kRegionRestoring;
+    case kRegionDropped:  // recomputed; its registration ended while a host copy was kept
+      return to == kRegionRestoring || to == kRegionHost;
     default:
       return false;
   }
 }
-
-// Pushes the regions' context for the scope when the thread has another or none (fact 9).
-class Residency::Context {
- public:
-  explicit Context(Residency& r) : r_(r) {
-    if (r_.ctx_) r_.dev_.push(r_.ctx_, &pushed_);
-  }
-  ~Context() {
-    if (pushed_) r_.dev_.pop();
-  }
-
- private:
-  Residency& r_;
-  bool pushed_ = false;
-};
 
 // One host wait of an application thread, from its first wait to the end of the call: one stall
 // in the counters and one interval on the timeline (mutex_ held when it ends).
@@ -217,6 +203,9 @@ Region* Residency::new_region() {
   r->name[0] = '\0';
   r->restore_pending = false;
   r->restore_error = CUDA_SUCCESS;
+  r->recompute = nullptr;
+  r->dependents = 0;
+  r->dropping = r->drop_copy = r->host_valid = false;
   return r;
 }
 
@@ -328,6 +317,7 @@ bool Residency::begin_evict(Region* r) {
 // swap-out on the same FIFO stream overwrites it), so nothing else can be hurt by it. A region
 // whose restore had not been seen complete goes back to kRestoring, so users still wait for it.
 void Residency::rescue(Region* r) {
+  r->dropping = false;
   evicting_ -= r->mapped;
   resident_ += r->mapped;
   transition(r, r->restore_pending ? kRegionRestoring : kRegionResident);
@@ -584,8 +574,17 @@ void Residency::forget_arena(CUdeviceptr p) {
 bool Residency::free_region(CUdeviceptr p, CUstream stream, bool async, bool per_thread) {
   Region* r = fast_.map.find(p);
   if (!r) return false;
+  bool is_source = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    is_source = r->base == p && r->state.load() != kRegionFree && r->dependents > 0;
+  }
+  // Regions registered as recomputed from this one: brought back first if dropped.
+  if (is_source) release_dependents(r);
   std::lock_guard<std::mutex> lock(mutex_);
   if (r->base != p || r->state.load() == kRegionFree) return false;
+  if (r->recompute) end_registration(r);
+  r->host_valid = false;
   fast_.map.clear(r->base, r->va_bytes);
   live_.erase(std::find(live_.begin(), live_.end(), r));
   telemetry::region_free(r->id, fast_.seq.fetch_add(1, std::memory_order_relaxed));
@@ -602,6 +601,18 @@ bool Residency::free_region(CUdeviceptr p, CUstream stream, bool async, bool per
   switch (st) {
     case kRegionHost:
       finish_free(r);
+      break;
+    case kRegionDropped:
+      if (!r->handle) {  // nothing mapped, nothing to keep
+        finish_free(r);
+        break;
+      }
+      // Mapped for a recomputation in progress on another thread: freed as a resident region.
+      transition(r, kRegionFree);
+      resident_ -= r->mapped;
+      freeing_ += r->mapped;
+      r->free_issued = false;
+      push(CommandType::kFree, r);
       break;
     case kRegionEvicting:
       if (r->evict_issued) {
@@ -638,7 +649,8 @@ CUresult Residency::request_restores(std::unique_lock<std::mutex>& lock, TouchSe
     bool rescuable = st == kRegionEvicting && !r->swapper_busy && !r->handle_given;
     if (rescuable) {
       rescue(r);
-    } else if (st == kRegionHost || st == kRegionEvicting) {
+    } else if (st == kRegionHost || st == kRegionEvicting || (st == kRegionDropped && !r->handle)) {
+      // (A dropped region gets memory only: the caller recomputes it, see recompute.cpp.)
       bool already = false;
       for (const Wanted& w : wanted_) already = already || w.region == r;
       if (!already) wanted_.push_back({r, r->gen, deadline});
@@ -660,7 +672,8 @@ CUresult Residency::request_restores(std::unique_lock<std::mutex>& lock, TouchSe
       std::uint32_t st = r->state.load();
       if (st == kRegionEvicting && !r->swapper_busy && !r->handle_given) rescue(r);
       st = r->state.load();
-      pending = pending || st == kRegionHost || st == kRegionEvicting;
+      pending = pending || st == kRegionHost || st == kRegionEvicting ||
+                (st == kRegionDropped && !r->handle);
     }
     if (!pending) return CUDA_SUCCESS;
     wait_progress(lock, 5000);
@@ -741,14 +754,28 @@ Region* Residency::find_by_id(std::uint64_t id) {
 }
 
 CUresult Residency::prepare(TouchSet& t, CUstream stream, bool per_thread, bool sync) {
-  std::lock_guard<std::mutex> one_restorer(restorer_mutex_);
+  RestorerLock one_restorer(*this);
   std::uint64_t t0 = monotonic_ns();
   std::unique_lock<std::mutex> lock(mutex_);
   Context ctx(*this);
   // Pin first: while this call waits for room, nobody may evict what it already made resident.
   for (std::size_t i = 0; i < t.n; ++i) t.regions[i]->pins.fetch_add(1, std::memory_order_seq_cst);
   bool restoring = false;
-  CUresult e = request_restores(lock, t);
+  // Dropped regions are recomputed on the access's stream first; during a capture on gswap's
+  // restore stream (a captured stream must not take gswap's work into its graph: the host waits
+  // below instead). A region whose drop was in flight may be dropped once the restores are asked
+  // for: round again.
+  CUstream rs = gate_.capturing() ? restore_stream_
+                                  : (per_thread && !stream ? CU_STREAM_PER_THREAD : stream);
+  CUresult e = CUDA_SUCCESS;
+  for (;;) {
+    e = recompute_dropped(lock, t, rs);
+    if (e == CUDA_SUCCESS) e = request_restores(lock, t);
+    bool again = false;
+    for (std::size_t i = 0; i < t.n && e == CUDA_SUCCESS; ++i)
+      again = again || t.regions[i]->state.load() == kRegionDropped;
+    if (!again || in_recompute()) break;
+  }
   for (std::size_t i = 0; i < t.n && e == CUDA_SUCCESS; ++i)
     restoring = restoring || t.regions[i]->state.load() == kRegionRestoring;
   if (e != CUDA_SUCCESS) {
@@ -780,13 +807,21 @@ CUresult Residency::prepare(TouchSet& t, CUstream stream, bool per_thread, bool 
 
 CUresult Residency::keep_resident(TouchSet& t) {
   if (!device_ready()) return CUDA_SUCCESS;
-  std::lock_guard<std::mutex> one_restorer(restorer_mutex_);
+  RestorerLock one_restorer(*this);
   std::unique_lock<std::mutex> lock(mutex_);
   Context ctx(*this);
   unsigned mode = 0;
   dev_.relax_capture_mode(&mode);  // the caller may be capturing: gswap's own work is not captured
   for (std::size_t i = 0; i < t.n; ++i) t.regions[i]->pins.fetch_add(1, std::memory_order_seq_cst);
-  CUresult e = request_restores(lock, t);
+  CUresult e = CUDA_SUCCESS;
+  for (;;) {
+    e = recompute_dropped(lock, t, restore_stream_);  // gswap's own stream: never captured
+    if (e == CUDA_SUCCESS) e = request_restores(lock, t);
+    bool again = false;
+    for (std::size_t i = 0; i < t.n && e == CUDA_SUCCESS; ++i)
+      again = again || t.regions[i]->state.load() == kRegionDropped;
+    if (!again) break;
+  }
   if (e == CUDA_SUCCESS && !cfg_.debug_skip_restore) {
     lock.unlock();
     e = wait_restores(t, nullptr, false, true);  // the host waits: see wait_restores
@@ -947,6 +982,11 @@ ResidencyStats Residency::stats() {
   s.device_stall_ns = device_stall_ns_.load(std::memory_order_relaxed);
   s.h2d_bytes_per_s = timings_.h2d_bytes_per_s();
   s.d2h_bytes_per_s = timings_.d2h_bytes_per_s();
+  s.planned_drops = planned_drops_;
+  s.recomputes = recomputes_;
+  s.recomputed_bytes = recomputed_bytes_;
+  s.recompute_ns = recompute_ns_.load(std::memory_order_relaxed);
+  s.recompute_failures = recompute_failures_;
   s.fixed = arena_bytes_;
   for (const Region* r : live_)
     if (r->must_stay) s.fixed += r->mapped;

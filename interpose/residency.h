@@ -37,6 +37,7 @@
 #include "interpose/fast_state.h"
 #include "interpose/host_memory.h"
 #include "interpose/param_scan.h"
+#include "interpose/recompute.h"
 #include "interpose/region.h"
 #include "interpose/va_space.h"
 #include "interpose/timings.h"
@@ -52,6 +53,7 @@ struct ResidencySettings {
   std::uint64_t staging_bytes = 64ull << 20;
   bool debug_skip_restore = false;  // test-only fault injection (GSWAP_DEBUG_SKIP_RESTORE)
   bool swapper_thread = true;       // false: tests drive swapper_step() themselves
+  bool recompute_keep_copy = false;  // every drop keeps a host copy (GSWAP_RECOMPUTE_KEEP_COPY)
 };
 
 struct ResidencyStats {
@@ -61,6 +63,8 @@ struct ResidencyStats {
   std::uint64_t stalls = 0, stall_ns = 0, oom = 0, swap_errors = 0, regions = 0;
   std::uint64_t planned_evictions = 0, prefetches = 0, late_restores = 0, device_stall_ns = 0;
   std::uint64_t h2d_bytes_per_s = 0, d2h_bytes_per_s = 0;
+  std::uint64_t planned_drops = 0, recomputes = 0, recomputed_bytes = 0, recompute_ns = 0,
+                recompute_failures = 0;
   std::uint64_t fixed = 0;              // the arena and regions that must stay: never moved
   std::uint64_t capture_overshoot = 0;  // most bytes held above the budget during a capture
 };
@@ -105,6 +109,12 @@ class Residency {
   // Names the region containing ptr (gswap_name_allocation); false when ptr is in none.
   bool name_region(std::uint64_t ptr, const char* name);
 
+  // Recomputation (recompute.h, recompute.cpp): gswap.h's registration functions, returning its
+  // GSWAP_* codes.
+  int register_recompute(std::uint64_t ptr, std::uint64_t bytes, const unsigned long long* sources,
+                         int num_sources, double cost_us, gswap_recompute_fn fn, void* ctx);
+  int unregister_recompute(std::uint64_t ptr);
+
   void stream_destroyed(CUstream stream);
   void capture_begin();
   void capture_aborted();  // the real cuStreamBeginCapture failed
@@ -135,6 +145,9 @@ class Residency {
   // caller has just enqueued; a planned prefetch (if it is out, and fits the budget: a prefetch
   // that does not fit is deferred, never forced). False when the queue is full.
   bool plan_evict(Region* r, std::uint64_t id, std::uint64_t tag);
+  // A planned drop of r after the access just enqueued: swapped instead when r is not (or no
+  // longer) registered as recomputable in full.
+  bool plan_drop(Region* r, std::uint64_t id, std::uint64_t tag);
   bool plan_prefetch(Region* r, std::uint64_t id, std::uint64_t tag);
   // While a plan is followed the swapper polls its queue every 100 us instead of sleeping.
   void set_guided(bool on) { guided_.store(on, std::memory_order_relaxed); }
@@ -154,7 +167,7 @@ class Residency {
   std::mutex& mutex() { return mutex_; }
 
  private:
-  enum class CommandType : std::uint8_t { kEvict, kFree, kPlanEvict, kPrefetch };
+  enum class CommandType : std::uint8_t { kEvict, kFree, kPlanEvict, kPlanDrop, kPrefetch };
   struct Command {
     CommandType type;
     Region* region;
@@ -176,7 +189,33 @@ class Residency {
     std::uint64_t gen;
     std::uint64_t deadline_ns;  // OOM if no room by then (regions pinned only for an instant)
   };
-  class Context;    // pushes ctx_ for the scope
+  // Pushes the regions' context for the scope when the thread has another or none (fact 9).
+  class Context {
+   public:
+    explicit Context(Residency& r) : r_(r) {
+      if (r_.ctx_) r_.dev_.push(r_.ctx_, &pushed_);
+    }
+    ~Context() {
+      if (pushed_) r_.dev_.pop();
+    }
+    Context(const Context&) = delete;
+    Context& operator=(const Context&) = delete;
+
+   private:
+    Residency& r_;
+    bool pushed_ = false;
+  };
+  // restorer_mutex_ for the scope, except on a thread inside a recomputation callback, which holds
+  // it already (the callback's own launches come back here).
+  class RestorerLock {
+   public:
+    explicit RestorerLock(Residency& r) : lock_(r.restorer_mutex_, std::defer_lock) {
+      if (!in_recompute()) lock_.lock();
+    }
+
+   private:
+    std::unique_lock<std::mutex> lock_;
+  };
   class WaitScope;  // one host wait: a stall and a timeline interval
   class SlowLock;
 
@@ -200,6 +239,7 @@ class Residency {
   void wait_progress(std::unique_lock<std::mutex>& lock, std::uint64_t max_us);
   bool step_locked(std::unique_lock<std::mutex>& lock);
   void complete_evict(Region* r);
+  void leave_device(Region* r);
   void undo_map(Region* r);
   CUresult request_restores(std::unique_lock<std::mutex>& lock, TouchSet& t);
   void rescue(Region* r);
@@ -225,6 +265,24 @@ class Residency {
   void report_host_copy(bool to_device, Region* r, std::uint64_t t0, std::uint64_t t1);
   bool issue_prefetch(std::unique_lock<std::mutex>& lock, Region* r, std::uint64_t tag);
   void report_back_access(Region* r, bool late_unknown);
+
+  // Recomputation (recompute.cpp), mutex_ held unless said.
+  bool begin_drop(Region* r);
+  // Brings back the dropped regions of t (pinned by the caller): recomputes them on stream s.
+  CUresult recompute_dropped(std::unique_lock<std::mutex>& lock, TouchSet& t, CUstream s);
+  // Recomputes r (kDropped, pinned by the caller) on s: its sources first. restorer_mutex_ held.
+  CUresult recompute(std::unique_lock<std::mutex>& lock, Region* r, CUstream s, int depth);
+  // Before a registration of r ends: a drop in flight is cancelled or seen to its end, and a
+  // dropped r is brought back (recomputed, or left on the host with its copy). restorer_mutex_
+  // held, r pinned.
+  CUresult settle_drop(std::unique_lock<std::mutex>& lock, Region* r);
+  void end_range(Region* r, std::size_t i);
+  void end_registration(Region* r);
+  // Ends the registrations that read `source`, which is being freed, bringing back any of them
+  // that was dropped.
+  void release_dependents(Region* source);
+  bool recompute_reaches(const Region* from, const Region* target, int depth) const;
+  bool complete_recomputes();  // swapper
   static void* swapper_main(void* self);
   void calibrate_link();
 
@@ -276,6 +334,13 @@ class Residency {
 
   Timings timings_;
   std::atomic<bool> guided_{false};
+
+  // Recomputation.
+  TrustedCallbacks trusted_;
+  std::vector<InFlight> recompute_flight_;  // recomputed regions until their event completes
+  std::uint64_t planned_drops_ = 0, recomputes_ = 0, recomputed_bytes_ = 0,
+                recompute_failures_ = 0;
+  std::atomic<std::uint64_t> recompute_ns_{0};
 
   // The swapper thread.
   pthread_t swapper_{};

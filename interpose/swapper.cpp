@@ -153,9 +153,11 @@ bool Residency::step_locked(std::unique_lock<std::mutex>& lock) {
     // Copies already in flight complete on gswap's own streams (this thread is in relaxed capture
     // mode): a restore a captured call needs may be waiting for one of them.
     did = complete_in_flight(lock);
+    did = complete_recomputes() || did;
     did = serve_wanted(lock) || did;
   } else {
     did = complete_in_flight(lock);
+    did = complete_recomputes() || did;
     if (!deferred_frees_.empty()) {
       std::vector<Region*> frees;
       frees.swap(deferred_frees_);
@@ -182,6 +184,12 @@ bool Residency::step_locked(std::unique_lock<std::mutex>& lock) {
         if (tag)
           telemetry::lateness((tag >> 32) & 0x3fffffffull, plan_tag::entry(tag), late_ns, false);
         timeline::stream_waited(region, late_ns, end_ns);
+      }
+      void recomputed(std::uint64_t region, std::uint64_t bytes, std::uint64_t start_ns,
+                      std::uint64_t end_ns, bool failed) override {
+        self->recompute_ns_.fetch_add(end_ns - start_ns, std::memory_order_relaxed);
+        telemetry::recomputed(region, bytes, start_ns, end_ns, failed);
+        timeline::recompute(region, nullptr, bytes, start_ns, end_ns, failed);
       }
     } sink;
     sink.self = this;
@@ -223,10 +231,16 @@ bool Residency::run_commands(std::unique_lock<std::mutex>& lock) {
   auto handle = [&](const Command& c) {
     Region* r = c.region;
     if (!r) return;
-    if (c.type == CommandType::kPlanEvict || c.type == CommandType::kPrefetch) {
+    if (c.type == CommandType::kPlanEvict || c.type == CommandType::kPlanDrop ||
+        c.type == CommandType::kPrefetch) {
       if (r->id != c.id) return;  // freed and recycled since the plan named it
-      if (c.type == CommandType::kPlanEvict) {
-        if (may_evict_now() && may_leave(r, nullptr) && begin_evict(r)) {
+      if (c.type != CommandType::kPrefetch) {
+        if (!may_evict_now() || !may_leave(r, nullptr)) return;
+        // A drop needs a registration that covers the region; without one (never registered, or
+        // unregistered since the plan was made) the region is swapped instead.
+        if (c.type == CommandType::kPlanDrop && r->recompute && r->recompute->covers(r->size)) {
+          did = begin_drop(r) || did;
+        } else if (begin_evict(r)) {
           r->plan_tag.store(c.tag | plan_tag::kEvicted, std::memory_order_relaxed);
           ++planned_evictions_;
           did = true;
@@ -307,7 +321,7 @@ void Residency::issue_evict(std::unique_lock<std::mutex>& lock, Region* r) {
   }
   if (!r->handle) {  // never mapped (GSWAP_DEBUG_SKIP_RESTORE): nothing to copy
     evicting_ -= r->mapped;
-    transition(r, kRegionHost);
+    leave_device(r);
     return;
   }
   auto give_up = [&](const char* what) {
@@ -316,6 +330,23 @@ void Residency::issue_evict(std::unique_lock<std::mutex>& lock, Region* r) {
     r->must_stay = true;
     GSWAP_LOG(kError, "region %llu stays resident: %s", (unsigned long long)r->id, what);
   };
+  if (r->dropping && !r->drop_copy) {
+    // A drop: no copy, only the point after which the memory may go (every user has passed).
+    if (!order_after_users(r, evict_stream_)) {
+      if (gate_.capturing()) {
+        rescue(r);
+        return;
+      }
+      return give_up("its drop could not be ordered after the streams that used it");
+    }
+    if ((!r->evict_event && dev_.event_create(&r->evict_event, true) != CUDA_SUCCESS) ||
+        dev_.record(r->evict_event, evict_stream_) != CUDA_SUCCESS)
+      return give_up("no event for its drop");
+    r->evict_issued = true;
+    ++r->d2h_in_flight;
+    evict_flight_.push_back({r, r->gen, false});
+    return;
+  }
   if (!r->host.ptr) {
     // Pinning host memory can take milliseconds: not under the mutex. swapper_busy keeps the
     // region where it is meanwhile (a free is finished below).
@@ -393,7 +424,7 @@ void Residency::complete_evict(Region* r) {
   if (r->handle_given) {
     unmap_to_pool(r);  // drops the mapping only; the bytes were accounted to the new owner
     r->restore_pending = false;
-    transition(r, kRegionHost);
+    leave_device(r);
     return;
   }
   if (dev_.unmap(r->base, r->mapped) != CUDA_SUCCESS) {
@@ -410,7 +441,18 @@ void Residency::complete_evict(Region* r) {
   r->handle = 0;
   r->restore_pending = false;  // the swap-out was ordered after it, and has completed
   evicting_ -= r->mapped;
-  transition(r, kRegionHost);
+  leave_device(r);
+}
+
+// The end of a swap-out (kHost) or of a drop (kDropped, with or without a host copy).
+void Residency::leave_device(Region* r) {
+  if (!r->dropping) {
+    transition(r, kRegionHost);
+    return;
+  }
+  r->dropping = false;
+  r->host_valid = r->drop_copy;
+  transition(r, kRegionDropped);
 }
 
 // A stream-ordered free: the memory goes back once every stream that used the region (and the
@@ -469,7 +511,8 @@ bool Residency::complete_in_flight(std::unique_lock<std::mutex>&) {
     std::uint32_t st = r->state.load();
     if (st == kRegionEvicting && r->gen == f.gen) {
       std::uint64_t s0 = 0, s1 = 0;
-      if (timings_.copy_done(false, r->size, r->evict_start, r->evict_event, &s0, &s1))
+      bool copied = !r->dropping || r->drop_copy;
+      if (copied && timings_.copy_done(false, r->size, r->evict_start, r->evict_event, &s0, &s1))
         report_copy(false, r, s0, s1,
                     (r->plan_tag.load(std::memory_order_relaxed) & plan_tag::kEvicted) != 0);
       complete_evict(r);
@@ -599,7 +642,7 @@ bool Residency::serve_wanted(std::unique_lock<std::mutex>& lock) {
       rescue(r);
       st = r->state.load();
     }
-    if (st != kRegionHost) {  // back already, or freed
+    if (st != kRegionHost && !(st == kRegionDropped && !r->handle)) {  // back already, or freed
       wanted_.erase(wanted_.begin() + static_cast<std::ptrdiff_t>(i));
       did = true;
       continue;
@@ -645,7 +688,7 @@ bool Residency::serve_wanted(std::unique_lock<std::mutex>& lock) {
 // Maps r again at its address and starts the copy back (room is ready). CUDA_ERROR_NOT_READY:
 // the device itself is full and more room is being made.
 CUresult Residency::issue_restore(std::unique_lock<std::mutex>& lock, Region* r, Region* donor) {
-  if (cfg_.debug_skip_restore) {
+  if (cfg_.debug_skip_restore && r->state.load() != kRegionDropped) {
     // Test-only fault injection: claim residency without memory, so the next touch faults.
     resident_ += r->mapped;
     transition(r, kRegionResident);
@@ -695,6 +738,13 @@ CUresult Residency::issue_restore(std::unique_lock<std::mutex>& lock, Region* r,
   if ((!r->restore_event && (e = dev_.event_create(&r->restore_event, true)) != CUDA_SUCCESS) ||
       (!r->restore_start && (e = dev_.event_create(&r->restore_start, true)) != CUDA_SUCCESS)) {
     undo_map(r);
+    return e;
+  }
+  if (r->state.load() == kRegionDropped) {
+    // Memory for a recomputation (recompute.cpp), no copy: the recomputing stream waits for this
+    // event, which follows a donor's swap-out or free on the restore stream.
+    e = dev_.record(r->restore_event, restore_stream_);
+    if (e != CUDA_SUCCESS) undo_map(r);
     return e;
   }
   if (r->host.pinned) {

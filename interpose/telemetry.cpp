@@ -398,6 +398,11 @@ void publish_status() {
   st.d2h_bytes_per_s = c[18];
   st.guided_iterations = c[19];
   st.fixed_bytes = c[20];
+  st.planned_drops = c[21];
+  st.recomputes = c[22];
+  st.recomputed_bytes = c[23];
+  st.recompute_ns = c[24];
+  st.recompute_failures = c[25];
   std::uint64_t words[p::kStatusWords];
   std::memcpy(words, &st, sizeof st);
   p::seqlock_write(&g_conn.status->seq, g_conn.status->words, words, p::kStatusWords);
@@ -703,6 +708,48 @@ void swap_done(bool to_device, std::uint64_t region_id, std::uint64_t bytes,
   emit(&r, 1);
 }
 
+void recomputable(std::uint64_t region_id, std::uint64_t cost_ns, const std::uint64_t* sources,
+                  std::uint32_t num_sources) {
+  if (region_id == 0) return;
+  p::EventRecord recs[2] = {record(p::EventType::kRecomputable, 0), {}};
+  recs[0].w[0] = region_id;
+  recs[0].w[1] = cost_ns;
+  std::uint32_t kept = 0;
+  for (std::uint32_t i = 0; i < num_sources && kept < p::kMaxRecomputeSources; ++i) {
+    if (sources[i] == 0 || sources[i] == region_id) continue;
+    if (kept < p::kRecomputableInlineSources) {
+      recs[0].w[2 + kept] = sources[i];
+    } else {
+      if (kept == p::kRecomputableInlineSources) recs[1] = record(p::EventType::kRecomputableMore, 0);
+      recs[1].w[kept - p::kRecomputableInlineSources] = sources[i];
+      recs[1].count = static_cast<std::uint16_t>(kept + 1 - p::kRecomputableInlineSources);
+    }
+    ++kept;
+  }
+  recs[0].count = static_cast<std::uint16_t>(kept);
+  emit(recs, kept > p::kRecomputableInlineSources ? 2 : 1);
+}
+
+void not_recomputable(std::uint64_t region_id) {
+  if (region_id == 0) return;
+  p::EventRecord r = record(p::EventType::kNotRecomputable, 0);
+  r.w[0] = region_id;
+  emit(&r, 1);
+}
+
+void recomputed(std::uint64_t region_id, std::uint64_t bytes, std::uint64_t start_ns,
+                std::uint64_t end_ns, bool failed) {
+  if (region_id == 0) return;
+  if (end_ns < start_ns) start_ns = end_ns = 0;
+  p::EventRecord r = record(p::EventType::kRecomputed, 0);
+  r.w[0] = region_id;
+  r.w[1] = bytes;
+  r.w[2] = start_ns;
+  r.w[3] = end_ns;
+  r.w[4] = failed ? p::kRecomputeFailed : 0;
+  emit(&r, 1);
+}
+
 void clock(std::uint64_t device_ns, std::uint64_t host_ns) {
   p::EventRecord r = record(p::EventType::kClock, 0);
   r.w[0] = device_ns;
@@ -743,7 +790,12 @@ void publish_counters(const Counters& c) {
                                          c.h2d_bytes_per_s,
                                          c.d2h_bytes_per_s,
                                          c.guided_iterations,
-                                         c.fixed_bytes};
+                                         c.fixed_bytes,
+                                         c.planned_drops,
+                                         c.recomputes,
+                                         c.recomputed_bytes,
+                                         c.recompute_ns,
+                                         c.recompute_failures};
   for (int i = 0; i < kNumCounters; ++i) g.counters[i].store(v[i], std::memory_order_relaxed);
 }
 

@@ -40,8 +40,13 @@ struct Counters {
   std::uint64_t d2h_bytes_per_s = 0;
   std::uint64_t guided_iterations = 0;
   std::uint64_t fixed_bytes = 0;
+  std::uint64_t planned_drops = 0;
+  std::uint64_t recomputes = 0;
+  std::uint64_t recomputed_bytes = 0;
+  std::uint64_t recompute_ns = 0;
+  std::uint64_t recompute_failures = 0;
 };
-inline constexpr int kNumCounters = 21;
+inline constexpr int kNumCounters = 26;
 
 // Called by telemetry's own thread with every new plan the daemon publishes (a new generation),
 // entries valid only during the call. The callback may allocate; it must not block for long.
@@ -104,6 +109,14 @@ void stall(std::uint64_t seq, std::uint64_t ns, std::uint64_t start_ns = 0,
 void swap_done(bool to_device, std::uint64_t region_id, std::uint64_t bytes,
                std::uint64_t start_ns, std::uint64_t end_ns, bool planned);
 void clock(std::uint64_t device_ns, std::uint64_t host_ns);
+// Recomputation: a region registered as a whole (cost hint ns, 0 when unknown; its sources, at
+// most proto::kMaxRecomputeSources), its registration ended, and one recomputation (device ns,
+// 0/0 when not timed).
+void recomputable(std::uint64_t region_id, std::uint64_t cost_ns, const std::uint64_t* sources,
+                  std::uint32_t num_sources);
+void not_recomputable(std::uint64_t region_id);
+void recomputed(std::uint64_t region_id, std::uint64_t bytes, std::uint64_t start_ns,
+                std::uint64_t end_ns, bool failed);
 void gpu_timing(std::uint64_t seq, std::uint64_t start_ns, std::uint64_t duration_ns);
 void iteration_mark(std::uint64_t seq);
 // Names (cut at proto::kMaxNameChunks * 32 bytes). A kernel's name is sent once per connection:

@@ -31,7 +31,8 @@ enum Kind : std::uint8_t {
   kStreamWait,
   kHostWait,
   kCounters,
-  kIteration
+  kIteration,
+  kRecompute
 };
 
 struct Record {
@@ -111,7 +112,8 @@ void safe(char* out, const char* in, std::size_t size) {
 }
 
 constexpr int kDevicePid = 1, kHostPid = 2;
-constexpr std::uint32_t kD2HTrack = 100000, kH2DTrack = 100001, kWaitTrack = 100002;
+constexpr std::uint32_t kD2HTrack = 100000, kH2DTrack = 100001, kWaitTrack = 100002,
+                        kRecomputeTrack = 100003;
 
 }  // namespace
 
@@ -146,6 +148,20 @@ void copy(bool to_device, std::uint64_t region, const char* region_name, std::ui
   Record r{};
   r.kind = to_device ? kCopyIn : kCopyOut;
   r.planned = planned;
+  r.a = region;
+  r.b = bytes;
+  r.c = start_ns;
+  r.d = end_ns;
+  set_name(&r, region_name);
+  add(r);
+}
+
+void recompute(std::uint64_t region, const char* region_name, std::uint64_t bytes,
+               std::uint64_t start_ns, std::uint64_t end_ns, bool failed) {
+  if (!enabled() || end_ns < start_ns || start_ns == 0) return;
+  Record r{};
+  r.kind = kRecompute;
+  r.planned = failed;
   r.a = region;
   r.b = bytes;
   r.c = start_ns;
@@ -255,6 +271,9 @@ void write() {
       case kStreamWait:
         items.push_back({kDevicePid, kWaitTrack, to_us(r.c - r.b), &r});
         break;
+      case kRecompute:
+        items.push_back({kDevicePid, kRecomputeTrack, to_us(r.c), &r});
+        break;
       case kHostWait:
         items.push_back({kHostPid, r.stream, host_us(r.b), &r});
         break;
@@ -283,10 +302,10 @@ void write() {
       ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"process_name\",\"args\":{\"name\":\"host\"}"
       "}",
       kHostPid);
-  const std::uint32_t tracks[] = {kD2HTrack, kH2DTrack, kWaitTrack};
+  const std::uint32_t tracks[] = {kD2HTrack, kH2DTrack, kWaitTrack, kRecomputeTrack};
   const char* const track_names[] = {"D2H (swap-outs)", "H2D (restores)",
-                                     "streams waiting for restores"};
-  for (int i = 0; i < 3; ++i)
+                                     "streams waiting for restores", "recomputations"};
+  for (int i = 0; i < 4; ++i)
     out.printf(
         ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%u,\"name\":\"thread_name\",\"args\":{\"name\":\"%s\"}"
         "}",
@@ -327,6 +346,14 @@ void write() {
             r.kind == kCopyOut ? "swap-out" : "restore", name[0] ? name : "region", it.pid, it.tid,
             it.ts, (r.d - r.c) / 1e3, (unsigned long long)r.a, (unsigned long long)r.b,
             r.planned ? "true" : "false");
+        break;
+      case kRecompute:
+        out.printf(
+            ",\n{\"ph\":\"X\",\"cat\":\"recompute\",\"name\":\"recompute %s\",\"pid\":%d,"
+            "\"tid\":%u,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"region\":%llu,\"bytes\":%llu,"
+            "\"failed\":%s}}",
+            name[0] ? name : "region", it.pid, it.tid, it.ts, (r.d - r.c) / 1e3,
+            (unsigned long long)r.a, (unsigned long long)r.b, r.planned ? "true" : "false");
         break;
       case kStreamWait:
         out.printf(

@@ -3,8 +3,8 @@
 //
 // Tracks: kernels per stream (timed on the device), swap-outs on a D2H track and restores on an
 // H2D track (region id and name, bytes, planned or on demand, late or not), streams waiting for
-// restores, host waits on the thread that waited, and counters for resident bytes, budget and
-// pinned host bytes. Device times (kernels, copies) and host times (waits, counters) are put on
+// restores, recomputations, host waits on the thread that waited, and counters for resident
+// bytes, budget and pinned host bytes. Device times (kernels, copies) and host times (waits, counters) are put on
 // one axis by the offset measured when the first device timestamp is taken.
 //
 // Bounded: the last GSWAP_TIMELINE_EVENTS records are kept (a ring); older ones are dropped.
@@ -26,6 +26,10 @@ void kernel(std::uint64_t seq, std::uint32_t stream, const char* name, std::uint
 void copy(bool to_device, std::uint64_t region, const char* region_name, std::uint64_t bytes,
           std::uint64_t start_ns, std::uint64_t end_ns, bool planned);
 void stream_waited(std::uint64_t region, std::uint64_t late_ns, std::uint64_t end_ns);
+// A recomputation (recompute.h) on the stream of the access that needed it; failed: the
+// callback failed and the host copy was used.
+void recompute(std::uint64_t region, const char* region_name, std::uint64_t bytes,
+               std::uint64_t start_ns, std::uint64_t end_ns, bool failed);
 // The host time (monotonic ns) that device time `device_ns` corresponds to, once known.
 void align(std::uint64_t device_ns, std::uint64_t host_ns);
 // A host time on the device axis (for copies timed on the host: staged through pageable memory).

@@ -43,6 +43,15 @@ bool Timings::push_kernel(std::uint64_t seq, std::uint32_t stream, const char* n
   return false;
 }
 
+bool Timings::push_recompute(std::uint64_t region, std::uint64_t bytes, bool failed,
+                             Device::Event start, Device::Event end) {
+  if (recomputes_.push(Recomputed{region, bytes, failed, start, end})) return true;
+  skipped_.fetch_add(1, std::memory_order_relaxed);
+  give_back(start);
+  give_back(end);
+  return false;
+}
+
 bool Timings::push_wait(Region* r, std::uint64_t restores_issued, Device::Event back,
                         std::uint64_t tag) {
   if (waits_.push(Wait{r, restores_issued, back, tag})) return true;
@@ -120,6 +129,24 @@ bool Timings::collect(Sink& sink, Device::Stream stream) {
     give_back(p.start);
     give_back(p.end);
     pending_kernels_[i] = pending_kernels_[--num_kernels_];
+    did = true;
+  }
+  // Recomputations.
+  Recomputed rc;
+  while (num_recomputes_ < 64 && recomputes_.pop(&rc)) pending_recomputes_[num_recomputes_++] = rc;
+  for (unsigned i = 0; i < num_recomputes_;) {
+    Recomputed& p = pending_recomputes_[i];
+    bool timed = p.start && p.end;
+    if (timed && (dev_.query(p.end) != CUDA_SUCCESS || dev_.query(p.start) != CUDA_SUCCESS)) {
+      ++i;
+      continue;
+    }
+    std::uint64_t s0 = 0, s1 = 0;
+    if (!timed || !axis(p.start, &s0) || !axis(p.end, &s1) || s1 < s0) s0 = s1 = 0;
+    sink.recomputed(p.region, p.bytes, s0, s1, p.failed);
+    give_back(p.start);
+    give_back(p.end);
+    pending_recomputes_[i] = pending_recomputes_[--num_recomputes_];
     did = true;
   }
   // Waits for restores: late by how long the restore ended after the stream got there.

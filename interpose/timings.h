@@ -36,6 +36,10 @@ class Timings {
   // A stream waited for r's restore after `back` (recorded on that stream just before the wait).
   // `tag` is r's plan tag at that moment (a planned restore's entry), 0 for a demand restore.
   bool push_wait(Region* r, std::uint64_t restores_issued, Device::Event back, std::uint64_t tag);
+  // A recomputation of `region` (recompute.h) between two events on its stream (either may be
+  // nullptr: reported untimed).
+  bool push_recompute(std::uint64_t region, std::uint64_t bytes, bool failed, Device::Event start,
+                      Device::Event end);
 
   // --- swapper thread ----------------------------------------------------------------------------
   // Tops the pool up (creates events) and collects completed measurements. Returns true when it
@@ -50,6 +54,9 @@ class Timings {
     // time).
     virtual void waited(std::uint64_t tag, std::uint64_t region, std::uint64_t late_ns,
                         std::uint64_t end_ns) = 0;
+    // A recomputation's device time (start_ns == end_ns == 0: not measured).
+    virtual void recomputed(std::uint64_t region, std::uint64_t bytes, std::uint64_t start_ns,
+                            std::uint64_t end_ns, bool failed) = 0;
   };
   bool collect(Sink& sink, Device::Stream stream);
   // A completed swap copy of `bytes` between two timing events (swapper thread): counts toward
@@ -92,6 +99,14 @@ class Timings {
   std::uint32_t created_ = 0;  // swapper
   CommandQueue<Kernel, 4096> kernels_;
   CommandQueue<Wait, 1024> waits_;
+  struct Recomputed {
+    std::uint64_t region, bytes;
+    bool failed;
+    Device::Event start, end;
+  };
+  CommandQueue<Recomputed, 1024> recomputes_;
+  Recomputed pending_recomputes_[64];
+  unsigned num_recomputes_ = 0;
   // Swapper-owned: measurements popped but not complete yet (streams complete out of order).
   static constexpr unsigned kPending = 512;
   Kernel pending_kernels_[kPending];

@@ -1,6 +1,7 @@
 // decode.cpp: validation and dispatch of ring records (see decode.h).
 #include "proto/decode.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace gswap::proto {
@@ -37,7 +38,9 @@ DecodeResult decode_events(const EventRecord* records, std::size_t n, bool compl
     if (r.flags != 0 && !(type == EventType::kLaunch && r.flags == kLaunchTruncated) &&
         !(is_name && r.flags == kLastChunk))
       return fail(i, "bad flags");
-    if (type != EventType::kLaunch && type != EventType::kLaunchMore && !is_name && r.count != 0)
+    bool has_count = type == EventType::kLaunch || type == EventType::kLaunchMore ||
+                     type == EventType::kRecomputable || type == EventType::kRecomputableMore;
+    if (!has_count && !is_name && r.count != 0)
       return fail(i, "count on a record without regions");
     switch (type) {
       case EventType::kAlloc:
@@ -142,6 +145,47 @@ DecodeResult decode_events(const EventRecord* records, std::size_t n, bool compl
         if (r.w[3] < r.w[2]) return fail(i, "swap ends before it starts");
         if (r.w[4] > (kSwapToDevice | kSwapPlanned)) return fail(i, "unknown swap flags");
         sink.on_swap_done(r.w[0], r.w[1], r.w[2], r.w[3], r.w[4]);
+        break;
+      case EventType::kRecomputable: {
+        std::uint32_t count = r.count;
+        if (r.w[0] == 0) return fail(i, "recomputable region id 0");
+        if (count > kMaxRecomputeSources) return fail(i, "too many recompute sources");
+        if (r.flags != 0) return fail(i, "reserved field not zero");
+        std::uint32_t inline_n = std::min(count, kRecomputableInlineSources);
+        std::uint64_t src[kMaxRecomputeSources];
+        for (std::uint32_t k = 0; k < inline_n; ++k) src[k] = r.w[2 + k];
+        if (!tail_zero(r, 2 + static_cast<int>(inline_n))) return fail(i, "unused words not zero");
+        if (count > kRecomputableInlineSources) {
+          if (i + 1 >= n) {
+            if (complete) return fail(i, "recomputable group cut short");
+            return result;  // wait for the rest
+          }
+          const EventRecord& m = records[i + 1];
+          if (m.type != static_cast<std::uint16_t>(EventType::kRecomputableMore))
+            return fail(i + 1, "recomputable continuation missing");
+          if (m.reserved0 != 0 || m.reserved1 != 0 || m.flags != 0 || m.seq != r.seq ||
+              m.count != count - kRecomputableInlineSources)
+            return fail(i + 1, "bad recomputable continuation");
+          for (std::uint32_t k = 0; k < m.count; ++k) src[kRecomputableInlineSources + k] = m.w[k];
+          if (!tail_zero(m, static_cast<int>(m.count))) return fail(i + 1, "unused words not zero");
+        }
+        for (std::uint32_t k = 0; k < count; ++k)
+          if (src[k] == 0 || src[k] == r.w[0]) return fail(i, "bad recompute source");
+        sink.on_recomputable(r.w[0], r.w[1], src, count);
+        if (count > kRecomputableInlineSources) ++i;
+        break;
+      }
+      case EventType::kRecomputableMore:
+        return fail(i, "recomputable continuation without its head");
+      case EventType::kNotRecomputable:
+        if (r.w[0] == 0 || !tail_zero(r, 1)) return fail(i, "bad end of a registration");
+        sink.on_not_recomputable(r.w[0]);
+        break;
+      case EventType::kRecomputed:
+        if (r.w[0] == 0) return fail(i, "recomputation of region id 0");
+        if (r.w[3] < r.w[2]) return fail(i, "recomputation ends before it starts");
+        if (r.w[4] > kRecomputeFailed) return fail(i, "unknown recomputation flags");
+        sink.on_recomputed(r.w[0], r.w[1], r.w[2], r.w[3], r.w[4] != 0);
         break;
       case EventType::kClock:
         if (!tail_zero(r, 2)) return fail(i, "unused words not zero");

@@ -45,6 +45,14 @@ class EventSink {
                             std::uint64_t end_ns, std::uint64_t flags) {}
   // The device-axis time that matches a host CLOCK_MONOTONIC time.
   virtual void on_clock(std::uint64_t device_ns, std::uint64_t host_ns) {}
+  // Recomputation: a region registered (cost hint ns, 0 when unknown; its sources), no longer
+  // registered, and one recomputation run (device ns, 0/0 when not timed; failed: the host copy
+  // was used).
+  virtual void on_recomputable(std::uint64_t region, std::uint64_t cost_ns,
+                               const std::uint64_t* sources, std::uint32_t num_sources) {}
+  virtual void on_not_recomputable(std::uint64_t region) {}
+  virtual void on_recomputed(std::uint64_t region, std::uint64_t bytes, std::uint64_t start_ns,
+                             std::uint64_t end_ns, bool failed) {}
   // A stall that says when it started (host ns) and on which thread (after its on_stall).
   virtual void on_host_wait(std::uint64_t seq, std::uint64_t start_ns, std::uint64_t ns,
                             std::uint64_t thread) {}

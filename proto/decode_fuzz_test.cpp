@@ -48,6 +48,14 @@ struct CountingSink final : EventSink {
     ++events;
   }
   void on_clock(std::uint64_t, std::uint64_t) override { ++events; }
+  void on_recomputable(std::uint64_t, std::uint64_t, const std::uint64_t*,
+                       std::uint32_t) override {
+    ++events;
+  }
+  void on_not_recomputable(std::uint64_t) override { ++events; }
+  void on_recomputed(std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t, bool) override {
+    ++events;
+  }
 };
 
 // Appends a valid event of a random kind.
@@ -55,7 +63,7 @@ void append_valid(std::mt19937_64& rng, std::vector<EventRecord>& out) {
   EventRecord r{};
   r.seq = rng();
   r.stream = static_cast<std::uint32_t>(rng() % 4);
-  int kind = static_cast<int>(rng() % 11);
+  int kind = static_cast<int>(rng() % 14);
   if (kind == 0) {
     r.type = static_cast<std::uint16_t>(EventType::kAlloc);
     r.w[0] = 1 + rng() % 1000;
@@ -121,6 +129,35 @@ void append_valid(std::mt19937_64& rng, std::vector<EventRecord>& out) {
     r.w[2] = rng() >> 2;
     r.w[3] = r.w[2] + rng() % 1000000;
     r.w[4] = rng() % 4;
+    out.push_back(r);
+  } else if (kind == 10) {
+    r.type = static_cast<std::uint16_t>(EventType::kRecomputable);
+    std::uint32_t count = static_cast<std::uint32_t>(rng() % (kMaxRecomputeSources + 1));
+    r.count = static_cast<std::uint16_t>(count);
+    r.w[0] = 1000 + rng() % 1000;
+    r.w[1] = rng() % 1000000;
+    for (std::uint32_t k = 0; k < count && k < kRecomputableInlineSources; ++k)
+      r.w[2 + k] = 1 + rng() % 999;
+    out.push_back(r);
+    if (count > kRecomputableInlineSources) {
+      EventRecord m{};
+      m.type = static_cast<std::uint16_t>(EventType::kRecomputableMore);
+      m.seq = r.seq;
+      m.count = static_cast<std::uint16_t>(count - kRecomputableInlineSources);
+      for (std::uint32_t k = 0; k < m.count; ++k) m.w[k] = 1 + rng() % 999;
+      out.push_back(m);
+    }
+  } else if (kind == 11) {
+    r.type = static_cast<std::uint16_t>(EventType::kNotRecomputable);
+    r.w[0] = 1 + rng() % 1000;
+    out.push_back(r);
+  } else if (kind == 12) {
+    r.type = static_cast<std::uint16_t>(EventType::kRecomputed);
+    r.w[0] = 1 + rng() % 1000;
+    r.w[1] = rng();
+    r.w[2] = rng() >> 2;
+    r.w[3] = r.w[2] + rng() % 1000;
+    r.w[4] = rng() % 2;
     out.push_back(r);
   } else if (kind == 9) {
     r.type = static_cast<std::uint16_t>(EventType::kClock);

@@ -107,8 +107,17 @@ enum class EventType : std::uint16_t {
   kSwapDone = 15,       // a completed swap copy: w0 region id, w1 bytes, w2 start and w3 end in
                         // device ns (the kernel-timing axis), w4 kSwapToDevice | kSwapPlanned
   kClock = 16,          // w0 device ns that corresponds to w1 host (CLOCK_MONOTONIC) ns
+  kRecomputable = 17,   // w0 region id, w1 cost hint ns (0: unknown, measure it), w2..w4 its first
+                        // sources; count = sources in all (<= kMaxRecomputeSources)
+  kRecomputableMore = 18,  // continuation of kRecomputable when count > 3: w0..w4 sources 3..7
+  kNotRecomputable = 19,   // w0 region id: its registration ended
+  kRecomputed = 20,     // w0 region id, w1 bytes, w2 start and w3 end in device ns (both 0: not
+                        // timed), w4 kRecomputeFailed when the callback failed (host copy used)
 };
-inline constexpr std::uint16_t kMaxEventType = 16;
+inline constexpr std::uint16_t kMaxEventType = 20;
+inline constexpr std::uint32_t kMaxRecomputeSources = 8;
+inline constexpr std::uint32_t kRecomputableInlineSources = 3;
+inline constexpr std::uint64_t kRecomputeFailed = 1;
 
 // kSwapDone flags (w4).
 inline constexpr std::uint64_t kSwapToDevice = 1;  // a restore (else a swap-out)
@@ -237,7 +246,12 @@ struct StatusPayload {
   std::uint64_t guided_iterations;  // iterations followed to their end
   std::uint64_t fixed_bytes;        // device memory the library cannot move (small allocations,
                                     // regions that must stay): the planner plans around it
-  std::uint64_t reserved[9];
+  std::uint64_t planned_drops;       // regions the plan dropped to be recomputed
+  std::uint64_t recomputes;          // recomputations run (callbacks called)
+  std::uint64_t recomputed_bytes;
+  std::uint64_t recompute_ns;        // their device time, as measured
+  std::uint64_t recompute_failures;  // callbacks that failed (the host copy was used)
+  std::uint64_t reserved[4];
 };
 static_assert(std::is_trivially_copyable_v<StatusPayload>);
 static_assert(sizeof(StatusPayload) == 256);
