@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <new>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -175,8 +176,44 @@ void Client::maybe_detect_iteration() {
   opt.max_period = std::max<std::size_t>(opt.min_period, symbols.size() / 2);
   std::optional<policy::PeriodResult> r = policy::detect_iteration_period(symbols, opt);
   if (!r || r->period == 0 || r->phase + r->period > launches_.size()) return;
-  iteration_ = {r->period, launches_[r->phase].seq, launches_[r->phase + r->period - 1].seq,
-                r->match, "detected"};
+  std::size_t phase = recognisable_phase(symbols, r->phase, r->period);
+  iteration_ = {r->period, launches_[phase].seq, launches_[phase + r->period - 1].seq, r->match,
+                "detected"};
+}
+
+namespace {
+
+// Whether some prefix of at most kSignatureLength symbols of the period starting at `phase` occurs
+// nowhere else in it (cyclically): the signature a plan is recognised by (server.cpp).
+bool unique_prefix(const std::vector<std::uint64_t>& s, std::size_t phase, std::size_t period) {
+  auto at = [&](std::size_t i) { return s[phase + i % period]; };
+  for (std::size_t p = 1; p < period; ++p) {
+    std::size_t same = 0;
+    while (same < proto::kSignatureLength && same < period && at(p + same) == at(same)) ++same;
+    if (same == proto::kSignatureLength || same == period) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+// Detection may start the period anywhere (after gswapd forgets a client's launches, wherever
+// the window now begins). A plan finds the iteration's start by a short prefix that occurs nowhere
+// else in it; in a stretch that repeats (one block of kernels per layer) there is none, and the
+// library would take another layer's block for the start. Such a phase moves forward to the first
+// launch whose function occurs once per period (a loss, an upload, an optimizer step).
+std::size_t Client::recognisable_phase(const std::vector<std::uint64_t>& symbols,
+                                       std::size_t phase, std::size_t period) const {
+  if (unique_prefix(symbols, phase, period)) return phase;
+  std::unordered_map<std::uint64_t, std::size_t> count;
+  for (std::size_t i = phase; i < phase + period; ++i) ++count[symbols[i]];
+  for (std::size_t i = phase; i < phase + period; ++i) {
+    if (count[symbols[i]] != 1) continue;
+    if (i + period <= symbols.size()) return i;  // a complete period starts there
+    if (i >= period) return i - period;          // the one before it
+    break;
+  }
+  return phase;
 }
 
 namespace {
@@ -192,6 +229,7 @@ policy::Trace Client::last_iteration_trace(std::uint64_t device_bytes) const {
   t.device.capacity_bytes = device_bytes;
   t.device.h2d_bytes_per_s = bandwidth(counters_.status.h2d_bytes_per_s);
   t.device.d2h_bytes_per_s = bandwidth(counters_.status.d2h_bytes_per_s);
+  t.device.min_evictable_bytes = 0;  // the library reports only regions it can move
   if (!iteration_.length) return t;
   std::size_t first = launches_.size(), last = 0;
   for (std::size_t i = 0; i < launches_.size(); ++i) {
@@ -212,6 +250,7 @@ void Client::build_iteration(std::size_t begin, std::size_t end, std::uint64_t d
   t.device.capacity_bytes = device_bytes;
   t.device.h2d_bytes_per_s = bandwidth(counters_.status.h2d_bytes_per_s);
   t.device.d2h_bytes_per_s = bandwidth(counters_.status.d2h_bytes_per_s);
+  t.device.min_evictable_bytes = 0;  // the library reports only regions it can move
   std::unordered_map<std::uint64_t, bool> used;
   std::uint64_t t0 = ~0ull;
   std::size_t timed = 0;
@@ -238,6 +277,17 @@ void Client::build_iteration(std::size_t begin, std::size_t end, std::uint64_t d
     m->functions.push_back(l.function_id);
     m->regions.push_back(l.regions);
   }
+  // Recomputable regions: their sources belong to the trace too (the planner makes them
+  // resident for the recomputation). Without a cost hint, the cost is the last measured
+  // recomputation of the region, else the device time of the launch that first wrote it in this
+  // iteration (its producer, measured).
+  std::unordered_map<std::uint64_t, double> producer_us;
+  for (const policy::Launch& l : t.launches)
+    for (std::uint64_t id : l.regions) producer_us.try_emplace(id, l.dur_us);
+  for (const auto& [id, info] : regions_)
+    if (used.count(id) && info.recompute)
+      for (std::uint64_t s : info.recompute->sources)
+        if (regions_.count(s)) used[s] = true;
   for (const auto& [id, info] : regions_) {
     if (!used.count(id)) continue;
     policy::Region r;
@@ -245,6 +295,19 @@ void Client::build_iteration(std::size_t begin, std::size_t end, std::uint64_t d
     r.bytes = info.bytes;
     r.alloc_seq = info.alloc_seq;
     r.free_seq = info.free_seq;
+    if (const auto& rc = info.recompute) {
+      policy::Recompute p;
+      if (rc->cost_ns)
+        p.cost_us = static_cast<double>(rc->cost_ns) / 1e3;
+      else if (rc->measured_ns)
+        p.cost_us = static_cast<double>(rc->measured_ns) / 1e3;
+      else if (auto it = producer_us.find(id); it != producer_us.end())
+        p.cost_us = it->second;
+      for (std::uint64_t s : rc->sources)
+        if (regions_.count(s) && s != id) p.sources.push_back(s);
+      // An unmeasured cost would make recomputation look free: leave such a region to swaps.
+      if (p.cost_us > 0) r.recompute = std::move(p);
+    }
     t.regions.push_back(r);
   }
   std::sort(t.regions.begin(), t.regions.end(),
@@ -271,8 +334,11 @@ std::optional<MeasuredIteration> Client::take_measured(std::uint64_t device_byte
   if (start == launches_.size()) return std::nullopt;
   // The newest complete period with (nearly) every launch timed: while a plan is followed only
   // one iteration in measure_every is, and timings arrive a little after their launches.
+  // The launch after the period must have arrived too: the period's length in seq numbers counts
+  // up to it (allocations and frees after its last launch belong to it), and without it a region
+  // freed at the very end of the iteration would look alive across it, persistent.
   for (std::size_t s = start + len;; s -= len) {
-    if (s + len <= launches_.size() && launches_[s].seq != measured_first_seq_ &&
+    if (s + len < launches_.size() && launches_[s].seq != measured_first_seq_ &&
         (measured_first_seq_ == ~0ull || launches_[s].seq > measured_first_seq_)) {
       std::size_t timed = 0;
       for (std::size_t i = s; i < s + len; ++i) timed += launches_[i].duration_ns != 0;
@@ -293,7 +359,7 @@ void Client::on_alloc(std::uint64_t seq, std::uint32_t, std::uint64_t region, st
                       std::uint64_t bytes) {
   auto [it, inserted] = regions_.try_emplace(region);
   if (inserted || it->second.free_seq) ++live_;
-  it->second = RegionInfo{base, bytes, seq, std::nullopt};
+  it->second = RegionInfo{base, bytes, seq, std::nullopt, std::nullopt};
   if (live_ > limits_.max_regions)
     protocol_error_ = fmt::format("more than {} live regions", limits_.max_regions);
   if (regions_.size() > 2 * live_ + 4096) prune_freed();
@@ -352,6 +418,32 @@ void Client::on_swap_done(std::uint64_t region, std::uint64_t bytes, std::uint64
   if (swaps_.size() >= limits_.timeline_records) swaps_.pop_front();
   swaps_.push_back(SwapRecord{region, bytes, start_ns, end_ns, (flags & proto::kSwapToDevice) != 0,
                               (flags & proto::kSwapPlanned) != 0});
+}
+
+void Client::on_recomputable(std::uint64_t region, std::uint64_t cost_ns,
+                             const std::uint64_t* sources, std::uint32_t num_sources) {
+  auto it = regions_.find(region);
+  if (it == regions_.end() || it->second.free_seq) return;  // not live: nothing to plan
+  RecomputeInfo& info = it->second.recompute.emplace();
+  info.cost_ns = cost_ns;
+  info.sources.assign(sources, sources + num_sources);
+}
+
+void Client::on_not_recomputable(std::uint64_t region) {
+  if (auto it = regions_.find(region); it != regions_.end() && !it->second.free_seq)
+    it->second.recompute.reset();
+}
+
+void Client::on_recomputed(std::uint64_t region, std::uint64_t bytes, std::uint64_t start_ns,
+                           std::uint64_t end_ns, bool failed) {
+  ++counters_.recomputations;
+  if (failed) ++counters_.recompute_failures;
+  if (auto it = regions_.find(region);
+      it != regions_.end() && it->second.recompute && end_ns > start_ns)
+    it->second.recompute->measured_ns = end_ns - start_ns;
+  if (limits_.timeline_records == 0) return;
+  if (recomputations_.size() >= limits_.timeline_records) recomputations_.pop_front();
+  recomputations_.push_back(RecomputeRecord{region, bytes, start_ns, end_ns, failed});
 }
 
 void Client::on_clock(std::uint64_t device_ns, std::uint64_t host_ns) {

@@ -55,11 +55,19 @@ class ClientShm {
   std::uint64_t bytes_ = 0;
 };
 
+// A region the program registered as recomputable (gswap.h): the library's announcement.
+struct RecomputeInfo {
+  std::uint64_t cost_ns = 0;  // the program's hint, 0 when unknown
+  std::vector<std::uint64_t> sources;
+  std::uint64_t measured_ns = 0;  // the last recomputation's device time, 0 until one ran
+};
+
 struct RegionInfo {
   std::uint64_t base = 0;
   std::uint64_t bytes = 0;
   std::uint64_t alloc_seq = 0;
   std::optional<std::uint64_t> free_seq;
+  std::optional<RecomputeInfo> recompute;  // kept after the free: traces of past iterations
 };
 
 struct LaunchInfo {
@@ -92,6 +100,7 @@ struct ClientCounters {
   std::uint64_t timings = 0;  // kernel durations received
   std::uint64_t lateness_reports = 0, late_reports = 0, missed_reports = 0;
   std::uint64_t divergences = 0;  // reported by the library
+  std::uint64_t recomputations = 0, recompute_failures = 0;  // kRecomputed events
 };
 
 // One complete iteration with (nearly) every launch timed: what the planner plans from, with
@@ -149,6 +158,8 @@ class Client : public proto::EventSink {
 
   // Runs period detection over the launch window if enough new launches arrived.
   void maybe_detect_iteration();
+  std::size_t recognisable_phase(const std::vector<std::uint64_t>& symbols, std::size_t phase,
+                                 std::size_t period) const;
 
   // The last complete iteration as a policy trace; empty (no launches) when none was detected.
   policy::Trace last_iteration_trace(std::uint64_t device_bytes) const;
@@ -229,6 +240,18 @@ class Client : public proto::EventSink {
   void on_clock(std::uint64_t device_ns, std::uint64_t host_ns) override;
   void on_host_wait(std::uint64_t seq, std::uint64_t start_ns, std::uint64_t ns,
                     std::uint64_t thread) override;
+  void on_recomputable(std::uint64_t region, std::uint64_t cost_ns, const std::uint64_t* sources,
+                       std::uint32_t num_sources) override;
+  void on_not_recomputable(std::uint64_t region) override;
+  void on_recomputed(std::uint64_t region, std::uint64_t bytes, std::uint64_t start_ns,
+                     std::uint64_t end_ns, bool failed) override;
+
+  // Recomputations the library ran (device ns on the kernel axis), for trace dump --timeline.
+  struct RecomputeRecord {
+    std::uint64_t region = 0, bytes = 0, start_ns = 0, end_ns = 0;
+    bool failed = false;
+  };
+  const std::deque<RecomputeRecord>& recomputations() const { return recomputations_; }
 
  private:
   void prune_freed();
@@ -270,6 +293,7 @@ class Client : public proto::EventSink {
   std::string planner_ = "none";
   std::deque<SwapRecord> swaps_;
   std::deque<HostWait> host_waits_;
+  std::deque<RecomputeRecord> recomputations_;
   bool has_clock_ = false;
   std::int64_t host_minus_device_ = 0;
 };

@@ -110,13 +110,13 @@ int cmd_status(bool json) {
         a["gpu"]["uuid"].get<std::string>(), bytes_text(a["gpu"]["total_bytes"]),
         bytes_text(a["daemon"]["budget_bytes"]), a["daemon"]["share"].get<std::string>(),
         a["daemon"]["pid"].get<int>());
-    Table t({"PID", "EXE", "BUDGET", "RESIDENT", "PEAK", "SWAPPED OUT", "STALLS", "DROPPED",
-             "ITERATION", "MODE"});
+    Table t({"PID", "EXE", "BUDGET", "RESIDENT", "PEAK", "SWAPPED OUT", "RECOMPUTED", "STALLS",
+             "DROPPED", "ITERATION", "MODE"});
     for (const auto& c : a["clients"])
       t.add({std::to_string(c["pid"].get<int>()), c["exe"].get<std::string>(),
              bytes_text(c["budget_bytes"]), bytes_text(c["resident_bytes"]),
              bytes_text(c["peak_bytes"]), bytes_text(c["swapped_out_bytes"]),
-             std::to_string(c["stalls"].get<std::uint64_t>()),
+             bytes_text(c["recomputed_bytes"]), std::to_string(c["stalls"].get<std::uint64_t>()),
              std::to_string(c["dropped_events"].get<std::uint64_t>()),
              std::to_string(c["iteration_length"].get<std::uint64_t>()),
              c["mode"].get<std::string>()});
@@ -162,12 +162,36 @@ int cmd_policy(std::optional<long> pid, bool json) {
       std::cout << "  no planned swaps or recomputations\n";
       continue;
     }
-    Table t({"REGION", "ACTION", "EVICT AFTER", "RESTORE AT"});
-    for (const auto& e : c["entries"])
-      t.add({std::to_string(e["region"].get<std::uint64_t>()), e["action"].get<std::string>(),
-             std::to_string(e["evict_after"].get<std::uint64_t>()),
-             e["restore_at"].is_null() ? "on demand"
-                                       : std::to_string(e["restore_at"].get<std::uint64_t>())});
+    std::size_t swaps = 0, recomputes = 0;
+    for (const auto& e : c["entries"]) (e["action"] == "swap" ? swaps : recomputes) += 1;
+    std::cout << fmt::format(
+        "  {} planned swaps, {} planned recomputations; {} recomputations run ({:.1f} ms of "
+        "device time, {} failed)\n",
+        swaps, recomputes, c["recomputes"].get<std::uint64_t>(),
+        static_cast<double>(c["recompute_ns"].get<std::uint64_t>()) / 1e6,
+        c["recompute_failures"].get<std::uint64_t>());
+    auto pos = [](const nlohmann::json& v) {
+      return v.is_null() ? std::string("-") : std::to_string(v.get<std::uint64_t>());
+    };
+    Table t({"REGION", "ACTION", "EVICT AFTER", "PREFETCH AT", "BACK AT", "LATE"});
+    for (const auto& e : c["entries"]) {
+      std::string region =
+          e.contains("region")
+              ? std::to_string(e["region"].get<std::uint64_t>())
+              : fmt::format("new at {}#{}", e["bind_offset"].get<std::uint64_t>(),
+                            e["bind_slot"].get<std::uint64_t>());
+      if (e.contains("region_name")) region += " " + e["region_name"].get<std::string>();
+      std::string prefetch = e["trigger"].is_null()
+                                 ? (e["action"] == "swap" ? "on demand" : "-")
+                                 : pos(e["trigger"]);
+      std::string late = "-";
+      if (e.contains("lateness"))
+        late = fmt::format("{}/{} late, max {:.0f} us", e["lateness"]["late"].get<std::uint64_t>(),
+                           e["lateness"]["reports"].get<std::uint64_t>(),
+                           e["lateness"]["max_late_us"].get<double>());
+      t.add({region, e["action"].get<std::string>(), pos(e["evict_after"]), prefetch,
+             pos(e["back_access"]), late});
+    }
     std::cout << t.render("  ");
   }
   if (clients.empty()) std::cout << "no clients\n";

@@ -626,6 +626,11 @@ nlohmann::json Server::client_json(const Client& c) const {
       {"late_restores", k.status.late_restores},
       {"divergences", k.status.divergences},
       {"guided_iterations", k.status.guided_iterations},
+      {"planned_drops", k.status.planned_drops},
+      {"recomputes", k.status.recomputes},
+      {"recomputed_bytes", k.status.recomputed_bytes},
+      {"recompute_ns", k.status.recompute_ns},
+      {"recompute_failures", k.status.recompute_failures},
       {"h2d_bytes_per_s", k.status.h2d_bytes_per_s},
       {"d2h_bytes_per_s", k.status.d2h_bytes_per_s},
       {"iteration_length", c.iteration().length},
@@ -704,6 +709,9 @@ nlohmann::json Server::policy_json(const Client& c) const {
           {"signature", signature},
           {"measure_every", p.measure_every},
           {"planner", c.planner()},
+          {"recomputes", c.counters().status.recomputes},
+          {"recompute_ns", c.counters().status.recompute_ns},
+          {"recompute_failures", c.counters().status.recompute_failures},
           {"entries", entries}};
 }
 

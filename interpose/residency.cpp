@@ -583,7 +583,10 @@ bool Residency::free_region(CUdeviceptr p, CUstream stream, bool async, bool per
   if (is_source) release_dependents(r);
   std::lock_guard<std::mutex> lock(mutex_);
   if (r->base != p || r->state.load() == kRegionFree) return false;
-  if (r->recompute) end_registration(r);
+  if (r->recompute) {
+    r->recompute->announced = false;  // the free says it: gswapd keeps what the trace needs
+    end_registration(r);
+  }
   r->host_valid = false;
   fast_.map.clear(r->base, r->va_bytes);
   live_.erase(std::find(live_.begin(), live_.end(), r));

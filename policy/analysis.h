@@ -13,8 +13,8 @@
 
 namespace gswap::policy {
 
-// Regions below this size are packed by the preload library into a non-evictable arena (VMM
-// mappings are 2 MiB granules), so no planner may evict them.
+// The default of DeviceInfo::min_evictable_bytes: on a real GPU the preload library leaves
+// allocations below the 2 MiB VMM granularity to the driver, so no planner may evict them.
 inline constexpr std::uint64_t kMinEvictableBytes = 2ull << 20;
 
 struct Analysis {
@@ -34,7 +34,7 @@ struct Analysis {
   std::uint64_t max_working_set = 0;
   std::size_t max_working_set_launch = 0;
   // Per launch: what must be resident while it runs whatever the plan: the bytes it touches plus
-  // every live region under kMinEvictableBytes (never evicted). A budget below its maximum is
+  // every live region under the trace's min_evictable_bytes (never evicted). A budget below its maximum is
   // impossible.
   std::vector<std::uint64_t> min_resident;
   std::uint64_t max_min_resident = 0;
@@ -45,7 +45,8 @@ struct Analysis {
   double ideal_step_us = 0;
 
   bool evictable(std::size_t r) const {
-    return trace->regions[r].bytes >= kMinEvictableBytes && accesses[r].size() > 0;
+    return trace->regions[r].bytes >= trace->device.min_evictable_bytes &&
+           accesses[r].size() > 0;
   }
   // First launch position whose ideal start is at or after t (n when none).
   std::size_t first_start_at_or_after(double t) const;

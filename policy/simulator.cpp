@@ -196,7 +196,7 @@ class Sim {
         const KeptItem it = kept_.top();
         const RState& s = rs_[it.r];
         if (!s.kept || s.st != St::kResident || !s.occupying ||
-            t_.regions[it.r].bytes < kMinEvictableBytes) {
+            t_.regions[it.r].bytes < t_.device.min_evictable_bytes) {
           kept_.pop();  // no longer a kept intermediate
           continue;
         }
@@ -218,7 +218,7 @@ class Sim {
       for (std::size_t r = 0; kept_victim == kNoLaunch && r < rs_.size(); ++r) {
         const RState& s = rs_[r];
         if (s.st != St::kResident || !s.occupying || s.protect == stamp_ ||
-            t_.regions[r].bytes < kMinEvictableBytes)
+            t_.regions[r].bytes < t_.device.min_evictable_bytes)
           continue;
         if (victim == kNoLaunch || (s.kept && !rs_[victim].kept) ||
             (s.kept == rs_[victim].kept && s.last_use_end < rs_[victim].last_use_end))
@@ -282,7 +282,7 @@ class Sim {
     const PlanEntry& e = plan_.entries[k];
     const std::size_t r = a_.index.at(e.region);
     RState& s = rs_[r];
-    if (s.st != St::kResident || !s.occupying || t_.regions[r].bytes < kMinEvictableBytes) return;
+    if (s.st != St::kResident || !s.occupying || t_.regions[r].bytes < t_.device.min_evictable_bytes) return;
     s.entry = k;
     s.kept = false;
     if (e.kind == EvictKind::kRecompute && t_.regions[r].recompute) {

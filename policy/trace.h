@@ -19,6 +19,10 @@ struct DeviceInfo {
   std::uint64_t capacity_bytes = 0;
   double h2d_bytes_per_s = 0;  // measured pinned bandwidth, host to device
   double d2h_bytes_per_s = 0;  // measured pinned bandwidth, device to host
+  // Regions below this size are never evicted. The default is a real GPU's VMM granularity, under
+  // which the preload library leaves allocations to the driver; traces gswapd captures carry the
+  // library's own figure (0: every region it reports can move).
+  std::uint64_t min_evictable_bytes = 2ull << 20;
 };
 
 // Present only for regions a framework registered as recomputable.

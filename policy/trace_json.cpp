@@ -69,6 +69,8 @@ void parse_device(const json& j, DeviceInfo* d) {
       get_nonneg_double(member(j, p, "d2h_bytes_per_s"), join(p, "d2h_bytes_per_s"));
   if (d->h2d_bytes_per_s <= 0) fail(join(p, "h2d_bytes_per_s"), "must be positive");
   if (d->d2h_bytes_per_s <= 0) fail(join(p, "d2h_bytes_per_s"), "must be positive");
+  if (auto it = j.find("min_evictable_bytes"); it != j.end())
+    d->min_evictable_bytes = get_uint(*it, join(p, "min_evictable_bytes"));
 }
 
 Trace parse(const json& root) {
@@ -201,7 +203,8 @@ std::string write_trace_json(const Trace& trace) {
   root["version"] = kTraceVersion;
   root["device"] = {{"capacity_bytes", trace.device.capacity_bytes},
                     {"h2d_bytes_per_s", trace.device.h2d_bytes_per_s},
-                    {"d2h_bytes_per_s", trace.device.d2h_bytes_per_s}};
+                    {"d2h_bytes_per_s", trace.device.d2h_bytes_per_s},
+                    {"min_evictable_bytes", trace.device.min_evictable_bytes}};
   json regions = json::array();
   for (const Region& r : trace.regions) {
     json jr = {{"id", r.id}, {"bytes", r.bytes}, {"alloc_seq", r.alloc_seq}};

@@ -16,7 +16,14 @@
 //    also orders the next write of dW_i after the update has read it.
 // Activations are touched by stream 0 only, so their stream-ordered frees need no other event.
 //
+// Recomputation (--recompute): each layer's output is registered with gswap (include/gswap.h,
+// found with dlsym, so the program runs the same without gswap) as recomputable from the layer's
+// input, weights and bias by the forward kernel itself; gswapd's planner may then drop an
+// activation after the forward pass and gswap recomputes it before the backward pass needs it.
+// The kernels are deterministic, so the checksum does not change.
+//
 // Threads: one (the host thread). The driver table is loaded before anything else runs.
+#include <dlfcn.h>
 #include <simcuda.h>
 #include <unistd.h>
 
@@ -34,6 +41,7 @@
 #include <vector>
 
 #include "cuda_driver.h"
+#include "include/gswap.h"
 #include "minitrain_kernels.h"
 
 namespace minitrain {
@@ -52,6 +60,7 @@ struct Options {
   uint32_t streams = 2;
   uint64_t seed = 1;
   bool async_alloc = false;
+  bool recompute = false;
   std::string module;
 };
 
@@ -95,6 +104,9 @@ int ParseOptions(int argc, char** argv, Options* o) {
       ->check(WholeNumber(0, UINT64_MAX));
   app.add_flag("--async-alloc", o->async_alloc,
                "allocate activations with cuMemAllocAsync/cuMemFreeAsync on the compute stream");
+  app.add_flag("--recompute", o->recompute,
+               "register each layer's output as recomputable by its forward kernel (gswap.h); "
+               "without gswap it changes nothing");
   app.add_option("--module", o->module,
                  "kernel module to load instead of the default (host module on simcuda, fatbin "
                  "otherwise)");
@@ -272,6 +284,44 @@ std::string ExecutableDir() {
   return slash == std::string::npos ? "." : path.substr(0, slash);
 }
 
+// gswap's registration functions, when the program runs under gswap with a compatible API.
+struct GswapApi {
+  decltype(&gswap_register_recompute) register_recompute = nullptr;
+  decltype(&gswap_unregister_recompute) unregister_recompute = nullptr;
+
+  static GswapApi Find() {
+    GswapApi api;
+    auto check = reinterpret_cast<decltype(&gswap_check_version)>(
+        dlsym(RTLD_DEFAULT, "gswap_check_version"));
+    if (!check || check(GSWAP_API_VERSION) != GSWAP_OK) return api;
+    api.register_recompute = reinterpret_cast<decltype(&gswap_register_recompute)>(
+        dlsym(RTLD_DEFAULT, "gswap_register_recompute"));
+    api.unregister_recompute = reinterpret_cast<decltype(&gswap_unregister_recompute)>(
+        dlsym(RTLD_DEFAULT, "gswap_unregister_recompute"));
+    return api;
+  }
+};
+
+// What recomputes one layer's output: its forward kernel, on the stream gswap names.
+struct Recipe {
+  CUfunction kernel = nullptr;
+  mt_linear_fwd_args args{};  // args.y is the output being recomputed
+  unsigned calls = 0;
+};
+
+int RecomputeLayer(void* ctx, unsigned long long dst, unsigned long long, void* stream) {
+  auto* r = static_cast<Recipe*>(ctx);
+  ++r->calls;
+  mt_linear_fwd_args a = r->args;
+  a.y = reinterpret_cast<float*>(static_cast<uintptr_t>(dst));
+  void* params[] = {&a.x, &a.w, &a.b, &a.y, &a.m, &a.k, &a.n, &a.relu};
+  const unsigned tile = 16;
+  CUresult e = drv().cuLaunchKernel(r->kernel, (a.n + tile - 1) / tile, (a.m + tile - 1) / tile, 1,
+                                    tile, tile, 1, 0, static_cast<CUstream>(stream), params,
+                                    nullptr);
+  return e == CUDA_SUCCESS ? 0 : static_cast<int>(e);
+}
+
 struct Layer {
   CUdeviceptr w = 0, b = 0, dw = 0, db = 0;
   CUevent grad_ready = nullptr, update_done = nullptr;
@@ -379,6 +429,14 @@ int Run(const Options& o) {
   std::vector<double> steps;
   fill_batch(0, static_cast<float*>(host_xy[0]));
   std::vector<CUdeviceptr> act(L + 1);  // act[0] is the input, act[i] the output of layer i
+  GswapApi gswap = o.recompute ? GswapApi::Find() : GswapApi{};
+  if (o.recompute)
+    std::printf("recompute: %s\n", gswap.register_recompute
+                                        ? "layer outputs registered with gswap"
+                                        : "gswap not loaded (or another API version): nothing "
+                                          "registered");
+  std::vector<Recipe> recipes(L + 1);
+  uint64_t registered = 0;
   for (uint32_t it = 0; it < o.iters; ++it) {
     float* xy = static_cast<float*>(host_xy[it % 2]);
     act[0] = alloc_act();
@@ -391,9 +449,19 @@ int Run(const Options& o) {
       if (l.update_pending) MT_CU(d.cuStreamWaitEvent(s0, l.update_done, 0));
       l.update_pending = false;
       act[i] = alloc_act();
-      Launch(
-          k, s0, ProductGrid(B, W), kProductBlock,
-          mt_linear_fwd_args{F(act[i - 1]), F(l.w), F(l.b), F(act[i]), B, W, W, i < L ? 1u : 0u});
+      const mt_linear_fwd_args fwd{F(act[i - 1]), F(l.w), F(l.b), F(act[i]),
+                                   B,             W,       W,       i < L ? 1u : 0u};
+      Launch(k, s0, ProductGrid(B, W), kProductBlock, fwd);
+      if (gswap.register_recompute) {
+        recipes[i].kernel = k.mt_linear_fwd;
+        recipes[i].args = fwd;
+        const unsigned long long sources[] = {act[i - 1], l.w, l.b};
+        // A refusal (an allocation gswap does not manage, such as a small one) leaves the
+        // activation to be swapped: nothing else changes.
+        if (gswap.register_recompute(act[i], act_bytes, sources, 3, 0, RecomputeLayer,
+                                     &recipes[i]) == GSWAP_OK)
+          ++registered;
+      }
     }
 
     Launch(k, s0, Dims{1}, Dims{kLossThreads},
@@ -494,6 +562,12 @@ int Run(const Options& o) {
                              steps.end());
     std::sort(tail.begin(), tail.end());
     std::printf("steady_step_seconds: %.6f\n", tail[tail.size() / 2]);
+  }
+  if (o.recompute) {
+    unsigned long long recomputed = 0;
+    for (const Recipe& r : recipes) recomputed += r.calls;
+    std::printf("recompute_registered: %llu\nrecompute_calls: %llu\n",
+                (unsigned long long)registered, recomputed);
   }
   std::printf("peak_bytes: %llu\n", (unsigned long long)mem.peak());
   std::printf("checksum: %016llx\n", (unsigned long long)h);
