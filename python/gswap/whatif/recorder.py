@@ -10,11 +10,15 @@ using them, gradients dropped by zero_grad. Views share their base's region and 
 
 The recorder calls every op as it came and holds only weak references, but an active dispatch
 mode still changes one thing: C++ composite code and the autograd engine check for one
-("composite compliance") and then run some in-place ops out of place. Gradient accumulation does
-`a + b` instead of `a.add_(b)`, F.linear adds its bias out of place. Eager PyTorch would have
-reused the operand, which dies right after the op; annotate_inplace() folds the two regions back
-into one. tests/python/test_recorder.py checks the result against PyTorch's own CPU allocator
-(seen by the profiler, with no mode active) for a CNN and a transformer.
+("composite compliance": isTensorSubclassLike() is true for every tensor while a mode is active)
+and then run some in-place ops out of place. Autograd's InputBuffer accumulates a gradient with
+`old + new` instead of `old.add_(new)`, F.linear adds its bias out of place. Eager PyTorch would
+have reused the first operand, which dies right after the op; annotate_inplace() folds the two
+regions back into one, where eager PyTorch could have reused it (not a view, the storage's only
+holder: the gradient of a tied weight arrives as a transposed view, and eager PyTorch adds to it
+out of place too). tests/python/test_recorder.py checks the result against PyTorch's own CPU
+allocator (seen by the profiler, with no mode active) for a CNN and a transformer, with and
+without dropout, in fp32 and bf16.
 """
 
 from __future__ import annotations
@@ -45,6 +49,10 @@ _PYTHON_ARITHMETIC = {
     for pre, post in (("", ""), ("", "_"), ("__", "__"), ("__r", "__"), ("__i", "__"))}
 
 
+# Out-of-place ops that composite-compliant C++ code uses where eager code runs them in place.
+_INPLACE_IN_EAGER = {"add"}
+
+
 @dataclass
 class Region:
     id: int
@@ -67,6 +75,8 @@ class Launch:
     reads: list[int]
     phase: str
     internal: bool = False  # dispatched by C++ (a composite op, autograd), not called from Python
+    # Its first operand could have been updated in place by eager code (see _reusable_in_place).
+    self_reusable: bool = False
 
 
 @dataclass
@@ -87,6 +97,33 @@ def _storage(t: torch.Tensor):
     except (RuntimeError, NotImplementedError):  # sparse and other storage-less tensors
         return None
     return s if s.nbytes() > 0 else None
+
+
+def _non_overlapping_and_dense(t: torch.Tensor) -> bool:
+    """Its elements fill its storage span exactly once, in some order of dimensions."""
+    expected = 1
+    for size, stride in sorted((d for d in zip(t.shape, t.stride()) if d[0] != 1),
+                               key=lambda d: d[1]):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _reusable_in_place(t) -> bool:
+    """What autograd's InputBuffer asks (can_accumulate_inplace) before it accumulates a gradient
+    in place rather than out of place: a dense, non-overlapping tensor that is the only holder of
+    its storage. A view fails (its base holds the storage too): the gradient of a tied weight
+    arrives as the transpose of a matmul's output, and eager PyTorch adds to it out of place."""
+    if (not isinstance(t, torch.Tensor) or t.layout != torch.strided or t._is_view()
+            or not _non_overlapping_and_dense(t)):
+        return False
+    s = _storage(t)
+    if s is None:
+        return False
+    use_count = getattr(torch._C, "_storage_Use_Count", None)
+    # The tensor and the Python storage object (one per storage, which `s` is) hold it.
+    return use_count is None or use_count(s._cdata) == 2
 
 
 class _Finalizer:
@@ -171,6 +208,8 @@ class Recorder(TorchDispatchMode):
                 s = _storage(t)
                 if s is not None:
                     written.append(self._region(s, preexisting=True)[0])
+        self_reusable = (func._overloadpacket.__name__ in _INPLACE_IN_EAGER and bool(args)
+                         and _reusable_in_place(args[0]))
 
         out = func(*args, **kwargs)
 
@@ -194,7 +233,7 @@ class Recorder(TorchDispatchMode):
         internal = self.python_call not in _PYTHON_ARITHMETIC
         self.launches.append(Launch(seq, name, dur, regions,
                                     [r for r in dict.fromkeys(reads) if r not in created],
-                                    self.phase, internal))
+                                    self.phase, internal, self_reusable))
         for rid in created:
             self.regions[rid].producer = seq
         for rid in dict.fromkeys(written):
@@ -229,34 +268,36 @@ class CallTracker(torch.overrides.TorchFunctionMode):
             rec.python_call = outer
 
 
-# Out-of-place ops that composite-compliant C++ code uses where eager code runs them in place.
-_INPLACE_IN_EAGER = {"add"}
-
-
 def annotate_inplace(rec: Recording) -> None:
     """Folds the output of an out-of-place op issued by C++ code into the operand eager PyTorch
-    would have updated in place: an operand of the same size, made in this iteration, whose last
-    use is this op and which dies before the next launch."""
+    would have updated in place.
+
+    Eager code updates `self` (`old.add_(new)` in autograd's InputBuffer, `out.add_(bias)` in
+    F.linear), so only the first operand can take the output, and only when eager PyTorch could
+    reuse it: made in this iteration, the output's size, last used by this op and dead before the
+    next launch (autograd checks it holds the only reference). Chains fold into one region: a
+    gradient accumulated from three uses is one buffer updated twice."""
     regions, launches = rec.regions, rec.launches
-    merged: dict[int, int] = {}  # folded output -> operand
+    merged: dict[int, int] = {}  # folded output -> the operand's region (the chain's first)
     dropped_events: set[tuple[str, int]] = set()
     for l in launches:
-        if not l.internal or l.kernel.split(".")[1] not in _INPLACE_IN_EAGER:
+        if not (l.internal and l.self_reusable and l.reads):
             continue
         outputs = [r for r in l.regions if regions[r].producer == l.seq and r not in merged]
         if len(outputs) != 1:
             continue
         c = regions[outputs[0]]
-        for aid in l.reads:
-            a = regions[merged.get(aid, aid)]
-            if (a.producer is not None and a.bytes == c.bytes and a.last_access == l.seq
-                    and a.free_seq == l.seq + 1):
-                merged[c.id] = a.id
-                dropped_events.update({("alloc", c.id), ("free", a.id)})
-                a.free_seq, a.last_access = c.free_seq, c.last_access
-                a.written.extend([l.seq, *c.written])
-                c.folded = True
-                break
+        aid = l.reads[0]  # self; an earlier fold's output when the chain goes on
+        a = regions[merged.get(aid, aid)]
+        if (a.producer is not None and a.bytes == c.bytes and a.last_access == l.seq
+                and a.free_seq == l.seq + 1):
+            merged[c.id] = a.id
+            # The operand's own free (recorded under its id, which may be an earlier fold's
+            # output) and the output's allocation never happen in eager PyTorch.
+            dropped_events.update({("alloc", c.id), ("free", aid)})
+            a.free_seq, a.last_access = c.free_seq, c.last_access
+            a.written.extend([l.seq, *c.written])
+            c.folded = True
     if not merged:
         return
 
