@@ -57,12 +57,31 @@ def test_gswapctl_run_leaves_a_variable_the_user_set(build_dir):
     assert "kept as set: PYTORCH_CUDA_ALLOC_CONF, TF_GPU_ALLOCATOR" in err
 
 
-def test_gswap_run_is_gswapctl_run(tool_env):
-    env = _clean_env(tool_env, XLA_PYTHON_CLIENT_PREALLOCATE="true")
+@pytest.mark.parametrize("user_set", [
+    {},
+    {"XLA_PYTHON_CLIENT_PREALLOCATE": "true"},
+    {"PYTORCH_CUDA_ALLOC_CONF": "backend:native", "TF_GPU_ALLOCATOR": "cuda_malloc"},
+    {"PYTORCH_ALLOC_CONF": "expandable_segments:False", "XLA_PYTHON_CLIENT_ALLOCATOR": "default"},
+], ids=["none", "jax-preallocate", "torch-and-tf", "torch-new-name-and-jax"])
+def test_gswap_run_sets_what_gswapctl_run_sets(tool_env, user_set):
+    """The same framework settings, and the same line saying so, for every mix of values the user
+    set (which both leave as they are)."""
+    env = _clean_env(tool_env, **user_set)
     env["PATH"] = os.environ["PATH"]
-    seen, err = _run([sys.executable, "-m", "gswap", "run", "--budget", "64MiB"], env)
-    assert seen["XLA_PYTHON_CLIENT_PREALLOCATE"] == "true"
-    assert seen["PYTORCH_CUDA_ALLOC_CONF"] == "backend:cudaMallocAsync"
+    via_gswap, err_gswap = _run([sys.executable, "-m", "gswap", "run", "--budget", "64MiB"], env)
+    via_ctl, err_ctl = _run([str(tool_env / "bin" / "gswapctl"), "run", "--budget", "64MiB"], env)
+    assert via_gswap == via_ctl
+    for k, v in user_set.items():
+        assert via_gswap[k] == v
+    for k, v in FRAMEWORK.items():
+        if k not in user_set and not (k == "PYTORCH_CUDA_ALLOC_CONF"
+                                      and "PYTORCH_ALLOC_CONF" in user_set):
+            assert via_gswap[k] == v
+
+    def said(err):
+        return [l for l in err.splitlines() if l.startswith("gswapctl: one allocation per tensor")]
+
+    assert len(said(err_gswap)) == 1 and said(err_gswap) == said(err_ctl)
 
 
 def test_gswap_run_without_a_command_says_how(tool_env):

@@ -59,3 +59,21 @@ def test_installed_package_imports_as_a_no_op(installed):
                        capture_output=True, text=True, cwd="/")
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["False", "False"]
+
+
+def test_installed_gswap_run_sets_the_framework_allocators(installed):
+    """The installed command runs its bundled gswapctl, with the same framework settings."""
+    import json
+    wanted = {"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync",
+              "XLA_PYTHON_CLIENT_ALLOCATOR": "platform", "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
+              "TF_GPU_ALLOCATOR": "cuda_malloc_async"}
+    env = {k: v for k, v in os.environ.items()
+           if k not in wanted and k not in ("PYTHONPATH", "LD_PRELOAD", "PYTORCH_ALLOC_CONF")}
+    env.update(LD_LIBRARY_PATH=str(BUILD / "tests" / "simcuda"), GSWAP_DAEMON="off",
+               GSWAP_SUMMARY="0", TF_GPU_ALLOCATOR="cuda_malloc")
+    code = "import os, json; print(json.dumps({k: os.environ.get(k) for k in %r}))" % sorted(wanted)
+    p = subprocess.run([str(installed / "bin" / "gswap"), "run", "--", sys.executable, "-c", code],
+                       env=env, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout) == {**wanted, "TF_GPU_ALLOCATOR": "cuda_malloc"}
+    assert "kept as set: TF_GPU_ALLOCATOR" in p.stderr
