@@ -81,8 +81,8 @@ def test_whatif_prints_its_table(tool_env, tmp_path):
     trace = tmp_path / "t.json"
     p = subprocess.run([sys.executable, "-m", "gswap", "whatif", "--model", TINY, "--batch", "2",
                         "--gpu", "a100", "--budgets", "100%,50%", "--search-ms", "0",
-                        "--fit", "256MiB", "--max-slowdown", "3", "--trace", str(trace),
-                        "--no-progress"], capture_output=True, text=True, env=dict(os.environ))
+                        "--fit", "256MiB", "--max-slowdown", "3", "--trace", str(trace)],
+                       capture_output=True, text=True, env=dict(os.environ))
     assert p.returncode == 0, p.stderr
     out = p.stdout
     assert "batch 2, fp32, adamw" in out and "A100 SXM" in out
@@ -90,16 +90,60 @@ def test_whatif_prints_its_table(tool_env, tmp_path):
     assert "largest batch in 256.0 MiB within 3.00x:" in out
     for mode in ("without gswap", "swap-only", "hybrid"):
         assert f"{mode}:" in out
+    # Progress bars (tqdm, on stderr) while recording, simulating and searching batches.
+    for bar in ("recording:", "simulating:", "batch search:", "recording batch "):
+        assert bar in p.stderr, bar
+    # The kept trace is one gswapctl simulates.
     assert json.loads(trace.read_text())["format"] == "gswap-trace"
+    # (75%: AdamW's foreach step touches every weight and its state, half of the peak here.)
+    sim = subprocess.run(["gswapctl", "simulate", "--trace", str(trace), "--budget", "75%",
+                          "--json"], capture_output=True, text=True)
+    assert sim.returncode == 0, sim.stderr
+    assert json.loads(sim.stdout.strip().splitlines()[-1])["feasible"]
+
+
+def test_no_progress_means_no_bars(tool_env):
+    p = subprocess.run([sys.executable, "-m", "gswap", "whatif", "--model", TINY, "--batch", "1",
+                        "--budgets", "100%", "--search-ms", "0", "--no-progress"],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert "recording" not in p.stderr and "simulating" not in p.stderr
 
 
 def test_whatif_json_and_errors(tool_env):
     p = subprocess.run([sys.executable, "-m", "gswap", "whatif", "--model", TINY, "--batch", "2",
-                        "--budgets", "100%", "--search-ms", "0", "--json", "--no-progress"],
-                       capture_output=True, text=True)
+                        "--budgets", "100%", "--search-ms", "0", "--json", "--no-progress",
+                        "--dtype", "bf16", "--gpu", "h200"], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     j = json.loads(p.stdout)
     assert j["budgets"][0]["hybrid"]["feasible"] and j["peak_bytes"] > 0
+    assert j["dtype"] == "bf16" and j["gpu"] == "H200 SXM"
     bad = subprocess.run([sys.executable, "-m", "gswap", "whatif", "--model", "torchvision:nope",
                           "--batch", "2"], capture_output=True, text=True)
     assert bad.returncode == 2 and "no classification model 'nope'" in bad.stderr
+
+
+def test_gpu_presets_and_a_custom_gpu():
+    from gswap.whatif import PRESETS
+    assert {"h100", "h200", "a100"} <= set(PRESETS)
+    h100, h200, a100 = (parse_gpu(n) for n in ("h100", "H200", "a100"))
+    assert h100.memory_bytes == 80 << 30 and h200.memory_bytes == 141 * 10**9
+    assert h200.hbm_tbps > h100.hbm_tbps > a100.hbm_tbps and a100.link_gbps < h100.link_gbps
+    changed = parse_gpu("h100:link_gbps=25,memory=40GiB")
+    assert changed.link_gbps == 25 and changed.memory_bytes == 40 << 30
+    assert changed.bf16_tflops == h100.bf16_tflops and "modified" in changed.name
+    custom = parse_gpu("custom:name=L4,memory=24GiB,bf16_tflops=121,tf32_tflops=60,"
+                       "fp32_tflops=30,hbm_tbps=0.3,link_gbps=25")
+    assert custom.name == "L4" and custom.memory_bytes == 24 << 30 and custom.hbm_tbps == 0.3
+    with pytest.raises(ValueError, match="custom needs"):
+        parse_gpu("custom:memory=24GiB")
+    with pytest.raises(ValueError, match="unknown GPU"):
+        parse_gpu("v100")
+    with pytest.raises(ValueError, match="not FIELD=VALUE"):
+        parse_gpu("h100:clock=2")
+    # The same iteration costs more on a slower card, launch for launch.
+    w = gpt_workload(**TINY_ARGS)
+    times = [record(w.model, w.make_batch, w.loss, batch_size=2, gpu=g, progress=False)
+             for g in (h100, a100, custom)]
+    assert len({t.launches for t in times}) == 1
+    assert times[0].step_time_us < times[1].step_time_us < times[2].step_time_us
