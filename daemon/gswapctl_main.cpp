@@ -114,7 +114,7 @@ int cmd_status(bool json) {
              "DROPPED", "ITERATION", "MODE"});
     for (const auto& c : a["clients"])
       t.add({std::to_string(c["pid"].get<int>()), c["exe"].get<std::string>(),
-             bytes_text(c["budget_bytes"]), bytes_text(c["resident_bytes"]),
+             bytes_text(c["effective_budget_bytes"]), bytes_text(c["resident_bytes"]),
              bytes_text(c["peak_bytes"]), bytes_text(c["swapped_out_bytes"]),
              bytes_text(c["recomputed_bytes"]), std::to_string(c["stalls"].get<std::uint64_t>()),
              std::to_string(c["dropped_events"].get<std::uint64_t>()),
