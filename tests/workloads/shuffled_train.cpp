@@ -16,7 +16,10 @@
 //  - loss (copied back), backward freeing each activation after its last use, SGD on stream 0.
 // `--reshape-at N`: from iteration N on, the middle layer (index L/2, which must map a width to
 // itself) is skipped, forward and backward: the program's iteration changes shape, as when a
-// framework switches phases. Its weights keep their values.
+// framework switches phases. Its weights keep their values. `--reshape-file PATH` does the same from
+// the first iteration that starts once PATH exists, and prints `reshape: iter N` (a test changes
+// the shape when it has seen what it waits for, then computes the reference with
+// `--reshape-at N`).
 //
 // Output (the same lines as minitrain, so scripts read both): `loss: iter I V`,
 // `step_seconds: iter I S`, `train_seconds`, `steady_step_seconds` (median of the second half),
@@ -57,6 +60,7 @@ struct Options {
   uint64_t seed = 1;
   std::string order = "shuffled";
   uint32_t reshape_at = 0;  // 0: never
+  std::string reshape_file;
   std::string module;
 };
 
@@ -87,6 +91,8 @@ int Parse(int argc, char** argv, Options* o) {
       ->check(CLI::IsMember({"fixed", "shuffled"}));
   app.add_option("--reshape-at", o->reshape_at,
                  "from this iteration on, skip the middle layer (0: never)");
+  app.add_option("--reshape-file", o->reshape_file,
+                 "skip the middle layer from the first iteration that starts once this file exists");
   app.add_option("--module", o->module, "kernel module to load instead of the default");
   try {
     app.parse(argc, argv);
@@ -122,7 +128,7 @@ int Parse(int argc, char** argv, Options* o) {
       std::fprintf(stderr, "shuffled_train: --batch x width must be at most 2^31 elements\n");
       return 2;
     }
-  if (o->reshape_at && (L < 3 || o->dims[L / 2] != o->dims[L / 2 + 1])) {
+  if ((o->reshape_at || !o->reshape_file.empty()) && (L < 3 || o->dims[L / 2] != o->dims[L / 2 + 1])) {
     std::fprintf(stderr, "shuffled_train: --reshape-at skips the middle layer, which needs 3 "
                          "layers or more and a middle layer that keeps its width\n");
     return 2;
@@ -262,11 +268,16 @@ int Run(const Options& o) {
   auto step_start = start;
   std::vector<double> steps;
   std::vector<CUdeviceptr> act(L + 1);
+  uint32_t reshape_at = o.reshape_at;
   for (uint32_t it = 0; it < o.iters; ++it) {
+    if (!reshape_at && it > 0 && !o.reshape_file.empty() && access(o.reshape_file.c_str(), F_OK) == 0) {
+      reshape_at = it;
+      std::printf("reshape: iter %u\n", it);
+    }
     // The layers this iteration runs.
     std::vector<size_t> run;
     for (size_t i = 0; i < L; ++i)
-      if (!(o.reshape_at && it >= o.reshape_at && i == L / 2)) run.push_back(i);
+      if (!(reshape_at && it >= reshape_at && i == L / 2)) run.push_back(i);
     // The batch: uploaded after the device has finished with the previous one (the loss copy of
     // the previous iteration was waited for).
     const uint64_t key = Mix(o.seed ^ Mix(0x4241544348000000ull + it));
