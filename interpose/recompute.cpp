@@ -130,6 +130,14 @@ void Residency::end_registration(Region* r) {
 }
 
 CUresult Residency::settle_drop(std::unique_lock<std::mutex>& lock, Region* r) {
+  // Pinned meanwhile: nothing evicts it while the mutex is released below.
+  r->pins.fetch_add(1, std::memory_order_seq_cst);
+  CUresult e = settle_pinned(lock, r);
+  r->pins.fetch_sub(1, std::memory_order_release);
+  return e;
+}
+
+CUresult Residency::settle_pinned(std::unique_lock<std::mutex>& lock, Region* r) {
   for (;;) {
     std::uint32_t st = r->state.load();
     if (st == kRegionEvicting && r->dropping) {
@@ -164,9 +172,7 @@ int Residency::unregister_recompute(std::uint64_t ptr) {
     return ~std::size_t{0};
   };
   if (find() == ~std::size_t{0}) return GSWAP_ERROR_INVALID;
-  r->pins.fetch_add(1, std::memory_order_seq_cst);
   CUresult e = settle_drop(lock, r);
-  r->pins.fetch_sub(1, std::memory_order_release);
   if (e != CUDA_SUCCESS) {
     GSWAP_LOG(kError,
               "gswap_unregister_recompute: region %llu could not be recomputed before its "
@@ -195,9 +201,7 @@ void Residency::release_dependents(Region* source) {
   }
   for (auto [d, id] : deps) {
     if (d->id != id || d->state.load() == kRegionFree || !d->recompute) continue;
-    d->pins.fetch_add(1, std::memory_order_seq_cst);
     CUresult e = settle_drop(lock, d);
-    d->pins.fetch_sub(1, std::memory_order_release);
     if (e != CUDA_SUCCESS) {
       GSWAP_LOG(kError,
                 "region %llu was dropped to be recomputed from region %llu, which is being freed, "

@@ -274,8 +274,9 @@ class Residency {
   CUresult recompute(std::unique_lock<std::mutex>& lock, Region* r, CUstream s, int depth);
   // Before a registration of r ends: a drop in flight is cancelled or seen to its end, and a
   // dropped r is brought back (recomputed, or left on the host with its copy). restorer_mutex_
-  // held, r pinned.
+  // held; r is pinned for the call.
   CUresult settle_drop(std::unique_lock<std::mutex>& lock, Region* r);
+  CUresult settle_pinned(std::unique_lock<std::mutex>& lock, Region* r);
   void end_range(Region* r, std::size_t i);
   void end_registration(Region* r);
   // Ends the registrations that read `source`, which is being freed, bringing back any of them

@@ -142,12 +142,13 @@ void kernel(std::uint64_t seq, std::uint32_t stream, const char* name, std::uint
   add(r);
 }
 
-void copy(bool to_device, std::uint64_t region, const char* region_name, std::uint64_t bytes,
-          std::uint64_t start_ns, std::uint64_t end_ns, bool planned) {
-  if (!enabled()) return;
+namespace {
+// A region's span on a device track: a copy or a recomputation (`flag`: planned, or failed).
+void region_span(Kind kind, bool flag, std::uint64_t region, const char* region_name,
+                 std::uint64_t bytes, std::uint64_t start_ns, std::uint64_t end_ns) {
   Record r{};
-  r.kind = to_device ? kCopyIn : kCopyOut;
-  r.planned = planned;
+  r.kind = kind;
+  r.planned = flag;
   r.a = region;
   r.b = bytes;
   r.c = start_ns;
@@ -155,19 +156,19 @@ void copy(bool to_device, std::uint64_t region, const char* region_name, std::ui
   set_name(&r, region_name);
   add(r);
 }
+}  // namespace
+
+void copy(bool to_device, std::uint64_t region, const char* region_name, std::uint64_t bytes,
+          std::uint64_t start_ns, std::uint64_t end_ns, bool planned) {
+  if (!enabled()) return;
+  region_span(to_device ? kCopyIn : kCopyOut, planned, region, region_name, bytes, start_ns,
+              end_ns);
+}
 
 void recompute(std::uint64_t region, const char* region_name, std::uint64_t bytes,
                std::uint64_t start_ns, std::uint64_t end_ns, bool failed) {
   if (!enabled() || end_ns < start_ns || start_ns == 0) return;
-  Record r{};
-  r.kind = kRecompute;
-  r.planned = failed;
-  r.a = region;
-  r.b = bytes;
-  r.c = start_ns;
-  r.d = end_ns;
-  set_name(&r, region_name);
-  add(r);
+  region_span(kRecompute, failed, region, region_name, bytes, start_ns, end_ns);
 }
 
 void stream_waited(std::uint64_t region, std::uint64_t late_ns, std::uint64_t end_ns) {
