@@ -90,6 +90,12 @@ struct HostWait {
   std::uint64_t seq = 0, start_ns = 0, ns = 0, thread = 0;
 };
 
+// The library's memory counters as the daemon read them (host CLOCK_MONOTONIC ns), kept when
+// they change, for trace dump --timeline.
+struct CounterSample {
+  std::uint64_t host_ns = 0, resident = 0, budget = 0, pinned = 0;
+};
+
 struct ClientCounters {
   proto::StatusPayload status{};  // the library's own counters (last consistent read)
   std::uint64_t events = 0;
@@ -171,6 +177,9 @@ class Client : public proto::EventSink {
   policy::Plan& current_plan() { return current_plan_; }
   std::vector<std::size_t>& entry_of_published() { return entry_of_published_; }
   void set_planned_from(MeasuredIteration m) { planned_from_ = std::move(m); }
+  // Whether a plan for planned_from() is being made (submitted, its result not yet collected).
+  bool planning() const { return planning_; }
+  void set_planning(bool p) { planning_ = p; }
   // Forgets the launch window (the program changed shape: detect afresh).
   void forget_launches();
 
@@ -184,6 +193,7 @@ class Client : public proto::EventSink {
   const std::deque<LaunchInfo>& launches() const { return launches_; }
   const std::deque<SwapRecord>& swaps() const { return swaps_; }
   const std::deque<HostWait>& host_waits() const { return host_waits_; }
+  const std::deque<CounterSample>& counter_samples() const { return counter_samples_; }
   // Host ns minus device-axis ns (from the library's clock pair); false until one arrived.
   bool host_minus_device(std::int64_t* offset) const {
     if (!has_clock_) return false;
@@ -255,6 +265,7 @@ class Client : public proto::EventSink {
 
  private:
   void prune_freed();
+  void sample_counters();
   void build_iteration(std::size_t begin, std::size_t end, std::uint64_t device_bytes,
                        MeasuredIteration* m) const;
 
@@ -280,6 +291,7 @@ class Client : public proto::EventSink {
   std::uint64_t generation_ = 0;
   PublishedPlan published_;
   MeasuredIteration planned_from_;
+  bool planning_ = false;
   policy::Plan current_plan_;
   std::vector<std::size_t> entry_of_published_;
   std::uint64_t measured_token_ = 0;
@@ -293,6 +305,7 @@ class Client : public proto::EventSink {
   std::string planner_ = "none";
   std::deque<SwapRecord> swaps_;
   std::deque<HostWait> host_waits_;
+  std::deque<CounterSample> counter_samples_;
   std::deque<RecomputeRecord> recomputations_;
   bool has_clock_ = false;
   std::int64_t host_minus_device_ = 0;

@@ -21,6 +21,7 @@
 #include "daemon/control.h"
 #include "policy/analysis.h"
 #include "policy/capuchin.h"
+#include "daemon/timeline_dump.h"
 #include "policy/trace_json.h"
 #include "proto/fdpass.h"
 
@@ -192,6 +193,7 @@ void Server::tick(int timeout_ms) {
     if (c.published().mode == proto::PlanMode::kGuided && c.divergences_since_plan() >= 3) {
       log_->info("pid {}: the program no longer follows its plan; measuring again", c.pid());
       c.forget_launches();
+      c.set_planning(false);
       c.set_planner("none: measuring again after divergences");
       PublishedPlan measure;
       measure.mode = proto::PlanMode::kMeasure;
@@ -199,18 +201,23 @@ void Server::tick(int timeout_ms) {
       continue;
     }
     if (std::optional<MeasuredIteration> m = c.take_measured(gpu_.total_bytes)) {
-      // A plan is made again when the iteration changed: its length, or its measured time by more
-      // than a tenth (a sample every measure_every iterations shows drift).
+      // A plan is made again when the iteration changed: its length, or, once the plan is
+      // followed, its measured time by more than a tenth (a sample every measure_every iterations
+      // shows drift). An iteration of the same length as the one being planned leaves that search
+      // alone: restarting it at every iteration would never let a plan finish when iterations are
+      // shorter than the search.
       const MeasuredIteration& old = c.planned_from();
       auto total = [](const policy::Trace& t) {
         double d = 0;
         for (const policy::Launch& l : t.launches) d += l.dur_us;
         return d;
       };
-      bool same = !old.trace.launches.empty() &&
-                  old.trace.launches.size() == m->trace.launches.size() &&
-                  std::abs(total(old.trace) - total(m->trace)) <= 0.1 * total(old.trace) &&
-                  c.published().mode == proto::PlanMode::kGuided;
+      bool same_shape = !old.trace.launches.empty() &&
+                        old.trace.launches.size() == m->trace.launches.size();
+      bool same = same_shape &&
+                  (c.planning() ||
+                   (c.published().mode == proto::PlanMode::kGuided &&
+                    std::abs(total(old.trace) - total(m->trace)) <= 0.1 * total(old.trace)));
       if (!same) {
         log_->info("pid {}: measured iteration of {} launches ({} timed)", c.pid(),
                    m->trace.launches.size(), m->timed_fraction);
@@ -398,6 +405,7 @@ void Server::replan(Client& c) {
   job.budget = plan_budget(c);
   job.time_budget_ms = static_cast<double>(config_.uint("plan_search_ms"));
   planner_->submit(std::move(job));
+  c.set_planning(true);
 }
 
 void Server::collect_plans() {
@@ -405,6 +413,7 @@ void Server::collect_plans() {
     for (auto& c : clients_) {
       if (c->serial() != r.client || c->planned_from().token != r.token) continue;
       if (r.budget != plan_budget(*c)) break;  // the budget moved meanwhile: replanned
+      c->set_planning(false);
       const policy::Plan& plan = r.search.plan;
       std::string planner =
           fmt::format("{} ({} plans simulated in {:.0f} ms)",
@@ -593,6 +602,29 @@ const char* mode_name(std::uint64_t mode) {
 }
 }  // namespace
 
+namespace {
+// Iterations the client ran since it connected: its marks, else launches over the period.
+std::uint64_t iterations_seen(const Client& c) {
+  if (c.iteration().source == "marks") return c.counters().iteration_marks;
+  return c.iteration().length ? c.counters().launches_seen / c.iteration().length : 0;
+}
+
+// Device time of the iteration plans are made from (first kernel start to last kernel end), 0
+// before one was measured.
+double measured_iteration_us(const Client& c) {
+  const policy::Trace& t = c.planned_from().trace;
+  double first = 0, last = 0;
+  bool any = false;
+  for (const policy::Launch& l : t.launches) {
+    if (l.dur_us <= 0) continue;
+    first = any ? std::min(first, l.start_us) : l.start_us;
+    last = std::max(last, l.start_us + l.dur_us);
+    any = true;
+  }
+  return any ? last - first : 0;
+}
+}  // namespace
+
 nlohmann::json Server::client_json(const Client& c) const {
   const ClientCounters& k = c.counters();
   return {
@@ -635,6 +667,8 @@ nlohmann::json Server::client_json(const Client& c) const {
       {"d2h_bytes_per_s", k.status.d2h_bytes_per_s},
       {"iteration_length", c.iteration().length},
       {"iteration_source", c.iteration().source},
+      {"iterations", iterations_seen(c)},
+      {"iteration_us", measured_iteration_us(c)},
       {"mode", mode_name(k.status.mode)},
       {"plan_generation", c.plan_generation()},
       {"planner", c.planner()},
@@ -750,6 +784,12 @@ nlohmann::json Server::handle_request(const nlohmann::json& request) {
       if (st.d2h_bytes_per_s) t.device.d2h_bytes_per_s = static_cast<double>(st.d2h_bytes_per_s);
       return {{"ok", true}, {"trace_json", policy::write_trace_json(t)}};
     }
+    return {{"ok", false}, {"error", fmt::format("no client with pid {}", pid)}};
+  }
+  if (cmd == "timeline") {
+    for (const auto& c : clients_)
+      if (c->pid() == pid)
+        return {{"ok", true}, {"timeline", policy::chrome::to_json(client_timeline(*c))}};
     return {{"ok", false}, {"error", fmt::format("no client with pid {}", pid)}};
   }
   return {{"ok", false}, {"error", fmt::format("unknown command '{}'", cmd)}};
