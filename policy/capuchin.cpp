@@ -611,8 +611,13 @@ class Planner {
           readers_[s].push_back(rd[j]);
         }
       q.cost += t_.regions[c.r].recompute->cost_us;
-      // q now recomputes this region first, which then exists next to q's target at q.b.
-      cur_.add(q.b, q.b, static_cast<std::int64_t>(bytes(c.r)));
+      // q now recomputes this region first, through the same chain: the region then exists
+      // next to q's target at q.b, and while the chain runs (before q's target exists) its
+      // intermediates do.
+      cur_.add(q.b, q.b,
+               static_cast<std::int64_t>(bytes(c.r)) +
+                   std::max<std::int64_t>(
+                       0, ev.temp_bytes - static_cast<std::int64_t>(bytes(q.r))));
       rd[j] = rd.back();
       rd.pop_back();
     }

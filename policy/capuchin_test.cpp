@@ -113,6 +113,44 @@ TEST(CapuchinTest, Algorithm2SubstitutesDroppedSources) {
   EXPECT_EQ(s.swapped_out_bytes, 0u);
 }
 
+// A three-link chain (C from B from A) on three streams, where A is dropped after its last read
+// and B is chosen after C: C's recomputation then recomputes B, and B's recomputes A, so A, B
+// and C all exist at C's back-access. A plan the planner calls fitting must count them there
+// (the simulator does, and without them it evicted on demand).
+TEST(CapuchinTest, ChainIntermediatesOfADependentAreCounted) {
+  Trace t;
+  t.device = {80ull << 30, 1e9, 2e9};
+  t.device.min_evictable_bytes = 0;
+  const double dur[] = {93.13, 456.46, 13.47, 40.51, 331.40, 13.42};
+  const std::uint32_t stream[] = {2, 0, 2, 1, 1, 1};
+  for (std::size_t i = 0; i < 6; ++i)
+    t.launches.push_back({i, 0, dur[i], stream[i], {}, "k" + std::to_string(i)});
+  add_region(t, 24 * kMiB, 0, -1, {5});
+  add_region(t, 52 * kMiB, 0, -1, {0});
+  add_region(t, 44 * kMiB, 0, -1, {4});
+  add_region(t, 40 * kMiB, 0, -1, {2});
+  add_region(t, 138 * kMiB, 0, -1, {});
+  add_region(t, 108 * kMiB, 0, -1, {5});
+  const RegionId a = add_region(t, 198 * kMiB, 0, 4, {0});
+  const RegionId b = add_region(t, 54 * kMiB, 1, 4, {1, 4});
+  const RegionId c = add_region(t, 94 * kMiB, 1, 3, {1, 3});
+  add_region(t, 90 * kMiB, 2, 2, {2});
+  add_region(t, 160 * kMiB, 3, 3, {3});
+  t.regions[a - 1].recompute = Recompute{376.89, {}};
+  t.regions[b - 1].recompute = Recompute{228.36, {a}};
+  t.regions[c - 1].recompute = Recompute{383.45, {b}};
+  Analysis an = analyze(t);
+  const auto budget = static_cast<std::uint64_t>(static_cast<double>(an.peak_bytes) * 0.7);
+  Plan p = plan_capuchin(an, budget);
+  ASSERT_TRUE(p.feasible);
+  ASSERT_TRUE(p.fits) << p.reason;
+  SimResult s = simulate(an, p, budget);
+  ASSERT_TRUE(s.feasible) << s.reason;
+  EXPECT_EQ(s.demand_evictions, 0u);
+  EXPECT_EQ(s.access_violations, 0u);
+  EXPECT_LE(s.peak_resident_bytes, budget);
+}
+
 TEST(CapuchinTest, RecomputeOnlyRefusesSwaps) {
   SwapFixture f;  // X has no recompute information
   Analysis a = analyze(f.t);
