@@ -71,6 +71,8 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget) {
   std::unordered_map<std::uint32_t, double> stream_total;
   for (const Launch& l : t.launches) stream_total[l.stream] += l.dur_us;
   for (auto& [s, c] : stream_total) lb.compute_us = std::max(lb.compute_us, c);
+  // Issue order holds a stream back behind launches of others: no plan beats the ideal timeline.
+  lb.compute_us = std::max(lb.compute_us, a.ideal_step_us);
   lb.bound_us = lb.compute_us;
   if (a.peak_bytes <= budget || a.n == 0) return lb;
 

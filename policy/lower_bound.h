@@ -10,7 +10,7 @@ namespace gswap::policy {
 
 struct LowerBound {
   double bound_us = 0;    // max of the two below
-  double compute_us = 0;  // busiest stream's compute
+  double compute_us = 0;  // busiest stream's compute, or the ideal step when longer
   double traffic_us = 0;  // the link-traffic bound at the tightest launch
   std::size_t tightest_launch = 0;
 };

@@ -25,6 +25,20 @@ Trace fixture(bool recomputable) {
   return t;
 }
 
+// Issue order holds stream 1 back: its launch starts only after the launch issued before it (on
+// stream 0) has started, at 100 us, so the step is 200 us although neither stream computes for
+// more than 110 us.
+TEST(LowerBoundTest, ComputeBoundFollowsIssueOrderAcrossStreams) {
+  Trace t = empty_trace(3, 100.0, 1e9);
+  t.launches[1].dur_us = 10.0;
+  t.launches[2].stream = 1;
+  Analysis a = analyze(t);
+  ASSERT_DOUBLE_EQ(a.ideal_step_us, 200.0);
+  LowerBound lb = lower_bound(a, 1 * kMiB);
+  EXPECT_DOUBLE_EQ(lb.compute_us, 200.0);
+  EXPECT_DOUBLE_EQ(lb.bound_us, 200.0);
+}
+
 TEST(LowerBoundTest, SwapTrafficAroundThePeak) {
   Trace t = fixture(false);
   Analysis a = analyze(t);
