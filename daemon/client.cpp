@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <ctime>
 #include <new>
 #include <unordered_map>
 
@@ -97,10 +98,31 @@ bool Client::poll(std::string* error) {
     counters_.events += r.consumed;
   }
   std::uint64_t words[proto::kStatusWords];
-  if (proto::seqlock_read(&status_->seq, status_->words, words, proto::kStatusWords))
+  if (proto::seqlock_read(&status_->seq, status_->words, words, proto::kStatusWords)) {
     std::memcpy(&counters_.status, words, sizeof words);
+    sample_counters();
+  }
   maybe_detect_iteration();
   return true;
+}
+
+// One sample per change (a tick is 10 ms): an idle client costs nothing, a busy one at most
+// timeline_records samples.
+void Client::sample_counters() {
+  const proto::StatusPayload& st = counters_.status;
+  if (limits_.timeline_records == 0) return;
+  if (!counter_samples_.empty()) {
+    const CounterSample& last = counter_samples_.back();
+    if (last.resident == st.resident && last.budget == st.applied_budget &&
+        last.pinned == st.pinned)
+      return;
+  }
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  if (counter_samples_.size() >= limits_.timeline_records) counter_samples_.pop_front();
+  const std::uint64_t now = static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
+                            static_cast<std::uint64_t>(ts.tv_nsec);
+  counter_samples_.push_back(CounterSample{now, st.resident, st.applied_budget, st.pinned});
 }
 
 void Client::publish(std::uint64_t budget, PublishedPlan plan) {

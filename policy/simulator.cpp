@@ -36,8 +36,8 @@ struct Release {
 
 class Sim {
  public:
-  Sim(const Analysis& a, const Plan& plan, std::uint64_t budget)
-      : a_(a), t_(*a.trace), plan_(plan), budget_(budget), rs_(t_.regions.size()) {
+  Sim(const Analysis& a, const Plan& plan, std::uint64_t budget, SimEvents* events)
+      : a_(a), t_(*a.trace), plan_(plan), budget_(budget), rs_(t_.regions.size()), ev_(events) {
     bw_out_ = t_.device.d2h_bytes_per_s / 1e6;
     bw_in_ = t_.device.h2d_bytes_per_s / 1e6;
   }
@@ -58,6 +58,13 @@ class Sim {
     }
     index_plan();
     init_state();
+    if (ev_) {
+      ev_->launches.assign(a_.n, SimEvents::Launch{});
+      ev_->resident_at_start = used_;
+      for (std::size_t r = 0; r < rs_.size(); ++r)
+        if (rs_[r].st == St::kHost) ev_->host_at_start += t_.regions[r].bytes;
+      last_in_.assign(rs_.size(), kNoLaunch);
+    }
     double T = 0;
     if (!acquire(0, T)) return fail("live bytes at the start exceed the budget");
     std::unordered_map<std::uint32_t, double> stream_end;
@@ -67,6 +74,7 @@ class Sim {
       stamp_ = i + 1;
       const double t0 = std::max(prev_start, stream_end[l.stream]);
       T = t0;
+      waited_for_ = kNoLaunch;
       const double rc_before = res_.recompute_us;
       for (std::size_t r : a_.touched[i]) rs_[r].protect = stamp_;
       for (std::size_t e : evict_at_[i]) issue_evict(e);
@@ -85,8 +93,10 @@ class Sim {
       for (std::size_t r : a_.touched[i]) {
         RState& s = rs_[r];
         if (s.entry != kNoLaunch && plan_.entries[s.entry].kind == EvictKind::kSwap) {
-          if (s.st == St::kIn && s.ready > T)
+          if (s.st == St::kIn && s.ready > T) {
             res_.lateness_us[s.entry] = std::max(res_.lateness_us[s.entry], s.ready - T);
+            if (ev_ && last_in_[r] != kNoLaunch) ev_->copies[last_in_[r]].late = true;
+          }
           if (s.st == St::kHost && plan_.entries[s.entry].trigger != kNoLaunch)
             res_.lateness_us[s.entry] = plan_.entries[s.entry].swap_in_us;  // never started
         }
@@ -97,7 +107,9 @@ class Sim {
         if (rs_[r].st != St::kResident) ++res_.access_violations;
       }
       const double start = T;
-      res_.stall_us += std::max(0.0, (start - t0) - (res_.recompute_us - rc_before));
+      const double stall = std::max(0.0, (start - t0) - (res_.recompute_us - rc_before));
+      res_.stall_us += stall;
+      if (ev_) ev_->launches[i] = {start, start + l.dur_us, stall, waited_for_};
       const double end = start + l.dur_us;
       stream_end[l.stream] = end;
       prev_start = start;
@@ -174,6 +186,7 @@ class Sim {
       if (ev.gen != s.gen || !s.occupying) continue;
       s.occupying = false;
       used_ -= t_.regions[ev.r].bytes;
+      note_memory(ev.time, -static_cast<std::int64_t>(t_.regions[ev.r].bytes), 0);
       if (s.st == St::kOut) s.st = St::kHost;
     }
   }
@@ -235,6 +248,7 @@ class Sim {
         if (first == kNoLaunch) return false;
         T = std::max(T, rs_[first].ready);
         rs_[first].st = St::kResident;
+        waited_for_ = first;
         continue;
       }
       RState& v = rs_[victim];
@@ -244,6 +258,7 @@ class Sim {
         v.occupying = false;
         ++v.gen;
         used_ -= t_.regions[victim].bytes;
+        note_memory(T, -static_cast<std::int64_t>(t_.regions[victim].bytes), 0);
       } else {
         ++res_.demand_evictions;
         v.entry = kNoLaunch;
@@ -252,7 +267,12 @@ class Sim {
     }
     used_ += bytes;
     res_.peak_resident_bytes = std::max(res_.peak_resident_bytes, used_);
+    if (bytes) note_memory(T, static_cast<std::int64_t>(bytes), 0);
     return true;
+  }
+
+  void note_memory(double t, std::int64_t device, std::int64_t host) {
+    if (ev_) ev_->memory.push_back({t, device, host});
   }
 
   void swap_out(std::size_t r, double T) {
@@ -263,10 +283,15 @@ class Sim {
     res_.d2h_busy_us += dur;
     res_.swapped_out_bytes += t_.regions[r].bytes;
     s.st = St::kOut;
+    if (ev_) {
+      ev_->copies.push_back({r, false, start, d2h_free_, s.entry, false});
+      note_memory(start, 0, static_cast<std::int64_t>(t_.regions[r].bytes));
+    }
     heap_.push({d2h_free_, r, s.gen});
   }
 
-  void swap_in(std::size_t r, double T) {  // memory already acquired
+  // Memory already acquired; planned: a prefetch the plan started (else on demand).
+  void swap_in(std::size_t r, double T, bool planned) {
     RState& s = rs_[r];
     const double dur = static_cast<double>(t_.regions[r].bytes) / bw_in_;
     const double start = std::max(T, h2d_free_);
@@ -274,6 +299,11 @@ class Sim {
     res_.h2d_busy_us += dur;
     res_.swapped_in_bytes += t_.regions[r].bytes;
     s.st = St::kIn;
+    if (ev_) {
+      last_in_[r] = ev_->copies.size();
+      ev_->copies.push_back({r, true, start, h2d_free_, planned ? s.entry : kNoLaunch, false});
+      note_memory(h2d_free_, 0, -static_cast<std::int64_t>(t_.regions[r].bytes));
+    }
     s.ready = h2d_free_;
     s.occupying = true;
   }
@@ -313,6 +343,7 @@ class Sim {
       if (s.st == St::kOut) {  // still being copied out: cancel the eviction instead
         ++s.gen;
         s.st = St::kResident;
+        note_memory(T, 0, -static_cast<std::int64_t>(t_.regions[r].bytes));
         continue;
       }
       if (s.st != St::kHost) continue;
@@ -320,7 +351,8 @@ class Sim {
       if (used_ + b + reserve <= budget_) {
         used_ += b;
         res_.peak_resident_bytes = std::max(res_.peak_resident_bytes, used_);
-        swap_in(r, T);
+        note_memory(T, static_cast<std::int64_t>(b), 0);
+        swap_in(r, T, true);
       } else {
         keep.push_back(k);
       }
@@ -335,17 +367,20 @@ class Sim {
       case St::kResident:
         return true;
       case St::kIn:
+        if (s.ready > T) waited_for_ = r;
         T = std::max(T, s.ready);
         s.st = St::kResident;
         return true;
       case St::kOut:  // the copy is still running: the data is still on the device
         ++s.gen;
         s.st = St::kResident;
+        note_memory(T, 0, -static_cast<std::int64_t>(t_.regions[r].bytes));
         return true;
       case St::kHost:
         if (!acquire(t_.regions[r].bytes, T)) return false;
-        swap_in(r, T);
+        swap_in(r, T, false);
         ++res_.demand_restores;
+        waited_for_ = r;
         T = std::max(T, s.ready);
         s.st = St::kResident;
         return true;
@@ -380,6 +415,7 @@ class Sim {
               rs_[it->second].protect = 0;
           }
         const double cost = reg.recompute ? reg.recompute->cost_us : 0;
+        if (ev_) ev_->recomputes.push_back({r, stamp_ - 1, T, T + cost});
         T += cost;
         res_.recompute_us += cost;
         res_.recomputed_bytes += reg.bytes;
@@ -411,6 +447,9 @@ class Sim {
       ++s.gen;
       heap_.push({end, r, s.gen});
     }
+    // Its host copy goes with it.
+    if (s.st == St::kHost || s.st == St::kOut)
+      note_memory(end, 0, -static_cast<std::int64_t>(t_.regions[r].bytes));
     s.st = St::kFreed;  // a swap-out in flight releases the memory when it completes
     s.kept = false;
   }
@@ -420,6 +459,9 @@ class Sim {
   const Plan& plan_;
   std::uint64_t budget_;
   std::vector<RState> rs_;
+  SimEvents* ev_ = nullptr;  // null unless events are recorded
+  std::vector<std::size_t> last_in_;  // per region: its last swap-in in ev_->copies
+  std::size_t waited_for_ = kNoLaunch;  // the region the launch being prepared waited for
   SimResult res_;
   double bw_out_ = 0, bw_in_ = 0;  // bytes per microsecond
   double d2h_free_ = 0, h2d_free_ = 0;
@@ -442,7 +484,12 @@ class Sim {
 }  // namespace
 
 SimResult simulate(const Analysis& a, const Plan& plan, std::uint64_t budget) {
-  return Sim(a, plan, budget).run();
+  return Sim(a, plan, budget, nullptr).run();
+}
+
+SimResult simulate(const Analysis& a, const Plan& plan, std::uint64_t budget, SimEvents* events) {
+  *events = SimEvents{};
+  return Sim(a, plan, budget, events).run();
 }
 
 }  // namespace gswap::policy

@@ -35,6 +35,39 @@ struct SimResult {
   std::vector<double> lateness_us;
 };
 
+// What happened, event by event, for timelines and plots (simulate_timeline, memory plots). Times
+// are microseconds from the iteration's start; regions are indices into the trace's regions.
+struct SimEvents {
+  struct Launch {
+    double start_us = 0, end_us = 0;
+    double stall_us = 0;  // waited for memory or restores before starting (recomputation apart)
+    std::size_t waited_for = kNoLaunch;  // the region whose restore it waited for, if any
+  };
+  struct Copy {
+    std::size_t region = 0;
+    bool to_device = false;
+    double start_us = 0, end_us = 0;
+    std::size_t entry = kNoLaunch;  // the plan entry that moved it; kNoLaunch: on demand
+    bool late = false;  // a planned restore still in flight when its back-access came
+  };
+  struct Recompute {
+    std::size_t region = 0, launch = 0;  // recomputed for this launch
+    double start_us = 0, end_us = 0;
+  };
+  // A change of memory at a time: device bytes taken (+) or released (-), host bytes held.
+  struct Memory {
+    double time_us = 0;
+    std::int64_t device_delta = 0, host_delta = 0;
+  };
+  std::vector<Launch> launches;  // one per launch of the trace
+  std::vector<Copy> copies;
+  std::vector<Recompute> recomputes;
+  std::vector<Memory> memory;  // in the order it happened; replay for the resident curve
+  std::uint64_t resident_at_start = 0, host_at_start = 0;
+};
+
 SimResult simulate(const Analysis& a, const Plan& plan, std::uint64_t budget);
+// The same, recording every event into *events (slower; for timelines and plots only).
+SimResult simulate(const Analysis& a, const Plan& plan, std::uint64_t budget, SimEvents* events);
 
 }  // namespace gswap::policy
