@@ -1,15 +1,21 @@
-// gswapctl_main.cpp: the gswap command line: status, policy and trace dumps from the daemons,
-// config checks, running a command under gswap, and the policy simulator.
+// gswapctl_main.cpp: the gswap command line: status, policy and trace dumps (and timelines) from
+// the daemons, a live view of the clients (top), config checks, running a command under gswap,
+// the policy simulator and the memory plot.
 // Errors are caught at the command boundary and printed as one line; the exit code says whether
 // the command worked (1 on failure, the command's own code for `run`).
 #include <dirent.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <thread>
 #include <fstream>
 #include <sstream>
 #include <iostream>
@@ -26,7 +32,9 @@
 #include "proto/wire.h"
 
 #ifdef GSWAP_HAVE_SIMULATE
+#include "policy/cli/plot_command.h"
 #include "policy/cli/simulate_command.h"
+#include "policy/trace_json.h"
 #endif
 
 namespace gswap::daemon {
@@ -198,21 +206,175 @@ int cmd_policy(std::optional<long> pid, bool json) {
   return 0;
 }
 
-int cmd_trace(long pid, const std::string& out) {
-  std::vector<nlohmann::json> answers = ask_all({{"cmd", "trace"}, {"pid", pid}});
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (f) f << text;
+  if (f) f.close();
+  if (!f) throw Failure(fmt::format("cannot write {}: {}", path, strerror(errno)));
+}
+
+// The answer of the daemon that serves `pid` to a per-client request; throws its error (or "no
+// client with pid P" when no daemon has it).
+nlohmann::json ask_for_client(nlohmann::json request, long pid) {
+  request["pid"] = pid;
   std::string error;
-  for (const auto& a : answers) {
-    if (!a.value("ok", false)) {
-      error = a.value("error", "error");
-      continue;
-    }
-    std::ofstream f(out);
-    f << a["trace_json"].get<std::string>();
-    if (!f) throw Failure(fmt::format("cannot write {}", out));
+  for (auto& a : ask_all(request)) {
+    if (a.value("ok", false)) return std::move(a);
+    error = a.value("error", "error");
+  }
+  throw Failure(error.empty() ? fmt::format("no client with pid {}", pid) : error);
+}
+
+int cmd_trace(long pid, const std::string& out, const std::string& timeline) {
+  if (out.empty() && timeline.empty())
+    throw Failure("trace dump: give --out FILE (the gswap-trace), --timeline FILE (a Chrome "
+                  "trace for ui.perfetto.dev), or both");
+  if (!out.empty()) {
+    nlohmann::json a = ask_for_client({{"cmd", "trace"}}, pid);
+    write_text(out, a["trace_json"].get<std::string>());
     std::cout << fmt::format("wrote the last iteration of pid {} to {}\n", pid, out);
+  }
+  if (!timeline.empty()) {
+    nlohmann::json a = ask_for_client({{"cmd", "timeline"}}, pid);
+    write_text(timeline, a["timeline"].dump() + "\n");
+    std::cout << fmt::format(
+        "wrote the timeline of pid {} to {} (open it in ui.perfetto.dev or chrome://tracing)\n",
+        pid, timeline);
+  }
+  return 0;
+}
+
+#ifdef GSWAP_HAVE_SIMULATE
+// `plot --pid`: the client's last measured iteration and the budget its plans are made for.
+policy::cli::ProgramTrace program_trace(long pid) {
+  nlohmann::json a = ask_for_client({{"cmd", "trace"}}, pid);
+  policy::cli::ProgramTrace p;
+  std::string error;
+  if (!policy::parse_trace_json(a["trace_json"].get<std::string>(), &p.trace, &error))
+    throw Failure(fmt::format("gswapd sent a trace of pid {} that does not parse: {}", pid, error));
+  p.name = fmt::format("pid {}", pid);
+  for (const auto& g : ask_all({{"cmd", "status"}}))
+    for (const auto& c : g.value("clients", nlohmann::json::array()))
+      if (c.value("pid", 0L) == pid) {
+        p.plan_budget = c.value("plan_budget_bytes", std::uint64_t{0});
+        p.name = fmt::format("{} (pid {})", c.value("exe", std::string("?")), pid);
+      }
+  return p;
+}
+#endif
+
+// One `top` sample: every client of every daemon, keyed by GPU and pid.
+struct TopSample {
+  double t = 0;  // seconds, monotonic
+  std::vector<nlohmann::json> clients;  // status --json's client objects, with "gpu" added
+};
+
+TopSample top_sample() {
+  TopSample s;
+  for (auto& a : ask_all({{"cmd", "status"}})) {
+    for (auto& c : a["clients"]) {
+      nlohmann::json x = c;
+      x["gpu"] = a["gpu"]["uuid"];
+      s.clients.push_back(std::move(x));
+    }
+  }
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  s.t = static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+  return s;
+}
+
+// A client's rates between two samples (null where it was not in the earlier one).
+nlohmann::json top_rates(const nlohmann::json& now, const TopSample& before, double now_t) {
+  const nlohmann::json* old = nullptr;
+  for (const auto& c : before.clients)
+    if (c["pid"] == now["pid"] && c["gpu"] == now["gpu"] &&
+        c["connected_at"] == now["connected_at"])
+      old = &c;
+  const double dt = now_t - before.t;
+  auto delta = [&](const char* key) {
+    return static_cast<double>(now[key].get<std::uint64_t>()) -
+           static_cast<double>((*old)[key].get<std::uint64_t>());
+  };
+  nlohmann::json r = {{"interval_s", dt}};
+  if (!old || dt <= 0) {
+    for (const char* k : {"swap_out_bytes_per_s", "swap_in_bytes_per_s", "iterations_per_s",
+                          "stalls_per_s", "late_restores_per_s"})
+      r[k] = nullptr;
+    return r;
+  }
+  r["swap_out_bytes_per_s"] = delta("swapped_out_bytes") / dt;
+  r["swap_in_bytes_per_s"] = delta("swapped_in_bytes") / dt;
+  r["iterations_per_s"] = delta("iterations") / dt;
+  r["stalls_per_s"] = delta("stalls") / dt;
+  r["late_restores_per_s"] = delta("late_restores") / dt;
+  return r;
+}
+
+std::string top_table(const TopSample& now, const TopSample* before) {
+  Table t({"GPU", "PID", "NAME", "MODE", "ITERS", "ITER TIME", "RESIDENT / BUDGET", "OUT MB/s",
+           "IN MB/s", "STALLS", "LATE"});
+  for (const auto& c : now.clients) {
+    nlohmann::json r = before ? top_rates(c, *before, now.t) : nlohmann::json::object();
+    auto rate = [&](const char* k, double scale) {
+      return r.contains(k) && !r[k].is_null() ? fmt::format("{:.1f}", r[k].get<double>() / scale)
+                                              : std::string("-");
+    };
+    // The iteration time: from the iterations run between the samples, else as measured.
+    std::string iter = "-";
+    if (r.contains("iterations_per_s") && !r["iterations_per_s"].is_null() &&
+        r["iterations_per_s"].get<double>() > 0)
+      iter = fmt::format("{:.1f} ms", 1e3 / r["iterations_per_s"].get<double>());
+    else if (c.value("iteration_us", 0.0) > 0)
+      iter = fmt::format("{:.1f} ms", c["iteration_us"].get<double>() / 1e3);
+    const std::uint64_t budget = c["effective_budget_bytes"], resident = c["resident_bytes"];
+    std::string mem = fmt::format("{} / {}", bytes_text(resident), bytes_text(budget));
+    if (budget) mem += fmt::format(" ({:.0f}%)", 100.0 * resident / budget);
+    std::string gpu = c["gpu"].get<std::string>();
+    t.add({gpu.substr(0, std::min<std::size_t>(gpu.size(), 12)),
+           std::to_string(c["pid"].get<long>()), c["exe"].get<std::string>(),
+           c["mode"].get<std::string>(), std::to_string(c.value("iterations", std::uint64_t{0})),
+           iter, mem, rate("swap_out_bytes_per_s", 1e6), rate("swap_in_bytes_per_s", 1e6),
+           std::to_string(c["stalls"].get<std::uint64_t>()),
+           std::to_string(c["late_restores"].get<std::uint64_t>())});
+  }
+  return now.clients.empty() ? std::string("no clients\n") : t.render("");
+}
+
+int cmd_top(bool json, double interval, long count) {
+  if (!(interval > 0)) throw Failure("top: --interval must be a positive number of seconds");
+  if (count < 0) throw Failure("top: --count must not be negative");
+  auto sleep = [&] { std::this_thread::sleep_for(std::chrono::duration<double>(interval)); };
+  if (json) {
+    // One sample, with its rates over one interval.
+    TopSample before = top_sample();
+    sleep();
+    TopSample now = top_sample();
+    nlohmann::json clients = nlohmann::json::array();
+    for (const auto& c : now.clients) {
+      nlohmann::json x = c;
+      x["rates"] = top_rates(c, before, now.t);
+      clients.push_back(std::move(x));
+    }
+    std::cout << nlohmann::json{{"interval_s", now.t - before.t}, {"clients", clients}}.dump(2)
+              << "\n";
     return 0;
   }
-  throw Failure(error);
+  const bool tty = isatty(STDOUT_FILENO);
+  std::optional<TopSample> before;
+  for (long n = 0; count == 0 || n < count; ++n) {
+    if (n) sleep();
+    TopSample now = top_sample();
+    std::time_t wall = std::time(nullptr);
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%H:%M:%S", std::localtime(&wall));
+    // On a terminal the table is redrawn in place, like top; into a pipe, tables follow each other.
+    std::cout << (tty ? "\x1b[H\x1b[2J" : (n ? "\n" : ""))
+              << fmt::format("gswapctl top  {}  every {:g} s  (Ctrl-C to quit)\n", stamp, interval)
+              << top_table(now, before ? &*before : nullptr) << std::flush;
+    before = std::move(now);
+  }
+  return 0;
 }
 
 int cmd_config_check(const std::string& file) {
@@ -427,11 +589,23 @@ int main(int argc, char** argv) {
 
   auto* trace = app.add_subcommand("trace", "access traces kept by the daemons");
   trace->require_subcommand(1);
-  auto* trace_dump = trace->add_subcommand("dump", "write a client's last complete iteration");
+  auto* trace_dump = trace->add_subcommand(
+      "dump", "write a client's last complete iteration, or its timeline, or both");
   long trace_pid = 0;
-  std::string trace_out;
+  std::string trace_out, trace_timeline;
   trace_dump->add_option("--pid", trace_pid, "the client")->required();
-  trace_dump->add_option("--out", trace_out, "output file (gswap-trace JSON)")->required();
+  trace_dump->add_option("--out", trace_out, "output file (gswap-trace JSON)");
+  trace_dump->add_option("--timeline", trace_timeline,
+                         "timeline file (Chrome trace event JSON for ui.perfetto.dev or "
+                         "chrome://tracing): kernels, swaps, stalls, recomputations, memory");
+
+  auto* top = app.add_subcommand("top", "a live table of the clients, refreshed until Ctrl-C");
+  double top_interval = 1;
+  long top_count = 0;
+  top->add_flag("--json", json, "print one sample (rates over one interval) as JSON and exit");
+  top->add_option("--interval", top_interval, "seconds between samples")->capture_default_str();
+  top->add_option("--count", top_count, "stop after this many tables (0: until Ctrl-C)")
+      ->capture_default_str();
 
   auto* config = app.add_subcommand("config", "configuration files");
   config->require_subcommand(1);
@@ -448,6 +622,7 @@ int main(int argc, char** argv) {
 
 #ifdef GSWAP_HAVE_SIMULATE
   gswap::policy::cli::add_simulate_command(app);
+  gswap::policy::cli::add_plot_command(app, program_trace);
 #endif
 
   // `run`'s command is everything after the first `--`; CLI11 sees only what comes before it, so
@@ -476,7 +651,8 @@ int main(int argc, char** argv) {
     if (*policy_dump)
       return cmd_policy(
           policy_dump->count("--pid") ? std::optional<long>(policy_pid) : std::nullopt, json);
-    if (*trace_dump) return cmd_trace(trace_pid, trace_out);
+    if (*trace_dump) return cmd_trace(trace_pid, trace_out, trace_timeline);
+    if (*top) return cmd_top(json, top_interval, top_count);
     if (*check) return cmd_config_check(check_file);
     if (*run) return cmd_run(run_budget, run_config, run_cmd);
   } catch (const std::exception& e) {

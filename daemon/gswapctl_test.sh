@@ -6,7 +6,13 @@
 #       names a missing file once
 #   gswapctl_test.sh run GSWAPCTL GSWAPD LIBGSWAP MINITRAIN   (LD_LIBRARY_PATH reaches simcuda)
 #       `gswapctl run` starts gswapd only when none serves the GPU: not when a daemon's socket
-#       answers, nor when its lock is held; a program it runs registers with the running daemon
+#       answers, nor when its lock is held; a program it runs registers with the running daemon;
+#       it leaves framework allocator variables the user set untouched
+#   gswapctl_test.sh views GSWAPCTL TESTS_DIR
+#       `simulate --timeline` writes a valid timeline holding the swaps the simulation counts;
+#       `plot` writes an SVG whose budget line and live peak read as the trace's numbers; bad
+#       input (a trace that does not parse, a missing file, an unwritable output) is one line and
+#       exit status 1
 set -uo pipefail
 mode=$1
 shift
@@ -91,7 +97,63 @@ case $mode in
     wait_for "grep -q FLOCK /proc/locks && ! flock -n -s $lock true"
     out=$("$RT/bin/gswapctl" run -- true 2>&1) || fail "run failed with the lock held: $out"
     [[ $(starts) == 0 ]] || fail "run started gswapd while the GPU's lock was held: $out"
+
+    # Allocator variables the user set reach the program as set; the others are set for it.
+    out=$(env GSWAP_DAEMON=off PYTORCH_CUDA_ALLOC_CONF=backend:native,max_split_size_mb:64 \
+      "$RT/bin/gswapctl" run -- sh -c 'echo "conf=$PYTORCH_CUDA_ALLOC_CONF tf=$TF_GPU_ALLOCATOR"' \
+      2>"$RT/run.err") || fail "run with a user setting failed: $(cat "$RT/run.err")"
+    [[ $out == "conf=backend:native,max_split_size_mb:64 tf=cuda_malloc_async" ]] ||
+      fail "run changed what the user set: $out"
+    grep -q "kept as set: PYTORCH_CUDA_ALLOC_CONF" "$RT/run.err" ||
+      fail "run did not say it kept the user's setting: $(cat "$RT/run.err")"
     echo "PASS run"
+    ;;
+  views)
+    ctl=$1 tests=$2
+    # The simulated timeline: valid, and holding every byte the simulation moved.
+    "$ctl" simulate --trace ref:resnet50 --budget 50% --search-ms 20 --json \
+      --timeline "$RT/sim.json" >"$RT/sim.out" || fail "simulate --timeline failed: $(cat "$RT/sim.out")"
+    python3 "$tests/timeline_check.py" "$RT/sim.json" >"$RT/sim.summary" || fail "invalid timeline"
+    python3 - "$RT/sim.out" "$RT/sim.summary" <<'PY' || fail "the timeline and the simulation disagree"
+import json, sys
+sim, tl = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert tl["producer"] == "simulator", tl
+assert tl["kernels"] == sim["launches"], (tl["kernels"], sim["launches"])
+assert tl["swap_out_bytes"] == sim["swapped_out_bytes"] > 0, (tl, sim)
+assert tl["restore_bytes"] == sim["swapped_in_bytes"], (tl, sim)
+for t in ("D2H (swap-outs)", "H2D (restores)", "streams waiting for restores", "recomputations", "stream 0"):
+    assert t in tl["device_tracks"], (t, tl["device_tracks"])
+assert tl["counters"] == ["memory.budget_bytes", "memory.pinned_host_bytes", "memory.resident_bytes"], tl["counters"]
+PY
+    # The plot reads as the numbers the simulation gives.
+    "$ctl" plot --trace ref:resnet50 --budget 50% --search-ms 20 --out "$RT/plot.svg" ||
+      fail "plot failed"
+    read -r budget peak < <(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j["budget_bytes"], j["trace_peak_bytes"])' "$RT/sim.out")
+    python3 "$tests/plot_check.py" "$RT/plot.svg" "$budget" "$peak" || fail "the plot is wrong"
+    # Without --budget nothing moves: the budget is the peak.
+    "$ctl" plot --trace ref:unet --search-ms 0 --out "$RT/full.svg" >/dev/null || fail "plot at the peak failed"
+
+    # Bad input: one line, exit status 1.
+    one_line_error() {  # WHAT EXPECTED-REGEX CMD...
+      local what=$1 want=$2
+      shift 2
+      local err rc
+      err=$("$@" 2>&1 >/dev/null)
+      rc=$?
+      [[ $rc == 1 ]] || fail "$what: exit status $rc, expected 1 ($err)"
+      [[ $(wc -l <<<"$err") == 1 && $err =~ $want ]] || fail "$what: got '$err'"
+    }
+    echo '{"format": "gswap-trace", "version": 1, "launches": [' >"$RT/broken.json"
+    one_line_error "a trace that does not parse" "broken.json: .*not valid JSON" \
+      "$ctl" plot --trace "$RT/broken.json" --out "$RT/x.svg"
+    one_line_error "a missing trace" "cannot open trace file" \
+      "$ctl" plot --trace "$RT/none.json" --out "$RT/x.svg"
+    one_line_error "an unwritable plot" "cannot write $RT/no/such/dir/x.svg: No such file or directory" \
+      "$ctl" plot --trace ref:resnet50 --budget 50% --search-ms 0 --out "$RT/no/such/dir/x.svg"
+    one_line_error "an unwritable timeline" "cannot write $RT/no/t.json" \
+      "$ctl" simulate --trace ref:resnet50 --budget 50% --search-ms 0 --json --timeline "$RT/no/t.json"
+    one_line_error "plot without a source" "give --pid P or --trace" "$ctl" plot --out "$RT/x.svg"
+    echo "PASS views"
     ;;
   *)
     echo "unknown mode $mode" >&2

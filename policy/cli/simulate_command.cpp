@@ -1,11 +1,14 @@
 // simulate_command.cpp: `simulate --trace F --budget B --policy P [--json] [--no-recompute]
-// [--search-ms MS] [--seed N]`. Loads a trace (a file, or a built-in one with ref:NAME), plans it
-// under the budget with one policy (capuchin: the greedy plan improved by the search, as gswapd
-// plans), simulates the plan and prints the prediction next to the lower bound. Errors are thrown
-// as CLI::Error / std::runtime_error for the caller's command boundary to report.
+// [--search-ms MS] [--seed N] [--timeline FILE]`. Loads a trace (a file, or a built-in one with
+// ref:NAME), plans it under the budget with one policy (capuchin: the greedy plan improved by the
+// search, as gswapd plans), simulates the plan and prints the prediction next to the lower bound;
+// --timeline also writes the simulated iteration as a Chrome trace (chrome_trace.h). Errors are
+// thrown as CLI::Error / std::runtime_error for the caller's command boundary to report.
 #include "policy/cli/simulate_command.h"
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -20,6 +23,7 @@
 #include "policy/planners.h"
 #include "policy/reference_traces.h"
 #include "policy/search.h"
+#include "policy/sim_timeline.h"
 #include "policy/trace_json.h"
 #include "proto/settings.h"
 
@@ -27,12 +31,19 @@ namespace gswap::policy::cli {
 namespace {
 
 struct Options {
-  std::string trace, budget, policy = "capuchin";
+  std::string trace, budget, policy = "capuchin", timeline;
   bool json = false;
   bool no_recompute = false;
   double search_ms = 200;
   std::uint64_t seed = 1;
 };
+
+double now_ms() {
+  using namespace std::chrono;
+  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
 
 Trace load_trace(const std::string& spec) {
   if (spec.rfind("ref:", 0) == 0) {
@@ -57,27 +68,31 @@ Trace load_trace(const std::string& spec) {
   return t;
 }
 
-double now_ms() {
-  using namespace std::chrono;
-  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
-}
-
-void run(const Options& o) {
-  auto kind = parse_policy(o.policy);
-  if (!kind) throw CLI::ValidationError("--policy", "unknown policy '" + o.policy + "'");
+std::uint64_t parse_budget(const std::string& text, std::uint64_t peak,
+                           const std::string& option) {
   settings::Size size;
-  if (!settings::parse_size(o.budget, &size))
-    throw CLI::ValidationError("--budget",
+  if (!settings::parse_size(text, &size))
+    throw CLI::ValidationError(option,
                                "expected bytes with a unit (6GiB) or a percentage "
                                "of the trace's peak (50%), got '" +
-                                   o.budget + "'");
+                                   text + "'");
+  return size.resolve(peak);
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (f) f << text;
+  if (f) f.close();
+  if (!f) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
+}
+
+Evaluation plan_and_simulate(const Analysis& a, std::uint64_t budget, const PlanOptions& o,
+                             std::size_t* evaluations) {
+  auto kind = parse_policy(o.policy);
+  if (!kind) throw CLI::ValidationError("--policy", "unknown policy '" + o.policy + "'");
   if (o.search_ms < 0) throw CLI::ValidationError("--search-ms", "must not be negative");
-  Trace trace = load_trace(o.trace);
-  if (o.no_recompute) trace = without_recompute(std::move(trace));
-  const Analysis a = analyze(trace);
-  const std::uint64_t budget = size.resolve(a.peak_bytes);
   Evaluation ev;
-  std::size_t evaluations = 0;
+  if (evaluations) *evaluations = 0;
   if (*kind == PolicyKind::kCapuchin && o.search_ms > 0) {
     // What gswapd runs: the greedy plan improved by the search for the same time budget.
     SearchOptions so;
@@ -91,10 +106,25 @@ void run(const Options& o) {
     ev.sim =
         r.sim.step_time_us > 0 || !r.sim.feasible ? std::move(r.sim) : simulate(a, ev.plan, budget);
     ev.bound = lower_bound(a, budget);
-    evaluations = r.evaluations;
+    if (evaluations) *evaluations = r.evaluations;
   } else {
     ev = evaluate(*kind, a, budget, now_ms);
   }
+  return ev;
+}
+
+namespace {
+
+void run(const Options& o) {
+  auto kind = parse_policy(o.policy);
+  if (!kind) throw CLI::ValidationError("--policy", "unknown policy '" + o.policy + "'");
+  if (o.search_ms < 0) throw CLI::ValidationError("--search-ms", "must not be negative");
+  Trace trace = load_trace(o.trace);
+  if (o.no_recompute) trace = without_recompute(std::move(trace));
+  const Analysis a = analyze(trace);
+  const std::uint64_t budget = parse_budget(o.budget, a.peak_bytes, "--budget");
+  std::size_t evaluations = 0;
+  Evaluation ev = plan_and_simulate(a, budget, {o.policy, o.search_ms, o.seed}, &evaluations);
   const SimResult& s = ev.sim;
   const bool feasible = ev.plan.feasible && s.feasible;
   const std::string reason = !ev.plan.feasible ? ev.plan.reason : s.reason;
@@ -156,6 +186,17 @@ void run(const Options& o) {
   if (!feasible)
     throw std::runtime_error("budget of " + std::to_string(budget) +
                              " bytes is impossible: " + reason);
+  if (!o.timeline.empty()) {
+    // The simulation is deterministic: run again, recording its events.
+    SimEvents events;
+    simulate(a, ev.plan, budget, &events);
+    chrome::Timeline t = simulated_timeline(a, ev.plan, events, budget);
+    t.other["trace"] = o.trace;
+    write_file(o.timeline, chrome::to_json(t).dump() + "\n");
+    if (!o.json)
+      std::cout << fmt::format("wrote the simulated timeline to {} (open it in ui.perfetto.dev)\n",
+                               o.timeline);
+  }
 }
 
 }  // namespace
@@ -187,6 +228,9 @@ void add_simulate_command(CLI::App& app) {
                   "(0: the greedy plan alone)")
       ->capture_default_str();
   sub->add_option("--seed", o->seed, "capuchin: the search's seed")->capture_default_str();
+  sub->add_option("--timeline", o->timeline,
+                  "also write the simulated iteration as a timeline (Chrome trace event JSON for "
+                  "ui.perfetto.dev or chrome://tracing)");
   sub->callback([o] { run(*o); });
 }
 
