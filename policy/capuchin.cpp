@@ -540,10 +540,13 @@ class Planner {
       const std::size_t qb = recomputes_[qi].b;
       if (!(c.e < qb && qb < c.b)) continue;
       ++dependents;
-      // They will recompute this region at their own back-access, through the same chain.
+      // They will recompute this region at their own back-access, through the same chain: its
+      // sources must be there then too, not yet freed and not off the device.
       for (const auto* v : {&ev.sources, &ev.chain})
         for (std::size_t s : *v)
           if (a_.first_live[s] > qb || a_.last_live[s] < qb) return std::nullopt;
+      for (std::size_t s : ev.sources)
+        if (evicted_at(s, qb)) return std::nullopt;
     }
     ev.cost += reg.recompute->cost_us * static_cast<double>(dependents);
     ev.cost = std::max(ev.cost, 1e-3);

@@ -151,6 +151,38 @@ TEST(CapuchinTest, ChainIntermediatesOfADependentAreCounted) {
   EXPECT_LE(s.peak_resident_bytes, budget);
 }
 
+// B is recomputed from A, and C from B. C is chosen first (B is there at C's back-access), then
+// A is swapped out across C's back-access, then B is dropped: C's recomputation would now
+// recompute B from A while A is on the host. Dropping B must be refused there (the simulator
+// restored A on demand and evicted other regions to make room).
+TEST(CapuchinTest, ADependentsChainNeedsItsSourcesOnTheDevice) {
+  Trace t;
+  t.device = {80ull << 30, 50e9, 50e9};
+  t.device.min_evictable_bytes = 0;
+  const double dur[] = {428.32, 168.88, 416.04, 212.68, 248.26, 268.85, 486.16, 86.88};
+  for (std::size_t i = 0; i < 8; ++i)
+    t.launches.push_back({i, 0, dur[i], i < 3 ? 1u : 0u, {}, "k" + std::to_string(i)});
+  add_region(t, 53540375, 0, -1, {0, 7});
+  add_region(t, 61446224, 0, -1, {4});
+  const RegionId a = add_region(t, 26120574, 0, 7, {0, 7});
+  const RegionId b = add_region(t, 211016666, 1, 6, {1, 6});
+  const RegionId c = add_region(t, 241024166, 1, 5, {1, 5});
+  add_region(t, 134337558, 2, 4, {4});
+  add_region(t, 261846350, 3, -1, {3});
+  add_region(t, 65309189, 4, 7, {4});
+  t.regions[b - 1].recompute = Recompute{467.11, {a}};
+  t.regions[c - 1].recompute = Recompute{39.01, {b}};
+  Analysis an = analyze(t);
+  const auto budget = static_cast<std::uint64_t>(static_cast<double>(an.peak_bytes) * 0.7);
+  Plan p = plan_capuchin(an, budget);
+  ASSERT_TRUE(p.feasible);
+  ASSERT_TRUE(p.fits) << p.reason;
+  SimResult s = simulate(an, p, budget);
+  ASSERT_TRUE(s.feasible) << s.reason;
+  EXPECT_EQ(s.demand_evictions, 0u);
+  EXPECT_EQ(s.access_violations, 0u);
+}
+
 TEST(CapuchinTest, RecomputeOnlyRefusesSwaps) {
   SwapFixture f;  // X has no recompute information
   Analysis a = analyze(f.t);
