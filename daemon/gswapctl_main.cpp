@@ -227,8 +227,9 @@ nlohmann::json ask_for_client(nlohmann::json request, long pid) {
 
 int cmd_trace(long pid, const std::string& out, const std::string& timeline) {
   if (out.empty() && timeline.empty())
-    throw Failure("trace dump: give --out FILE (the gswap-trace), --timeline FILE (a Chrome "
-                  "trace for ui.perfetto.dev), or both");
+    throw Failure(
+        "trace dump: give --out FILE (the gswap-trace), --timeline FILE (a Chrome "
+        "trace for ui.perfetto.dev), or both");
   if (!out.empty()) {
     nlohmann::json a = ask_for_client({{"cmd", "trace"}}, pid);
     write_text(out, a["trace_json"].get<std::string>());
@@ -265,7 +266,7 @@ policy::cli::ProgramTrace program_trace(long pid) {
 
 // One `top` sample: every client of every daemon, keyed by GPU and pid.
 struct TopSample {
-  double t = 0;  // seconds, monotonic
+  double t = 0;                         // seconds, monotonic
   std::vector<nlohmann::json> clients;  // status --json's client objects, with "gpu" added
 };
 

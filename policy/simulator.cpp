@@ -459,8 +459,8 @@ class Sim {
   const Plan& plan_;
   std::uint64_t budget_;
   std::vector<RState> rs_;
-  SimEvents* ev_ = nullptr;  // null unless events are recorded
-  std::vector<std::size_t> last_in_;  // per region: its last swap-in in ev_->copies
+  SimEvents* ev_ = nullptr;             // null unless events are recorded
+  std::vector<std::size_t> last_in_;    // per region: its last swap-in in ev_->copies
   std::size_t waited_for_ = kNoLaunch;  // the region the launch being prepared waited for
   SimResult res_;
   double bw_out_ = 0, bw_in_ = 0;  // bytes per microsecond

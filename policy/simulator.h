@@ -48,7 +48,7 @@ struct SimEvents {
     bool to_device = false;
     double start_us = 0, end_us = 0;
     std::size_t entry = kNoLaunch;  // the plan entry that moved it; kNoLaunch: on demand
-    bool late = false;  // a planned restore still in flight when its back-access came
+    bool late = false;              // a planned restore still in flight when its back-access came
   };
   struct Recompute {
     std::size_t region = 0, launch = 0;  // recomputed for this launch

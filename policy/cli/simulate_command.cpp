@@ -68,8 +68,7 @@ Trace load_trace(const std::string& spec) {
   return t;
 }
 
-std::uint64_t parse_budget(const std::string& text, std::uint64_t peak,
-                           const std::string& option) {
+std::uint64_t parse_budget(const std::string& text, std::uint64_t peak, const std::string& option) {
   settings::Size size;
   if (!settings::parse_size(text, &size))
     throw CLI::ValidationError(option,
