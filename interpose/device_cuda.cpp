@@ -90,8 +90,8 @@ class CudaDevice final : public Device {
 
   CUresult create(std::uint64_t bytes, Handle* out) override {
     CUdevice dev = 0;
-    CUresult e = real().cuCtxGetDevice(&dev);
-    if (e != CUDA_SUCCESS) return GSWAP_CU(e);
+    CUresult e = GSWAP_CU(real().cuCtxGetDevice(&dev));
+    if (e != CUDA_SUCCESS) return e;
     CUmemAllocationProp prop = {};
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -100,7 +100,8 @@ class CudaDevice final : public Device {
     e = real().cuMemCreate(&h, bytes, &prop, 0);
     // Out of memory is an answer make_room handles (the device is full: behave as at the
     // budget); anything else is logged.
-    if (e != CUDA_ERROR_OUT_OF_MEMORY) GSWAP_CU(e);
+    if (e != CUDA_ERROR_OUT_OF_MEMORY)
+      ::gswap::interpose::driver_checked(e, "real().cuMemCreate(&h, bytes, &prop, 0)", __FILE__, __LINE__);
     if (e == CUDA_SUCCESS) *out = h;
     return e;
   }
@@ -139,7 +140,7 @@ class CudaDevice final : public Device {
   CUresult wait(Stream s, Event e) override { return GSWAP_CU(real().cuStreamWaitEvent(s, e, 0)); }
   CUresult query(Event e) override {
     CUresult r = real().cuEventQuery(e);
-    if (r != CUDA_ERROR_NOT_READY) GSWAP_CU(r);
+    if (r != CUDA_ERROR_NOT_READY) ::gswap::interpose::driver_checked(r, "real().cuEventQuery(e)", __FILE__, __LINE__);
     return r;
   }
   CUresult synchronize(Event e) override { return GSWAP_CU(real().cuEventSynchronize(e)); }

@@ -64,8 +64,9 @@ void Residency::calibrate_link() {
   bool mapped = ok && dev_.map(va, bytes, h) == CUDA_SUCCESS;
   ok = mapped && dev_.host_alloc(bytes, &host) == CUDA_SUCCESS;
   for (auto& ev : e) ok = ok && dev_.event_create(&ev, true) == CUDA_SUCCESS;
+  bool enqueued = false;  // a copy may be in flight on the buffers from here on
   ok = ok && dev_.record(e[0], evict_stream_) == CUDA_SUCCESS &&
-       dev_.copy_h2d(va, host, bytes, evict_stream_) == CUDA_SUCCESS &&
+       (enqueued = dev_.copy_h2d(va, host, bytes, evict_stream_) == CUDA_SUCCESS) &&
        dev_.record(e[1], evict_stream_) == CUDA_SUCCESS &&
        dev_.copy_d2h(host, va, bytes, evict_stream_) == CUDA_SUCCESS &&
        dev_.record(e[2], evict_stream_) == CUDA_SUCCESS && dev_.synchronize(e[2]) == CUDA_SUCCESS;
@@ -73,11 +74,19 @@ void Residency::calibrate_link() {
     std::uint64_t a = 0, b = 0;
     timings_.copy_done(true, bytes, e[0], e[1], &a, &b);
     timings_.copy_done(false, bytes, e[1], e[2], &a, &b);
+  } else {
+    GSWAP_LOG(kWarn, "the link could not be calibrated; gswapd plans with the bandwidth of the "
+                     "first swap copies");
+    // A copy enqueued before the failure may still run: the buffers stay until it has. If even
+    // that cannot be known, they are never given back (a small leak, never a copy into freed
+    // memory).
+    if (enqueued && dev_.synchronize_context() != CUDA_SUCCESS) return;
   }
   for (auto& ev : e)
     if (ev) dev_.event_destroy(ev);
   if (host) dev_.host_free(host);
-  if (mapped) dev_.unmap(va, bytes);
+  // A range still mapped is never handed out again (a later map there would fail).
+  if (mapped && dev_.unmap(va, bytes) != CUDA_SUCCESS) return;
   if (h) dev_.release(h);
   std::lock_guard<std::mutex> lock(mutex_);
   va_.release(va, bytes);
@@ -88,7 +97,17 @@ void* Residency::swapper_main(void* arg) {
   unsigned mode = 0;
   self->dev_.relax_capture_mode(&mode);  // gswap's own work never joins a capture
   bool pushed = false;
-  self->dev_.push(self->ctx_, &pushed);
+  // Nothing the swapper does works without the context: try again (backing off to a second)
+  // until it can be made current. Meanwhile work waits, as it does for a busy swapper.
+  for (std::uint64_t wait_ms = 10; self->dev_.push(self->ctx_, &pushed) != CUDA_SUCCESS;
+       wait_ms = std::min<std::uint64_t>(wait_ms * 2, 1000)) {
+    std::unique_lock<std::mutex> wl(self->wake_mutex_);
+    if (self->wake_cv_.wait_for(wl, std::chrono::milliseconds(wait_ms),
+                                [&] { return self->stopping_; })) {
+      self->dev_.restore_capture_mode(mode);
+      return nullptr;
+    }
+  }
   self->calibrate_link();
   std::uint64_t backoff_us = 20;
   for (;;) {
