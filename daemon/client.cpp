@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "daemon/untrusted_text.h"
 #include "policy/iteration.h"
 #include "proto/seqlock.h"
 
@@ -58,7 +59,7 @@ bool ClientShm::create(std::uint32_t ring_capacity, std::uint32_t plan_capacity,
 }
 
 Client::Client(int fd, pid_t pid, uid_t uid, std::string exe, const ClientLimits& limits)
-    : fd_(fd), pid_(pid), uid_(uid), exe_(std::move(exe)), limits_(limits) {
+    : fd_(fd), pid_(pid), uid_(uid), exe_(printable_text(exe)), limits_(limits) {
   connected_at_ = std::chrono::duration_cast<std::chrono::seconds>(
                       std::chrono::system_clock::now().time_since_epoch())
                       .count();
@@ -482,13 +483,28 @@ void Client::on_host_wait(std::uint64_t seq, std::uint64_t start_ns, std::uint64
 
 void Client::on_name(NameKind kind, std::uint64_t id, std::uint32_t chunk, const char* bytes32,
                      bool last) {
-  auto& names = kind == NameKind::kKernel ? kernel_names_ : region_names_;
-  if (names.size() >= (1u << 20) && !names.count(id)) return;  // bounded: a hostile client
-  std::string& n = names[id];
-  if (chunk == 0) n.clear();
-  if (n.size() != std::size_t{chunk} * 32) return;  // chunks out of order: keep what is whole
+  bool kernel = kind == NameKind::kKernel;
+  auto& names = kernel ? kernel_names_ : region_names_;
+  auto& partial = kernel ? partial_kernel_names_ : partial_region_names_;
+  constexpr std::size_t kMaxNames = 1u << 20;  // bounded: a hostile client
+  if (chunk == 0) {
+    if (partial.size() >= kMaxNames && !partial.count(id)) return;
+    partial[id].clear();
+  }
+  auto it = partial.find(id);
+  if (it == partial.end()) return;  // chunks out of order: the last whole name stays
+  std::string& n = it->second;
+  if (n.size() != std::size_t{chunk} * 32) {
+    partial.erase(it);
+    return;
+  }
   n.append(bytes32, strnlen(bytes32, 32));
-  if (!last && n.size() != std::size_t{chunk + 1} * 32) n.clear();
+  if (last) {
+    if (names.size() < kMaxNames || names.count(id)) names[id] = printable_text(n);
+    partial.erase(it);
+  } else if (n.size() != std::size_t{chunk + 1} * 32) {
+    partial.erase(it);
+  }
 }
 
 void Client::on_lateness(std::uint64_t generation, std::uint64_t entry, std::uint64_t late_ns,

@@ -146,6 +146,7 @@ struct IterationInfo {
 
 class Client : public proto::EventSink {
  public:
+  // `exe` is the name the hello carried, as sent; the client keeps it made printable.
   Client(int fd, pid_t pid, uid_t uid, std::string exe, const ClientLimits& limits);
   ~Client() override;
 
@@ -298,7 +299,11 @@ class Client : public proto::EventSink {
   std::uint64_t measured_first_seq_ = ~0ull;  // the last snapshot taken
   std::vector<EntryLateness> lateness_;
   std::uint64_t divergences_since_plan_ = 0;
+  // Names arrive in chunks and are assembled raw in partial_*; they enter kernel_names_ or
+  // region_names_ made printable (untrusted_text.h) once their last chunk has arrived, since a
+  // character may straddle two chunks.
   std::unordered_map<std::uint64_t, std::string> kernel_names_, region_names_;
+  std::unordered_map<std::uint64_t, std::string> partial_kernel_names_, partial_region_names_;
   std::uint64_t serial_ = 0;
   std::int64_t connected_at_ = 0;
   std::uint64_t requested_budget_ = 0;

@@ -170,7 +170,12 @@ void Server::tick(int timeout_ms) {
   std::vector<Pending> still;
   for (std::size_t i = 0; i < np; ++i) {
     if (fds[1 + i].revents) {
-      handshake(pending_[i]);
+      try {
+        handshake(pending_[i]);
+      } catch (const std::exception& e) {
+        // The peer's socket is closed or owned by then; the others are served on.
+        log_->error("pid {}: handshake failed: {}", pending_[i].pid, e.what());
+      }
     } else if (now > pending_[i].deadline_ms) {
       log_->warn("pid {}: no hello within {} ms, closing", pending_[i].pid, kHandshakeTimeoutMs);
       close(pending_[i].fd);
@@ -315,8 +320,9 @@ void Server::handshake(Pending& p) {
     refuse(p.fd, proto::HelloStatus::kFull, msg);
     return;
   }
-  std::string exe(h.exe, strnlen(h.exe, sizeof h.exe));
-  auto client = std::make_unique<Client>(p.fd, p.pid, p.uid, exe, limits_);
+  // The Client keeps the name printable (untrusted_text.h): it reaches the log and JSON.
+  auto client = std::make_unique<Client>(p.fd, p.pid, p.uid,
+                                         std::string(h.exe, strnlen(h.exe, sizeof h.exe)), limits_);
   client->set_requested_budget(h.requested_budget_bytes);
   std::string error;
   if (!client->init_shm(&error)) {
@@ -337,7 +343,8 @@ void Server::handshake(Pending& p) {
     log_->warn("pid {}: could not send the shared memory: {}", p.pid, strerror(errno));
     return;  // the Client destructor closes the socket
   }
-  log_->info("client pid {} ({}, uid {}) connected", p.pid, exe.empty() ? "?" : exe, p.uid);
+  log_->info("client pid {} ({}, uid {}) connected", p.pid,
+             client->exe().empty() ? "?" : client->exe(), p.uid);
   client->set_serial(next_serial_++);
   // Kernels are timed from the start: the first complete iteration is then a measured one.
   PublishedPlan measure;
@@ -569,23 +576,29 @@ void Server::serve_control(int fd) {
     return;
   }
   std::string body, error;
-  nlohmann::json response;
   if (!recv_frame(fd, &body, kMaxRequestBytes, &error)) {
     log_->warn("control request dropped: {}", error);
     close(fd);
     return;
   }
-  nlohmann::json request = nlohmann::json::parse(body, nullptr, false);
-  if (request.is_discarded() || !request.is_object()) {
-    response = {{"ok", false}, {"error", "request is not a JSON object"}};
-  } else {
-    try {
-      response = handle_request(request);
-    } catch (const std::exception& e) {
-      response = {{"ok", false}, {"error", e.what()}};
-    }
+  // Text from clients is made printable when received; dumping with `replace` is the second line
+  // of defence, and a request that fails anyway is answered with its error: one gswapctl command
+  // never takes the daemon, and every client with it, down.
+  constexpr auto kReplace = nlohmann::json::error_handler_t::replace;
+  std::string out;
+  try {
+    nlohmann::json request = nlohmann::json::parse(body, nullptr, false);
+    nlohmann::json response = request.is_discarded() || !request.is_object()
+                                  ? nlohmann::json{{"ok", false},
+                                                   {"error", "request is not a JSON object"}}
+                                  : handle_request(request);
+    out = response.dump(-1, ' ', false, kReplace);
+  } catch (const std::exception& e) {
+    log_->error("control request failed: {}", e.what());
+    out = nlohmann::json{{"ok", false}, {"error", fmt::format("gswapd: {}", e.what())}}.dump(
+        -1, ' ', false, kReplace);
   }
-  send_frame(fd, response.dump());
+  send_frame(fd, out);
   close(fd);
 }
 

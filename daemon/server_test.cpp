@@ -10,13 +10,18 @@
 #include <unistd.h>
 
 #include <gtest/gtest.h>
+#include <fmt/format.h>
 #include <spdlog/sinks/null_sink.h>
+#include <spdlog/sinks/ostream_sink.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <random>
+#include <sstream>
 
 #include "daemon/control.h"
+#include "daemon/untrusted_text.h"
 #include "policy/iteration.h"
 #include "policy/trace_json.h"
 #include "proto/fdpass.h"
@@ -369,6 +374,111 @@ TEST_F(ServerTest, MeasuresPlansAndPublishesAGuidedPlan) {
   server_->tick(0);
   ASSERT_TRUE(lib.plan(&ph, &entries));
   EXPECT_EQ(ph.mode, static_cast<std::uint32_t>(proto::PlanMode::kMeasure));
+  close(shm);
+  close(fd);
+}
+
+TEST(UntrustedText, KeepsPrintableUtf8AndEscapesTheRest) {
+  EXPECT_EQ(printable_text("train.py"), "train.py");
+  EXPECT_EQ(printable_text("tr\xc3\xa4in \xe2\x82\xac \xf0\x9f\x9a\x80"),
+            "tr\xc3\xa4in \xe2\x82\xac \xf0\x9f\x9a\x80");  // ä, €, and a 4-byte emoji
+  EXPECT_EQ(printable_text("tr\xe4in"), "tr\\xe4in");         // Latin-1
+  EXPECT_EQ(printable_text("ab\xc3"), "ab\\xc3");             // cut in the middle of a character
+  EXPECT_EQ(printable_text("\xc0\xaf"), "\\xc0\\xaf");        // an overlong '/'
+  EXPECT_EQ(printable_text("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // a surrogate
+  EXPECT_EQ(printable_text("a\nb\x1b[31m\x7f"), "a\\x0ab\\x1b[31m\\x7f");
+  EXPECT_EQ(printable_text("\xc2\x85"), "\\u0085");  // C1 next line
+  EXPECT_EQ(printable_text(std::string("a\0b", 3)), "a\\x00b");
+}
+
+// A hostile executable name and kernel names that are not UTF-8 reach neither the log nor JSON
+// as they were sent: status, policy and trace requests still answer, and no log line is forged.
+TEST_F(ServerTest, ClientTextIsMadePrintableWhenReceived) {
+  server_.reset();  // again, logging to a stream this time
+  std::ostringstream log_text;
+  log_ = std::make_shared<spdlog::logger>(
+      "test", std::make_shared<spdlog::sinks::ostream_sink_mt>(log_text));
+  log_->set_pattern("%v");
+  server_ = std::make_unique<Server>(config_, gpu_, log_);
+  std::string error;
+  bool already = false;
+  ASSERT_TRUE(server_->open(&error, &already)) << error;
+
+  int fd = connect_raw();
+  proto::Hello h = hello();
+  const char exe[] = "tr\xe4in\n[2026-01-01 00:00:00.000] [gswapd 1] [error] forged";
+  std::memset(h.exe, 0, sizeof h.exe);
+  std::memcpy(h.exe, exe, std::min(sizeof h.exe, sizeof exe - 1));
+  int shm = -1;
+  proto::HelloReply r = exchange(fd, &h, sizeof h, &shm);
+  ASSERT_EQ(r.status, 0) << r.message;
+  FakeLibrary lib;
+  lib.map(shm, r.shm_bytes);
+  // Kernel 101's name has an invalid byte; region 1's has a two-byte character across the
+  // boundary between its chunks, then a newline.
+  auto send_name = [&](proto::EventType type, std::uint64_t id, const std::string& name) {
+    std::size_t chunks = (name.size() + 31) / 32;
+    for (std::size_t k = 0; k < chunks; ++k) {
+      proto::EventRecord e{};
+      e.type = static_cast<std::uint16_t>(type);
+      e.w[0] = id;
+      e.count = static_cast<std::uint16_t>(k);
+      if (k + 1 == chunks) e.flags = proto::kLastChunk;
+      std::memcpy(&e.w[1], name.data() + 32 * k, std::min<std::size_t>(32, name.size() - 32 * k));
+      ASSERT_TRUE(lib.push(e));
+    }
+  };
+  send_name(proto::EventType::kKernelName, 101, "gemm\xff\xfe");
+  send_name(proto::EventType::kRegionName, 1, std::string(31, 'w') + "\xc3\xa4\nx");
+  proto::EventRecord a{};
+  a.type = static_cast<std::uint16_t>(proto::EventType::kAlloc);
+  a.seq = lib.seq++;
+  a.w[0] = 1;
+  a.w[1] = 1ull << 32;
+  a.w[2] = 1 << 20;
+  ASSERT_TRUE(lib.push(a));
+  for (int it = 0; it < 256; ++it) {
+    proto::EventRecord e{};
+    e.type = static_cast<std::uint16_t>(proto::EventType::kLaunch);
+    e.seq = lib.seq++;
+    e.count = 1;
+    e.w[0] = 101 + 2 * (it % 8);
+    e.w[1] = 1;
+    ASSERT_TRUE(lib.push(e));
+    if (it % 32 == 31) server_->tick(0);
+  }
+
+  nlohmann::json st = server_->status_json();
+  ASSERT_EQ(st["clients"].size(), 1u);
+  std::string shown = st["clients"][0]["exe"];
+  EXPECT_EQ(shown, "tr\\xe4in\\x0a[2026-01-01 00:00:00.000] [gswapd 1] [error] forged");
+  EXPECT_NO_THROW(st.dump());  // nlohmann throws on invalid UTF-8
+  // The same through the socket, as gswapctl asks.
+  std::string body;
+  auto answered = std::async(std::launch::async, [&] {
+    return control_request(server_->socket_file(), R"({"cmd": "status"})", &body, &error);
+  });
+  while (answered.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready)
+    server_->tick(5);
+  ASSERT_TRUE(answered.get()) << error;
+  EXPECT_EQ(nlohmann::json::parse(body)["clients"][0]["exe"], shown);
+  EXPECT_EQ(server_->num_clients(), 1u);
+  nlohmann::json trace = server_->handle_request({{"cmd", "trace"}, {"pid", getpid()}});
+  ASSERT_TRUE(trace["ok"].get<bool>()) << trace.dump();
+  EXPECT_NE(trace["trace_json"].get<std::string>().find("gemm\\\\xff\\\\xfe"), std::string::npos);
+  EXPECT_NO_THROW(server_->handle_request({{"cmd", "policy"}}).dump());
+  EXPECT_NO_THROW(server_->handle_request({{"cmd", "timeline"}, {"pid", getpid()}}).dump());
+
+  // Every log line is one the daemon wrote: the forged one is inside the connect line.
+  std::istringstream lines(log_text.str());
+  std::string line;
+  int connected = 0;
+  while (std::getline(lines, line)) {
+    EXPECT_NE(line.rfind("[2026", 0), 0u) << line;
+    connected += line.find("connected") != std::string::npos;
+  }
+  EXPECT_EQ(connected, 1);
+  EXPECT_NE(log_text.str().find("tr\\xe4in\\x0a["), std::string::npos) << log_text.str();
   close(shm);
   close(fd);
 }

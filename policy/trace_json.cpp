@@ -230,7 +230,8 @@ std::string write_trace_json(const Trace& trace) {
     its.push_back({{"first_seq", m.first_seq}, {"last_seq", m.last_seq}});
   }
   root["iterations"] = std::move(its);
-  return root.dump();
+  // Kernel names come from programs; one that is not UTF-8 must not make the trace unwritable.
+  return root.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 }  // namespace gswap::policy

@@ -44,6 +44,19 @@ TEST(TraceJsonTest, RoundTripIsExact) {
   EXPECT_EQ(back.regions[1].recompute->cost_us, 40.0);
 }
 
+// A kernel name that is not UTF-8 (a program's own bytes) is written, not thrown on.
+TEST(TraceJsonTest, WritesNamesThatAreNotUtf8) {
+  Trace t;
+  std::string err;
+  ASSERT_TRUE(parse_trace_json(kExample, &t, &err)) << err;
+  t.launches[0].kernel = "gemm\xff\xc3";
+  std::string text;
+  ASSERT_NO_THROW(text = write_trace_json(t));
+  Trace back;
+  ASSERT_TRUE(parse_trace_json(text, &back, &err)) << err;
+  EXPECT_EQ(back.launches[0].kernel, "gemm\ufffd\ufffd");
+}
+
 std::string mutate(const std::string& from, const std::string& to) {
   std::string s = kExample;
   auto pos = s.find(from);
