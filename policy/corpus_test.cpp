@@ -108,6 +108,21 @@ TEST(CorpusTest, GeneratedModelsAndRandomIterations) {
   }
 }
 
+// Every generated trace passes the reader's checks (sizes, and regions touched only while
+// allocated), so what the corpus plans is what a user could load.
+TEST(CorpusTest, GeneratedTracesAreValidTraceFiles) {
+  std::string err;
+  for (const CorpusTrace& ct : corpus(/*small=*/true, /*random_count=*/8)) {
+    Trace back;
+    EXPECT_TRUE(parse_trace_json(write_trace_json(ct.trace), &back, &err)) << ct.name << ": " << err;
+  }
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    Trace back;
+    EXPECT_TRUE(parse_trace_json(write_trace_json(make_random_training(seed)), &back, &err))
+        << "seed " << seed << ": " << err;
+  }
+}
+
 TEST(CorpusTest, SwapOnlyVariantsCarryNoRecompute) {
   for (const CorpusTrace& ct : corpus(true, 0)) {
     if (ct.name.find("/swap-only") == std::string::npos) continue;

@@ -7,7 +7,7 @@
 
 #include <cmath>
 #include <stdexcept>
-#include <unordered_set>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
@@ -87,7 +87,8 @@ Trace parse(const json& root) {
   }
   parse_device(member(root, "", "device"), &t.device);
 
-  std::unordered_set<RegionId> ids;
+  std::unordered_map<RegionId, std::size_t> index;  // id -> position in t.regions
+  std::uint64_t total_bytes = 0;
   const json& regions = get_array(member(root, "", "regions"), "regions");
   t.regions.reserve(regions.size());
   for (std::size_t i = 0; i < regions.size(); ++i) {
@@ -95,9 +96,15 @@ Trace parse(const json& root) {
     const json& r = get_object(regions[i], p);
     Region reg;
     reg.id = get_uint(member(r, p, "id"), join(p, "id"));
-    if (!ids.insert(reg.id).second)
+    if (!index.emplace(reg.id, i).second)
       fail(join(p, "id"), "duplicate region id " + std::to_string(reg.id));
     reg.bytes = get_uint(member(r, p, "bytes"), join(p, "bytes"));
+    if (reg.bytes > kMaxRegionBytes)
+      fail(join(p, "bytes"), std::to_string(reg.bytes) +
+                                 " bytes is larger than a region may be (1 PiB, 2^50 bytes)");
+    total_bytes += reg.bytes;  // cannot wrap: each term is at most 2^50, the sum stays <= 2^60
+    if (total_bytes > kMaxTotalRegionBytes)
+      fail(join(p, "bytes"), "the regions hold more than 1 EiB (2^60 bytes) together");
     reg.alloc_seq = get_uint(member(r, p, "alloc_seq"), join(p, "alloc_seq"));
     if (auto it = r.find("free_seq"); it != r.end() && !it->is_null()) {
       reg.free_seq = get_uint(*it, join(p, "free_seq"));
@@ -122,7 +129,7 @@ Trace parse(const json& root) {
     if (!t.regions[i].recompute) continue;
     const auto& src = t.regions[i].recompute->sources;
     for (std::size_t k = 0; k < src.size(); ++k) {
-      if (!ids.count(src[k]) || src[k] == t.regions[i].id) {
+      if (!index.count(src[k]) || src[k] == t.regions[i].id) {
         fail("regions[" + std::to_string(i) + "].recompute.sources[" + std::to_string(k) + "]",
              src[k] == t.regions[i].id ? "a region cannot be its own source"
                                        : "unknown region " + std::to_string(src[k]));
@@ -148,7 +155,16 @@ Trace parse(const json& root) {
     for (std::size_t k = 0; k < regs.size(); ++k) {
       const std::string kp = rp + "[" + std::to_string(k) + "]";
       RegionId id = get_uint(regs[k], kp);
-      if (!ids.count(id)) fail(kp, "unknown region " + std::to_string(id));
+      auto it = index.find(id);
+      if (it == index.end()) fail(kp, "unknown region " + std::to_string(id));
+      // A launch touches a region only while it is allocated: alloc_seq <= seq < free_seq.
+      const Region& reg = t.regions[it->second];
+      if (la.seq < reg.alloc_seq)
+        fail(kp, "region " + std::to_string(id) + " is used before it was allocated (alloc_seq " +
+                     std::to_string(reg.alloc_seq) + ")");
+      if (reg.free_seq && la.seq >= *reg.free_seq)
+        fail(kp, "region " + std::to_string(id) + " is used after it was freed (free_seq " +
+                     std::to_string(*reg.free_seq) + ")");
       la.regions.push_back(id);
     }
     const json& kernel = member(l, p, "kernel");
