@@ -298,6 +298,9 @@ void Server::handshake(Pending& p) {
       std::memcpy(&v, buf + 4, 4);
       msg = fmt::format("protocol version {} refused: gswapd speaks version {}", v,
                         proto::kProtocolVersion);
+    } else if (st == proto::HelloStatus::kBadSize) {
+      msg = fmt::format("handshake refused: bad message size ({} bytes; a hello is {})", n,
+                        sizeof(proto::Hello));
     } else if (st == proto::HelloStatus::kWrongGpu) {
       char text[48];
       msg = fmt::format("this gswapd serves {}, not {}", gpu_.uuid_text,

@@ -119,6 +119,21 @@ TEST_F(ServerTest, RefusesBadMagicVersionUuidAndPid) {
   EXPECT_EQ(server_->num_clients(), 0u);
 }
 
+// A message one byte short or long is refused as such, whatever its first bytes.
+TEST_F(ServerTest, RefusesAHelloOfTheWrongSizeAsSuch) {
+  for (std::size_t len : {sizeof(proto::Hello) - 1, sizeof(proto::Hello) + 1}) {
+    std::vector<unsigned char> junk(len, 0xa5);
+    int fd = connect_raw();
+    int shm = -1;
+    proto::HelloReply r = exchange(fd, junk.data(), len, &shm);
+    EXPECT_EQ(r.status, static_cast<std::int32_t>(proto::HelloStatus::kBadSize));
+    EXPECT_NE(std::strstr(r.message, fmt::format("({} bytes; a hello is 144)", len).c_str()),
+              nullptr)
+        << r.message;
+    close(fd);
+  }
+}
+
 TEST_F(ServerTest, ClientsShareTheBudgetAndGarbageDropsOnlyTheOffender) {
   int fd1 = connect_raw();
   proto::Hello h = hello();

@@ -31,14 +31,16 @@ const char* hello_status_name(HelloStatus status) {
 
 HelloStatus check_hello(const void* bytes, std::size_t len, const std::uint8_t expected_uuid[16],
                         Hello* hello) {
-  // Magic and version first, even on short messages, so a peer of another version is told so.
+  // A hello of another protocol version is told so whatever its size (that version's Hello may
+  // differ). Otherwise the size comes first: a message of another size is no hello, and calling
+  // it a bad magic or version would depend on what its first bytes happen to be.
   if (len < 8) return HelloStatus::kBadSize;
   std::uint32_t magic, version;
   std::memcpy(&magic, bytes, 4);
   std::memcpy(&version, static_cast<const char*>(bytes) + 4, 4);
-  if (magic != kHelloMagic) return HelloStatus::kBadMagic;
-  if (version != kProtocolVersion) return HelloStatus::kBadVersion;
+  if (magic == kHelloMagic && version != kProtocolVersion) return HelloStatus::kBadVersion;
   if (len != sizeof(Hello)) return HelloStatus::kBadSize;
+  if (magic != kHelloMagic) return HelloStatus::kBadMagic;
   std::memcpy(hello, bytes, sizeof(Hello));
   if (hello->kind == static_cast<std::uint32_t>(PeerKind::kControl)) return HelloStatus::kOk;
   if (hello->kind != static_cast<std::uint32_t>(PeerKind::kLibrary)) return HelloStatus::kBadKind;

@@ -78,7 +78,9 @@ static_assert(offsetof(HelloReply, message) == 24);
 const char* hello_status_name(HelloStatus status);
 
 // Checks a Hello received as `len` untrusted bytes against what the daemon expects. Returns kOk
-// or the reason for refusal; `*hello` is filled whenever len == sizeof(Hello).
+// or the reason for refusal: kBadVersion for a hello of another version (of any size), else
+// kBadSize for any other message that is not sizeof(Hello) bytes, then the fields in order.
+// `*hello` is filled whenever len == sizeof(Hello).
 HelloStatus check_hello(const void* bytes, std::size_t len, const std::uint8_t expected_uuid[16],
                         Hello* hello);
 

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 namespace gswap::proto {
 namespace {
@@ -38,6 +40,23 @@ TEST(Handshake, RefusesOtherVersionEvenWhenShorter) {
   h.version = kProtocolVersion + 1;
   EXPECT_EQ(check_hello(&h, sizeof h, kUuid, &out), HelloStatus::kBadVersion);
   EXPECT_EQ(check_hello(&h, 16, kUuid, &out), HelloStatus::kBadVersion);
+}
+
+// A message of the wrong size is a size error whatever its first bytes; only a hello of another
+// version is told about the version instead.
+TEST(Handshake, WrongSizeIsASizeErrorWhateverItHolds) {
+  Hello out;
+  for (std::size_t len : {8u, 143u, 145u}) {
+    std::vector<unsigned char> junk(len, 0xff);
+    EXPECT_EQ(check_hello(junk.data(), len, kUuid, &out), HelloStatus::kBadSize) << len;
+    Hello h = good_hello();
+    std::vector<unsigned char> bytes(len, 0);
+    std::memcpy(bytes.data(), &h, std::min(len, sizeof h));
+    EXPECT_EQ(check_hello(bytes.data(), len, kUuid, &out), HelloStatus::kBadSize) << len;
+  }
+  Hello h = good_hello();
+  h.magic ^= 1;
+  EXPECT_EQ(check_hello(&h, sizeof h - 1, kUuid, &out), HelloStatus::kBadSize);
 }
 
 TEST(Handshake, RefusesWrongGpu) {
