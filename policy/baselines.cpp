@@ -3,6 +3,10 @@
 
 #include <algorithm>
 #include <limits>
+#include <queue>
+#include <set>
+#include <utility>
+#include <vector>
 
 #include "policy/capuchin.h"
 #include "policy/segment_tree.h"
@@ -47,6 +51,87 @@ Plan plan_recompute_only(const Analysis& a, std::uint64_t budget) {
   return plan_capuchin(a, budget, o);
 }
 
+namespace {
+
+// The resident regions DELTA may release, visited highest bytes x staleness first. A max-heap of
+// scores would not do: a score grows with the time since the region's last use, so the order
+// changes as the replay goes on. Instead a segment tree over region indices keeps, per node, the
+// largest bytes, the earliest last-use end and the largest index of its candidates;
+// bytes x (now - end) of those bounds every score below the node, so a best-first walk meets the
+// regions in exactly the order a sort of all scores gives (score descending, then index
+// descending) while opening few nodes. Floating-point rounding is monotone, so the bound computed
+// for a node is never below a score computed for one of its regions.
+class VictimTree {
+ public:
+  explicit VictimTree(std::size_t n) {
+    while (size_ < n) size_ <<= 1;
+    bytes_.assign(2 * size_, 0);
+    end_.assign(2 * size_, 0);
+    top_.assign(2 * size_, kNone);
+  }
+  void set(std::size_t r, double bytes, double end_us) {
+    std::size_t k = size_ + r;
+    bytes_[k] = bytes, end_[k] = end_us, top_[k] = r;
+    pull(k);
+  }
+  void clear(std::size_t r) {
+    std::size_t k = size_ + r;
+    top_[k] = kNone;
+    pull(k);
+  }
+  // Calls visit(r) for each candidate in order until it returns false.
+  template <class Visit>
+  void walk(double now, Visit visit) const {
+    struct Item {
+      double bound;
+      std::size_t top, node;
+      bool operator<(const Item& o) const {
+        return bound != o.bound ? bound < o.bound : top < o.top;
+      }
+    };
+    std::priority_queue<Item> q;
+    auto push = [&](std::size_t k) {
+      if (top_[k] != kNone) q.push({score(bytes_[k], end_[k], now), top_[k], k});
+    };
+    push(1);
+    while (!q.empty()) {
+      const std::size_t k = q.top().node;
+      q.pop();
+      if (k >= size_) {
+        if (!visit(top_[k])) return;
+        continue;
+      }
+      push(2 * k);
+      push(2 * k + 1);
+    }
+  }
+  // The score DELTA releases by: bytes x staleness (the reciprocal of its 1/(bytes x staleness)).
+  static double score(double bytes, double end_us, double now) {
+    return bytes * std::max(1e-3, now - end_us);
+  }
+
+ private:
+  static constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
+  void pull(std::size_t k) {
+    for (k >>= 1; k >= 1; k >>= 1) {
+      const std::size_t l = 2 * k, r = 2 * k + 1;
+      if (top_[l] == kNone || top_[r] == kNone) {
+        const std::size_t c = top_[l] == kNone ? r : l;
+        bytes_[k] = bytes_[c], end_[k] = end_[c], top_[k] = top_[c];
+      } else {
+        bytes_[k] = std::max(bytes_[l], bytes_[r]);
+        end_[k] = std::min(end_[l], end_[r]);
+        top_[k] = std::max(top_[l], top_[r]);
+      }
+    }
+  }
+  std::size_t size_ = 1;
+  std::vector<double> bytes_, end_;
+  std::vector<std::size_t> top_;
+};
+
+}  // namespace
+
 Plan plan_delta(const Analysis& a, std::uint64_t budget) {
   Plan p = plan_lru(a, budget);
   p.policy = "delta";
@@ -67,22 +152,30 @@ Plan plan_delta(const Analysis& a, std::uint64_t budget) {
   auto next_use = [&](std::size_t r) {
     return next_idx[r] < a.accesses[r].size() ? a.accesses[r][next_idx[r]] : kNoLaunch;
   };
+  // Release candidates: resident, evictable regions that were used (kept in step with st and
+  // last_access by refresh), and offloaded swaps waiting to come back, by next use.
+  VictimTree candidates(nr);
+  auto refresh = [&](std::size_t r) {
+    if (st[r] == S::kResident && a.evictable(r) && last_access[r] != kNoLaunch)
+      candidates.set(r, static_cast<double>(t.regions[r].bytes), a.end_us[last_access[r]]);
+    else
+      candidates.clear(r);
+  };
+  std::set<std::pair<std::size_t, std::size_t>> waiting;  // (next use, region)
+  std::vector<std::size_t> waiting_key(nr, kNoLaunch);
+  auto stop_waiting = [&](std::size_t r) {
+    if (waiting_key[r] != kNoLaunch) waiting.erase({waiting_key[r], r});
+    waiting_key[r] = kNoLaunch;
+  };
   auto release = [&](std::size_t i, std::uint64_t target, std::size_t protect_launch) {
     // Victims: highest bytes x staleness first (lowest 1/(bytes x staleness)).
-    std::vector<std::pair<double, std::size_t>> v;
     const double now = i < n ? a.start_us[i] : a.ideal_step_us;
-    for (std::size_t r = 0; r < nr; ++r) {
-      if (st[r] != S::kResident || !a.evictable(r) || last_access[r] == kNoLaunch) continue;
+    candidates.walk(now, [&](std::size_t r) {
       if (protect_launch < n &&
           std::find(a.touched[protect_launch].begin(), a.touched[protect_launch].end(), r) !=
               a.touched[protect_launch].end())
-        continue;
-      const double stale = std::max(1e-3, now - a.end_us[last_access[r]]);
-      v.emplace_back(static_cast<double>(t.regions[r].bytes) * stale, r);
-    }
-    std::sort(v.begin(), v.end(), std::greater<>());
-    for (auto [score, r] : v) {
-      if (used <= target) break;
+        return true;
+      if (used <= target) return false;
       const Region& reg = t.regions[r];
       PlanEntry e;
       e.region = reg.id;
@@ -106,7 +199,14 @@ Plan plan_delta(const Analysis& a, std::uint64_t budget) {
       p.entries.push_back(e);
       st[r] = S::kOff;
       used -= reg.bytes;
-    }
+      candidates.clear(r);
+      // While it is off, nothing touches it, so its next use stays the key it waits under.
+      if (!recompute && e.back_access != kNoLaunch) {
+        waiting_key[r] = e.back_access;
+        waiting.insert({e.back_access, r});
+      }
+      return true;
+    });
   };
   std::vector<std::vector<std::size_t>> allocs(n), frees(n);
   for (std::size_t r = 0; r < nr; ++r) {
@@ -117,38 +217,41 @@ Plan plan_delta(const Analysis& a, std::uint64_t budget) {
   for (std::size_t i = 0; i < n; ++i) {
     // Arrivals: allocations, then on-demand restores of what this launch needs.
     for (std::size_t r : allocs[i])
-      if (st[r] == S::kAbsent) st[r] = S::kResident, used += t.regions[r].bytes;
+      if (st[r] == S::kAbsent) st[r] = S::kResident, used += t.regions[r].bytes, refresh(r);
     for (std::size_t r : a.touched[i]) {
       if (st[r] == S::kResident) continue;
       if (st[r] == S::kOff && entry_of[r] != kNoLaunch &&
           p.entries[entry_of[r]].kind == EvictKind::kSwap)
         p.entries[entry_of[r]].trigger = kNoLaunch;  // restored on demand
+      stop_waiting(r);
       st[r] = S::kResident;
       used += t.regions[r].bytes;
+      refresh(r);
     }
     if (used > budget) release(i, budget, i);
     for (std::size_t r : a.touched[i]) {
       last_access[r] = i;
       ++next_idx[r];
+      refresh(r);
     }
     for (std::size_t r : frees[i]) {
       if (st[r] == S::kResident) used -= t.regions[r].bytes;
+      stop_waiting(r);
       st[r] = S::kAbsent;
+      refresh(r);
     }
     if (used > release_at) release(i + 1, release_at, i + 1);
     // Prefetch: offloaded regions in next-use order while under the release threshold.
     if (i + 1 < n) {
-      std::vector<std::pair<std::size_t, std::size_t>> off;
-      for (std::size_t r = 0; r < nr; ++r)
-        if (st[r] == S::kOff && next_use(r) != kNoLaunch && entry_of[r] != kNoLaunch &&
-            p.entries[entry_of[r]].kind == EvictKind::kSwap)
-          off.emplace_back(next_use(r), r);
-      std::sort(off.begin(), off.end());
-      for (auto [nu, r] : off) {
+      for (auto it = waiting.begin(); it != waiting.end();) {
+        const std::size_t r = it->second;
         if (used + t.regions[r].bytes > release_at) break;
         p.entries[entry_of[r]].trigger = i + 1;
         st[r] = S::kResident;
         used += t.regions[r].bytes;
+        waiting_key[r] = kNoLaunch;
+        it = waiting.erase(it);
+        refresh(r);
       }
     }
   }

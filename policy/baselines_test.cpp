@@ -1,5 +1,6 @@
-// baselines_test.cpp: DELTA's release threshold, victim order and swap-or-recompute rule, and the
-// vDNN-style schedule, on hand-built traces.
+// baselines_test.cpp: DELTA's release threshold, victim order (ties included) and
+// swap-or-recompute rule, and the vDNN-style schedule, on hand-built traces; DELTA on a trace of
+// 20,000 regions and 100,000 launches.
 #include "policy/baselines.h"
 
 #include <gtest/gtest.h>
@@ -43,6 +44,41 @@ TEST(BaselinesTest, DeltaReleasesTheLargestStalestRegionAtThreeQuarters) {
   ASSERT_TRUE(s.feasible);
   EXPECT_LE(s.peak_resident_bytes, 15 * kMiB);
   EXPECT_DOUBLE_EQ(s.recompute_us, 1.0);
+}
+
+// X and Y were last used together, so they score the same: the release order of equal scores is
+// the later region first, as a sort of (score, index) from the largest gives.
+TEST(BaselinesTest, DeltaBreaksTiesTowardsTheLaterRegion) {
+  Trace t = empty_trace(4, 10.0, 8.0 * kMiB / 100e-6);
+  RegionId x = add_region(t, 4 * kMiB, 0, -1, {0, 3});
+  RegionId y = add_region(t, 4 * kMiB, 0, -1, {0, 3});
+  add_region(t, 4 * kMiB, 1, 2, {1, 2});
+  Analysis an = analyze(t);
+  Plan p = plan_delta(an, 11 * kMiB);
+  ASSERT_EQ(p.entries.size(), 1u);
+  EXPECT_EQ(p.entries[0].region, y);
+  EXPECT_NE(p.entries[0].region, x);
+  EXPECT_EQ(p.entries[0].evict_at, 1u);
+  EXPECT_EQ(p.entries[0].trigger, 3u);  // prefetched once Z is freed
+}
+
+// 20,000 regions and 100,000 launches: DELTA chooses its victims and prefetches without looking
+// at every region at every launch (that took minutes here), and its plan holds.
+TEST(BaselinesTest, DeltaOnManyRegionsAndLaunches) {
+  constexpr std::size_t kRegions = 20000, kLaunches = 100000;
+  Trace t = empty_trace(kLaunches, 1.0, 1e10);
+  t.device.min_evictable_bytes = 0;
+  for (std::size_t r = 0; r < kRegions; ++r) add_region(t, 4096, 0, -1, {});
+  for (std::size_t i = 0; i < kLaunches; ++i)
+    t.launches[i].regions = {i % kRegions + 1, (i * 7 + 3) % kRegions + 1};
+  Analysis an = analyze(t);
+  const std::uint64_t budget = an.peak_bytes / 2;
+  Plan p = plan_delta(an, budget);
+  ASSERT_TRUE(p.feasible) << p.reason;
+  EXPECT_GT(p.entries.size(), kRegions);
+  SimResult s = simulate(an, p, budget);
+  ASSERT_TRUE(s.feasible) << s.reason;
+  EXPECT_LE(s.peak_resident_bytes, budget);
 }
 
 TEST(BaselinesTest, DeltaOffloadsWhenRecomputingCostsMoreThanCopying) {
