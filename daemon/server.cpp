@@ -15,6 +15,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -38,7 +40,11 @@ constexpr std::int64_t kHandshakeTimeoutMs = 5000;
 // One planning pass stays near-linear in the iteration's length (issue 12); beyond this the
 // trace window could not hold two iterations anyway.
 constexpr std::size_t kMaxPlannedLaunches = 250000;
+// Connections that have not said hello yet: at most kMaxPendingPerPeer from one process and
+// kMaxPending in all. Beyond either, the oldest of the same process (else of the user holding the
+// most) is closed, so connections that never say hello cannot lock other peers out.
 constexpr std::size_t kMaxPending = 256;
+constexpr std::size_t kMaxPendingPerPeer = 8;
 constexpr int kTickMs = 10;
 
 bool mkdir_p(const std::string& path, mode_t mode) {
@@ -239,26 +245,69 @@ void Server::tick(int timeout_ms) {
 }
 
 void Server::accept_one() {
+  std::size_t closed = 0;
   for (int k = 0; k < 16; ++k) {
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) return;
-    if (pending_.size() >= kMaxPending) {
-      // Connections that never say hello must not grow the daemon without bound.
-      log_->warn("{} connections await their hello; closing a new one", pending_.size());
-      close(fd);
-      continue;
-    }
+    if (fd < 0) break;
     ucred cred{};
     socklen_t len = sizeof cred;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
       close(fd);
       continue;
     }
+    const bool ok = allowed(cred.uid, cred.gid);
+    std::size_t same = 0;
+    for (const Pending& p : pending_) same += p.pid == cred.pid;
+    if (same >= kMaxPendingPerPeer) {
+      close_pending(oldest_pending([&](const Pending& p) { return p.pid == cred.pid; }));
+      ++closed;
+    } else if (pending_.size() >= kMaxPending) {
+      if (!ok) {  // room is kept for peers that may use the daemon
+        close(fd);
+        ++closed;
+        continue;
+      }
+      close_pending(greediest_pending());
+      ++closed;
+    }
     // A peer that is not allowed is still read: refusing only after its hello lets it receive
     // the reason instead of a broken pipe.
-    pending_.push_back({fd, cred.pid, cred.uid, cred.gid, now_ms() + kHandshakeTimeoutMs,
-                        !allowed(cred.uid, cred.gid)});
+    pending_.push_back({fd, cred.pid, cred.uid, cred.gid, now_ms() + kHandshakeTimeoutMs, !ok});
   }
+  // One line a second at most: a flood must not fill the log either.
+  pending_closed_ += closed;
+  std::int64_t now = now_ms();
+  if (pending_closed_ && now - pending_closed_logged_ms_ >= 1000) {
+    log_->warn("closed {} connection{} that had not said hello, to make room (at most {} per "
+               "process, {} in all)",
+               pending_closed_, pending_closed_ == 1 ? "" : "s", kMaxPendingPerPeer, kMaxPending);
+    pending_closed_ = 0;
+    pending_closed_logged_ms_ = now;
+  }
+}
+
+std::size_t Server::oldest_pending(const std::function<bool(const Pending&)>& which) const {
+  for (std::size_t i = 0; i < pending_.size(); ++i)  // in arrival order
+    if (which(pending_[i])) return i;
+  return 0;
+}
+
+std::size_t Server::greediest_pending() const {
+  // Peers that may not use the daemon lose theirs first (false orders first), then the user
+  // holding the most.
+  std::map<std::pair<bool, uid_t>, std::size_t> held;
+  for (const Pending& p : pending_) ++held[{!p.not_allowed, p.uid}];
+  auto worst = held.begin();
+  for (auto it = held.begin(); it != held.end() && it->first.first == worst->first.first; ++it)
+    if (it->second > worst->second) worst = it;
+  const std::pair<bool, uid_t> key = worst->first;
+  return oldest_pending(
+      [&](const Pending& p) { return !p.not_allowed == key.first && p.uid == key.second; });
+}
+
+void Server::close_pending(std::size_t index) {
+  close(pending_[index].fd);
+  pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(index));
 }
 
 void Server::refuse(int fd, proto::HelloStatus status, const std::string& message) {

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,6 +53,11 @@ class Server {
     bool not_allowed;  // refused by SO_PEERCRED; told so once its hello arrives
   };
   void accept_one();
+  // Pending connections: the oldest one `which` picks (arrival order), the oldest of the user
+  // holding the most (not-allowed users first), and closing one.
+  std::size_t oldest_pending(const std::function<bool(const Pending&)>& which) const;
+  std::size_t greediest_pending() const;
+  void close_pending(std::size_t index);
   void handshake(Pending& p);
   void refuse(int fd, proto::HelloStatus status, const std::string& message);
   void serve_control(int fd);
@@ -78,6 +84,8 @@ class Server {
   int listen_fd_ = -1;
   int lock_fd_ = -1;
   std::vector<Pending> pending_;
+  std::size_t pending_closed_ = 0;  // closed to make room, not yet logged
+  std::int64_t pending_closed_logged_ms_ = 0;
   std::vector<std::unique_ptr<Client>> clients_;
   ClientLimits limits_;
   std::int64_t started_at_ = 0;
