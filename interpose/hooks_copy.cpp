@@ -32,7 +32,7 @@ CUresult access(CUdeviceptr dst, std::size_t dn, CUdeviceptr src, std::size_t sn
                     d ? d->id : 0, dn ? dn : sn);
   }
   if (t.n && fs.capturing.load(std::memory_order_relaxed) > 0) {
-    CUresult e = keep_resident(t, s, pt);
+    CUresult e = keep_resident_captured(t);
     if (e != CUDA_SUCCESS) return e;
   }
   return with_access(t, s, pt, sync, enqueue, function);

@@ -1,15 +1,18 @@
 // hooks_graph.cpp: accesses gswap cannot see per launch (fact 4 and 8): graph replays, stream
 // capture and TMA descriptors. What they touch stays resident.
 //
-// Graphs gswap saw captured are "known": every region their launches touched was made
-// must-stay during the capture, so replaying them needs nothing. A replay of any other graph
-// (built node by node, or captured before gswap was loaded) may reference anything: everything
-// live at that time stays resident from then on (logged once).
+// Graphs gswap saw captured are "known": every region their launches, copies and memsets touched
+// stays resident while the graph or any instance of it lives, so replaying them needs nothing;
+// once all are destroyed those regions may leave again. A replay of any other graph (built node
+// by node, or captured before gswap was loaded) may reference anything: everything live at that
+// time stays resident from then on (logged once).
 //
-// Locking: g_graphs_mutex owns the two sets; it is taken at capture end, instantiation,
+// Locking: g_graphs_mutex owns the two maps; it is taken at capture end, instantiation,
 // destruction and graph launch, never on the kernel-launch path.
+#include <memory>
 #include <mutex>
-#include <unordered_set>
+#include <unordered_map>
+#include <vector>
 
 #include "interpose/driver.h"
 #include "interpose/hooks.h"
@@ -18,17 +21,41 @@
 namespace gswap::interpose {
 namespace {
 
+// What one captured graph replays, shared by the graph and its instances: the regions stay
+// until the last of them is destroyed.
+struct Captured {
+  std::vector<std::uint64_t> regions;
+  ~Captured() { release_graph(regions); }
+};
+using CapturedPtr = std::shared_ptr<Captured>;
+
 std::mutex g_graphs_mutex;
-std::unordered_set<CUgraph>* g_captured = new std::unordered_set<CUgraph>();       // never freed:
-std::unordered_set<CUgraphExec>* g_known = new std::unordered_set<CUgraphExec>();  // used at exit
+// Never freed: used at exit.
+auto* g_captured = new std::unordered_map<CUgraph, CapturedPtr>();
+auto* g_known = new std::unordered_map<CUgraphExec, CapturedPtr>();
 
 void instantiated(CUresult e, CUgraphExec* exec, CUgraph graph) {
   if (e != CUDA_SUCCESS || !exec) return;
+  CapturedPtr old;  // released outside the lock
   std::lock_guard<std::mutex> lock(g_graphs_mutex);
-  if (g_captured->count(graph))
-    g_known->insert(*exec);
+  auto it = g_captured->find(graph);
+  auto& slot = (*g_known)[*exec];
+  old = std::move(slot);  // a recycled handle must not inherit an old graph's status
+  if (it != g_captured->end())
+    slot = it->second;
   else
-    g_known->erase(*exec);  // a recycled handle must not inherit an old graph's status
+    g_known->erase(*exec);
+}
+
+// Takes the entry of `key` out of `map` (the caller drops it after unlocking).
+template <class Map, class Key>
+CapturedPtr take(Map* map, Key key) {
+  std::lock_guard<std::mutex> lock(g_graphs_mutex);
+  auto it = map->find(key);
+  if (it == map->end()) return nullptr;
+  CapturedPtr p = std::move(it->second);
+  map->erase(it);
+  return p;
 }
 
 CUresult before_replay(CUgraphExec exec) {
@@ -76,18 +103,14 @@ CUresult hook_cuGraphInstantiateWithParams_ptsz(CUgraphExec* exec, CUgraph graph
   instantiated(e, exec, graph);
   return e;
 }
+// The regions may leave once the real destroy has returned (a replay in flight still holds
+// them on the device until then: the driver waits for it or keeps the memory alive).
 CUresult hook_cuGraphExecDestroy(CUgraphExec exec) {
-  {
-    std::lock_guard<std::mutex> lock(g_graphs_mutex);
-    g_known->erase(exec);
-  }
+  CapturedPtr held = take(g_known, exec);
   return real().cuGraphExecDestroy(exec);
 }
 CUresult hook_cuGraphDestroy(CUgraph graph) {
-  {
-    std::lock_guard<std::mutex> lock(g_graphs_mutex);
-    g_captured->erase(graph);
-  }
+  CapturedPtr held = take(g_captured, graph);
   return real().cuGraphDestroy(graph);
 }
 
@@ -106,10 +129,16 @@ CUresult hook_cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode mode)
   return e;
 }
 namespace {
+// Before the capture's end is counted, so that what the graph replays never becomes free to
+// leave in between.
 void captured(CUresult e, CUgraph* g) {
   if (e != CUDA_SUCCESS || !g || !*g) return;
+  auto c = std::make_shared<Captured>();
+  c->regions = take_captured();
+  CapturedPtr old;  // released outside the lock
   std::lock_guard<std::mutex> lock(g_graphs_mutex);
-  g_captured->insert(*g);
+  old = std::move((*g_captured)[*g]);
+  (*g_captured)[*g] = std::move(c);
 }
 }  // namespace
 
@@ -127,15 +156,15 @@ bool is_capturing(CUstream s, bool per_thread) {
 CUresult hook_cuStreamEndCapture(CUstream s, CUgraph* g) {
   bool was = is_capturing(s, false);
   CUresult e = real().cuStreamEndCapture(s, g);
-  if (was) capture_end();
   captured(e, g);
+  if (was) capture_end();
   return e;
 }
 CUresult hook_cuStreamEndCapture_ptsz(CUstream s, CUgraph* g) {
   bool was = is_capturing(s, true);
   CUresult e = real().cuStreamEndCapture_ptsz(s, g);
-  if (was) capture_end();
   captured(e, g);
+  if (was) capture_end();
   return e;
 }
 

@@ -39,7 +39,7 @@ CUresult launch(CUfunction f, CUstream stream, bool per_thread, void** params, v
   }
   if (fs.capturing.load(std::memory_order_relaxed) > 0) {
     // Captured launches replay later without passing through gswap: keep what they touch.
-    CUresult e = keep_resident(t, stream, per_thread);
+    CUresult e = keep_resident_captured(t);
     if (e != CUDA_SUCCESS) return e;
   }
   return with_access(t, stream, per_thread, false, enqueue, reinterpret_cast<std::uint64_t>(f) | 1,

@@ -26,7 +26,7 @@ CUresult access_set(TouchSet& t, CUstream s, bool pt, Enqueue&& enqueue) {
   }
   if (t.n && fast().capturing.load(std::memory_order_relaxed) > 0) {
     // Captured operations replay later without passing through gswap: keep what they touch.
-    CUresult e = keep_resident(t, s, pt);
+    CUresult e = keep_resident_captured(t);
     if (e != CUDA_SUCCESS) return e;
   }
   return with_access(t, s, pt, false, enqueue, proto::kMemOpFunction);

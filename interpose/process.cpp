@@ -476,6 +476,18 @@ CUresult keep_resident(TouchSet& t, CUstream, bool) {
   return g_res->keep_resident(t);
 }
 
+CUresult keep_resident_captured(TouchSet& t) {
+  return g_res->keep_resident(t, /*for_capture=*/true);
+}
+
+std::vector<std::uint64_t> take_captured() {
+  return g_res->take_captured();
+}
+
+void release_graph(const std::vector<std::uint64_t>& ids) {
+  g_res->release_graph(ids);
+}
+
 CUresult keep_all_resident(const char* why) {
   return g_res->keep_all_resident(why);
 }

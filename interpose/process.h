@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "include/gswap.h"
 #include "interpose/cuda_api.h"
@@ -54,6 +55,11 @@ CUresult wait_restoring(TouchSet& t, CUstream stream, bool per_thread, bool sync
 
 // Accesses gswap cannot see. keep_resident: the regions of t never leave again.
 CUresult keep_resident(TouchSet& t, CUstream stream, bool per_thread);
+// The same for accesses being captured: they stay while a graph made from the capture lives.
+CUresult keep_resident_captured(TouchSet& t);
+// A capture ended with a graph / a graph or an instance of it destroyed (hooks_graph.cpp).
+std::vector<std::uint64_t> take_captured();
+void release_graph(const std::vector<std::uint64_t>& ids);
 // Every live region (graph launches, untrackable calls) stays resident from now on.
 CUresult keep_all_resident(const char* why);
 CUresult keep_resident_at(CUdeviceptr addr, const char* why);

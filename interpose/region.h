@@ -71,6 +71,9 @@ struct Region {
   std::uint64_t handle = 0;     // CUmemGenericAllocationHandle while physical memory is held
   HostBuffer host;              // host copy while swapped out (kept for reuse until freed)
   bool must_stay = false;       // accesses gswap cannot see: never evicted
+  // Captured graphs that replay it (and the capture still open): it stays while any is alive.
+  std::uint32_t graph_holds = 0;
+  std::uint64_t capture_period = 0;  // the last capture period that held it (no double hold)
   bool free_requested = false;  // freed by the application while a swap-out was in flight
   bool evict_issued = false;    // kEvicting: the D2H copy and its event are enqueued
   bool free_issued = false;     // a stream-ordered free handed to the swapper

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <unordered_set>
 
 #include "interpose/check.h"
 #include "interpose/clock.h"
@@ -808,7 +809,7 @@ CUresult Residency::prepare(TouchSet& t, CUstream stream, bool per_thread, bool 
   return CUDA_SUCCESS;
 }
 
-CUresult Residency::keep_resident(TouchSet& t) {
+CUresult Residency::keep_resident(TouchSet& t, bool for_capture) {
   if (!device_ready()) return CUDA_SUCCESS;
   RestorerLock one_restorer(*this);
   std::unique_lock<std::mutex> lock(mutex_);
@@ -838,7 +839,15 @@ CUresult Residency::keep_resident(TouchSet& t) {
         transition(r, kRegionResident);
         if (r->d2h_in_flight == 0) host_.release(&r->host, monotonic_ns());
       }
-      if (r->state.load() != kRegionFree) r->must_stay = true;
+      if (r->state.load() == kRegionFree) continue;
+      if (!for_capture) {
+        r->must_stay = true;
+      } else if (r->capture_period != capture_period_ + 1) {
+        // Held while the capture is open (capture_end lets go once no capture is on).
+        r->capture_period = capture_period_ + 1;
+        ++r->graph_holds;
+        captured_.push_back(r->id);
+      }
     }
   } else if (e == CUDA_ERROR_OUT_OF_MEMORY) {
     std::uint64_t need = 0;
@@ -926,7 +935,39 @@ void Residency::capture_aborted() {
 }
 
 void Residency::capture_end() {
-  if (gate_.end_capture()) wake_swapper();  // deferred frees, and the budget again
+  if (gate_.end_capture()) {
+    // No capture is on: the holds of the open captures go; graphs keep their own.
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      release_held(captured_);
+      captured_.clear();
+      ++capture_period_;
+    }
+    wake_swapper();  // deferred frees, and the budget again
+  }
+}
+
+std::vector<std::uint64_t> Residency::take_captured() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (Region* r : live_)
+    if (r->capture_period == capture_period_ + 1) ++r->graph_holds;
+  return captured_;
+}
+
+void Residency::release_graph(const std::vector<std::uint64_t>& ids) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    release_held(ids);
+  }
+  wake_swapper();  // what stayed for the graph may leave now (the budget again)
+}
+
+// Mutex held. Regions freed since are gone from live_ (and ids are never reused).
+void Residency::release_held(const std::vector<std::uint64_t>& ids) {
+  if (ids.empty()) return;
+  std::unordered_set<std::uint64_t> set(ids.begin(), ids.end());
+  for (Region* r : live_)
+    if (r->graph_holds && set.count(r->id)) --r->graph_holds;
 }
 
 void Residency::set_budget(std::uint64_t bytes) {
@@ -992,7 +1033,7 @@ ResidencyStats Residency::stats() {
   s.recompute_failures = recompute_failures_;
   s.fixed = arena_bytes_;
   for (const Region* r : live_)
-    if (r->must_stay) s.fixed += r->mapped;
+    if (r->must_stay || r->graph_holds) s.fixed += r->mapped;
   return s;
 }
 

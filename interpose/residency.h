@@ -101,8 +101,14 @@ class Residency {
   // returns with all of t pinned. The caller marks use, enqueues, then unpins.
   CUresult prepare(TouchSet& t, CUstream stream, bool per_thread, bool sync);
   // Accesses gswap cannot see: the regions of t are restored (the host waits) and never leave
-  // again. On failure nothing is marked and the regions may leave as before.
-  CUresult keep_resident(TouchSet& t);
+  // again. On failure nothing is marked and the regions may leave as before. for_capture: the
+  // accesses are being captured into a graph; the regions stay while the capture is open and then
+  // while a graph taken from it lives (take_captured, release_graph), not for good.
+  CUresult keep_resident(TouchSet& t, bool for_capture = false);
+  // At the end of a capture that made a graph: what the graph replays, held for it until
+  // release_graph(ids) (the graph and every instance of it destroyed).
+  std::vector<std::uint64_t> take_captured();
+  void release_graph(const std::vector<std::uint64_t>& ids);
   // Every live region stays resident from now on (graph launches, untrackable calls).
   CUresult keep_all_resident(const char* why);
 
@@ -245,6 +251,7 @@ class Residency {
   void rescue(Region* r);
   void log_oom(std::uint64_t asked);
   void count_stall(std::uint64_t ns, std::uint64_t start_ns);  // start: host ns
+  void release_held(const std::vector<std::uint64_t>& ids);   // one graph hold each
 
   // Swapper side (swapper.cpp), mutex_ held unless said.
   bool run_commands(std::unique_lock<std::mutex>& lock);
@@ -330,6 +337,9 @@ class Residency {
   std::uint64_t peak_ = 0;
   std::uint64_t swapped_out_ = 0, swapped_in_ = 0, evictions_ = 0, restores_ = 0;
   std::uint64_t stalls_ = 0, stall_ns_ = 0, oom_ = 0, swap_errors_ = 0, capture_overshoot_ = 0;
+  // Regions held by the captures open now (ids), and which capture period is open (+1 marks it).
+  std::vector<std::uint64_t> captured_;
+  std::uint64_t capture_period_ = 0;
   std::uint64_t planned_evictions_ = 0, prefetches_ = 0;
   std::atomic<std::uint64_t> late_restores_{0}, device_stall_ns_{0};
 

@@ -9,7 +9,8 @@
 //   core MODULE.so capture_at_budget MiB
 //                                   a launch on a swapped-out region is captured while resident
 //                                   memory is at the budget: it is restored (above the budget for
-//                                   the capture), not refused
+//                                   the capture), not refused; it stays while the graph or its
+//                                   instance lives, and may leave once both are destroyed
 //   core MODULE.so streams MiB      100 streams and the per-thread default streams of 4 threads,
 //                                   each with its own region, under a tight budget: right results
 //                                   and no device-wide synchronisation
@@ -125,7 +126,18 @@ int run_capture_at_budget(unsigned long long bytes) {
   PEXPECT(all_equal(b, n, 1u, nullptr));
   PEXPECT(all_equal(c, n, 1u, nullptr));
   PEXPECT(counter("capture_invalidations") == 0);
-  std::printf("capture_at_budget: a swapped-out region captured at the budget came back\n");
+  // a stays while the graph or its instance lives: a launch needing b and c together (the whole
+  // budget) cannot have it leave. Once both are destroyed it may.
+  PEXPECT(launch_add_from(g_add_from, nullptr, b, c, n) == CUDA_ERROR_OUT_OF_MEMORY);
+  PCHECK(cuGraphDestroy(graph));
+  PEXPECT(launch_add_from(g_add_from, nullptr, b, c, n) == CUDA_ERROR_OUT_OF_MEMORY);
+  PCHECK(cuGraphExecDestroy(exec));
+  PCHECK(launch_add_from(g_add_from, nullptr, b, c, n));  // b += c
+  PCHECK(cuCtxSynchronize());
+  PEXPECT(all_equal(b, n, 2u, nullptr));
+  PEXPECT(all_equal(a, n, 8u, nullptr));
+  std::printf("capture_at_budget: a swapped-out region captured at the budget came back, and "
+              "left again once its graph was destroyed\n");
   return 0;
 }
 
