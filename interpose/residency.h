@@ -189,6 +189,7 @@ class Residency {
     Region* region;
     std::uint64_t gen;
     bool is_free;
+    bool copies = false;  // a swap-out's copy (not a drop's or a free's bare event)
   };
   struct Wanted {
     Region* region;

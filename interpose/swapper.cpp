@@ -408,7 +408,7 @@ void Residency::issue_evict(std::unique_lock<std::mutex>& lock, Region* r) {
     }
     r->evict_issued = true;
     ++r->d2h_in_flight;
-    evict_flight_.push_back({r, r->gen, false});
+    evict_flight_.push_back({r, r->gen, false, true});
     swapped_out_ += r->size;
     telemetry::eviction(r->id, r->size);
     return;
@@ -528,20 +528,26 @@ bool Residency::complete_in_flight(std::unique_lock<std::mutex>&) {
     }
     --r->d2h_in_flight;
     std::uint32_t st = r->state.load();
-    if (st == kRegionEvicting && r->gen == f.gen) {
+    // The copy ran even when the region was touched again or freed meanwhile (it counts in
+    // swapped_out): report it too, while its events are still its own (the last in flight).
+    auto report = [&] {
       std::uint64_t s0 = 0, s1 = 0;
-      bool copied = !r->dropping || r->drop_copy;
-      if (copied && timings_.copy_done(false, r->size, r->evict_start, r->evict_event, &s0, &s1))
+      if (f.copies && timings_.copy_done(false, r->size, r->evict_start, r->evict_event, &s0, &s1))
         report_copy(false, r, s0, s1,
                     (r->plan_tag.load(std::memory_order_relaxed) & plan_tag::kEvicted) != 0);
+    };
+    if (st == kRegionEvicting && r->gen == f.gen) {
+      report();
       complete_evict(r);
     } else if (st == kRegionFree && r->free_requested && r->d2h_in_flight == 0) {
       // Freed while its last swap-out was in flight.
+      report();
       r->free_requested = false;
       if (!r->handle_given) evicting_ -= r->mapped;
       unmap_to_pool(r);
       finish_free(r);
     } else if (st == kRegionResident && r->d2h_in_flight == 0) {
+      report();
       host_.release(&r->host, monotonic_ns());  // rescued: its copy has landed, the buffer is free
     }
   }
