@@ -399,6 +399,13 @@ void Residency::count_stall(std::uint64_t ns, std::uint64_t start_ns) {
 void Residency::log_oom(std::uint64_t asked) {
   ++oom_;
   char a[32], b[32], c[32], d[32];
+  if (asked > budget()) {
+    GSWAP_LOG(kError,
+              "out of memory: this call needs %s on the device at once, more than the budget %s "
+              "(CUDA_ERROR_OUT_OF_MEMORY)",
+              format_bytes(asked, a, 32), format_bytes(budget(), b, 32));
+    return;
+  }
   GSWAP_LOG(kError,
             "out of memory: asked %s, budget %s, resident %s, pinned host %s; nothing more can be "
             "evicted (CUDA_ERROR_OUT_OF_MEMORY)",
