@@ -322,7 +322,9 @@ void Server::refuse(int fd, proto::HelloStatus status, const std::string& messag
 
 void Server::handshake(Pending& p) {
   alignas(8) unsigned char buf[512];
-  ssize_t n = recv(p.fd, buf, sizeof buf, MSG_DONTWAIT);
+  // MSG_TRUNC: n is the message's real length even when it is longer than buf (only the first
+  // bytes are read then), so the refusal can say how long it was.
+  ssize_t n = recv(p.fd, buf, sizeof buf, MSG_DONTWAIT | MSG_TRUNC);
   if (n <= 0) {
     close(p.fd);
     return;

@@ -121,7 +121,7 @@ TEST_F(ServerTest, RefusesBadMagicVersionUuidAndPid) {
 
 // A message one byte short or long is refused as such, whatever its first bytes.
 TEST_F(ServerTest, RefusesAHelloOfTheWrongSizeAsSuch) {
-  for (std::size_t len : {sizeof(proto::Hello) - 1, sizeof(proto::Hello) + 1}) {
+  for (std::size_t len : {sizeof(proto::Hello) - 1, sizeof(proto::Hello) + 1, std::size_t{4096}}) {
     std::vector<unsigned char> junk(len, 0xa5);
     int fd = connect_raw();
     int shm = -1;
