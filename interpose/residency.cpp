@@ -35,6 +35,10 @@ std::uint64_t round_up(std::uint64_t v, std::uint64_t a) {
 // How long a call waits for regions other threads pin only between their check and their enqueue
 // before it calls a shortage out of memory.
 constexpr std::uint64_t kTransientPinNs = 100'000'000;
+// How long an allocation waits for swap-outs and frees in flight when none of them completes:
+// one ordered after work that waits for the host (a stream waiting on a value the caller sets
+// only later) would otherwise never return. Far longer than any one copy takes.
+constexpr std::uint64_t kNoProgressNs = 10'000'000'000;
 
 }  // namespace
 
@@ -357,6 +361,7 @@ Residency::Room Residency::make_room(std::uint64_t bytes, bool over_budget_ok) {
 CUresult Residency::wait_for_room(std::unique_lock<std::mutex>& lock, std::uint64_t bytes) {
   std::uint64_t deadline = monotonic_ns() + kTransientPinNs;
   WaitScope waited(*this, "memory");
+  Progress stuck(completed_);
   for (;;) {
     // During a capture nothing leaves (fact 8): the allocation goes above the budget, and the
     // swapper gives the excess back when the capture ends.
@@ -371,6 +376,7 @@ CUresult Residency::wait_for_room(std::unique_lock<std::mutex>& lock, std::uint6
     }
     // Only an allocation over the budget waits, and only for swap-outs in flight (vDNN++).
     waited.begin();
+    if (stuck.check(completed_)) return stuck_oom();
     wait_progress(lock, 5000);
   }
 }
@@ -396,9 +402,36 @@ void Residency::count_stall(std::uint64_t ns, std::uint64_t start_ns) {
                    static_cast<std::uint64_t>(::gettid()));
 }
 
+Residency::Progress::Progress(std::uint64_t completed)
+    : seen(completed), since(monotonic_ns()) {}
+
+bool Residency::Progress::check(std::uint64_t completed) {
+  std::uint64_t now = monotonic_ns();
+  if (completed != seen) {
+    seen = completed;
+    since = now;
+  }
+  return now - since > kNoProgressNs;
+}
+
+// The caller logs it (log_oom), saying why.
+CUresult Residency::stuck_oom() {
+  oom_stuck_ = true;
+  return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
 void Residency::log_oom(std::uint64_t asked) {
   ++oom_;
   char a[32], b[32], c[32], d[32];
+  if (oom_stuck_) {
+    oom_stuck_ = false;
+    GSWAP_LOG(kError,
+              "out of memory: asked %s and waited %llu s for swap-outs in flight that made no "
+              "progress (a stream they follow may be waiting for the host) "
+              "(CUDA_ERROR_OUT_OF_MEMORY)",
+              format_bytes(asked, a, 32), (unsigned long long)(kNoProgressNs / 1'000'000'000));
+    return;
+  }
   if (asked > budget()) {
     GSWAP_LOG(kError,
               "out of memory: this call needs %s on the device at once, more than the budget %s "
@@ -423,6 +456,7 @@ CUresult Residency::obtain_handle(std::unique_lock<std::mutex>& lock, std::uint6
                                   bool async, Device::Handle* h, Region** donor) {
   std::uint64_t deadline = monotonic_ns() + kTransientPinNs;
   WaitScope waited(*this, "memory for an allocation");
+  Progress stuck(completed_);
   for (;;) {
     Room room = make_room(bytes, gate_.capturing());
     if (room == Room::kReady) {
@@ -447,6 +481,7 @@ CUresult Residency::obtain_handle(std::unique_lock<std::mutex>& lock, std::uint6
     }
     // Only an allocation over the budget waits, and only for swap-outs in flight (vDNN++).
     waited.begin();
+    if (stuck.check(completed_)) return stuck_oom();
     wait_progress(lock, 5000);
   }
 }

@@ -253,6 +253,13 @@ class Residency {
   void log_oom(std::uint64_t asked);
   void count_stall(std::uint64_t ns, std::uint64_t start_ns);  // start: host ns
   void release_held(const std::vector<std::uint64_t>& ids);   // one graph hold each
+  // Waiting for memory: whether swap-outs and frees in flight still complete now and then.
+  struct Progress {
+    explicit Progress(std::uint64_t completed);
+    bool check(std::uint64_t completed);  // true: none completed for kNoProgressNs
+    std::uint64_t seen, since;
+  };
+  CUresult stuck_oom();  // sets oom_stuck_ for the caller's log_oom
 
   // Swapper side (swapper.cpp), mutex_ held unless said.
   bool run_commands(std::unique_lock<std::mutex>& lock);
@@ -341,6 +348,8 @@ class Residency {
   // Regions held by the captures open now (ids), and which capture period is open (+1 marks it).
   std::vector<std::uint64_t> captured_;
   std::uint64_t capture_period_ = 0;
+  std::uint64_t completed_ = 0;  // swap-outs and frees seen complete (Progress)
+  bool oom_stuck_ = false;       // the out-of-memory being logged came from a wait with no progress
   std::uint64_t planned_evictions_ = 0, prefetches_ = 0;
   std::atomic<std::uint64_t> late_restores_{0}, device_stall_ns_{0};
 

@@ -520,6 +520,7 @@ bool Residency::complete_in_flight(std::unique_lock<std::mutex>&) {
     if (q == CUDA_ERROR_NOT_READY) break;
     if (q != CUDA_SUCCESS) GSWAP_CHECK(!"a swap-out's or free's completion cannot be known");
     did = true;
+    ++completed_;
     if (f.is_free) {
       if (!r->handle_given) freeing_ -= r->mapped;  // else accounted to the new owner already
       unmap_to_pool(r);

@@ -23,6 +23,8 @@
 //                                   fail as on the driver
 //   core MODULE.so huge MiB         an allocation larger than the budget fails with one line;
 //                                   later ones are still swapped
+//   core MODULE.so stuck MiB        an allocation that needs a region evicted whose last use waits
+//                                   for the host fails with out-of-memory after a bounded wait
 //
 // Budgets come from GSWAP_BUDGET (set by the test); sizes are in MiB per region.
 #include <simcuda.h>
@@ -344,6 +346,35 @@ int run_huge(unsigned long long bytes) {
   return 0;
 }
 
+// A region used behind a stream wait that only the host releases, and an allocation that needs
+// it evicted before the host releases it: out of memory after a bounded wait, never a hang.
+int run_stuck(unsigned long long bytes) {
+  unsigned long long n = bytes / 4;
+  CUstream s;
+  PCHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  void* host_flag = nullptr;
+  PCHECK(cuMemAllocHost(&host_flag, 64));
+  auto* flag = static_cast<volatile unsigned*>(host_flag);
+  *flag = 0;
+  CUdeviceptr a, b;
+  PCHECK(cuMemAlloc(&a, bytes));
+  PCHECK(cuMemsetD32(a, 1u, n));
+  PCHECK(cuStreamWaitValue32(s, reinterpret_cast<CUdeviceptr>(host_flag), 1,
+                             CU_STREAM_WAIT_VALUE_EQ));
+  PCHECK(launch_add(g_add, s, a, n, 1));  // a's swap-out is ordered after this
+  CUresult e = cuMemAlloc(&b, bytes);
+  PEXPECT(e == CUDA_ERROR_OUT_OF_MEMORY);
+  *flag = 1;
+  PCHECK(cuStreamSynchronize(s));
+  PEXPECT(all_equal(a, n, 2u, nullptr));
+  PCHECK(cuMemAlloc(&b, bytes));  // a can leave now
+  PCHECK(cuMemsetD32(b, 3u, n));
+  PEXPECT(all_equal(b, n, 3u, nullptr));
+  PEXPECT(all_equal(a, n, 2u, nullptr));
+  std::printf("stuck: out of memory after a bounded wait, then everything works\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -365,6 +396,7 @@ int main(int argc, char** argv) {
   if (mode == "upload_oom") return run_upload_oom(bytes);
   if (mode == "no_context") return run_no_context(bytes);
   if (mode == "huge") return run_huge(bytes);
+  if (mode == "stuck") return run_stuck(bytes);
   std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
   return 2;
 }
