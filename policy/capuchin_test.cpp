@@ -113,6 +113,21 @@ TEST(CapuchinTest, Algorithm2SubstitutesDroppedSources) {
   EXPECT_EQ(s.swapped_out_bytes, 0u);
 }
 
+// The planner's plan at `fraction` of the peak says it fits, and the simulator runs it so: no
+// demand eviction, no access to an absent region, never above the budget.
+void expect_fitting_plan_runs_as_planned(const Trace& t, double fraction) {
+  Analysis an = analyze(t);
+  const auto budget = static_cast<std::uint64_t>(static_cast<double>(an.peak_bytes) * fraction);
+  Plan p = plan_capuchin(an, budget);
+  ASSERT_TRUE(p.feasible);
+  ASSERT_TRUE(p.fits) << p.reason;
+  SimResult s = simulate(an, p, budget);
+  ASSERT_TRUE(s.feasible) << s.reason;
+  EXPECT_EQ(s.demand_evictions, 0u);
+  EXPECT_EQ(s.access_violations, 0u);
+  EXPECT_LE(s.peak_resident_bytes, budget);
+}
+
 // A three-link chain (C from B from A) on three streams, where A is dropped after its last read
 // and B is chosen after C: C's recomputation then recomputes B, and B's recomputes A, so A, B
 // and C all exist at C's back-access. A plan the planner calls fitting must count them there
@@ -139,16 +154,7 @@ TEST(CapuchinTest, ChainIntermediatesOfADependentAreCounted) {
   t.regions[a - 1].recompute = Recompute{376.89, {}};
   t.regions[b - 1].recompute = Recompute{228.36, {a}};
   t.regions[c - 1].recompute = Recompute{383.45, {b}};
-  Analysis an = analyze(t);
-  const auto budget = static_cast<std::uint64_t>(static_cast<double>(an.peak_bytes) * 0.7);
-  Plan p = plan_capuchin(an, budget);
-  ASSERT_TRUE(p.feasible);
-  ASSERT_TRUE(p.fits) << p.reason;
-  SimResult s = simulate(an, p, budget);
-  ASSERT_TRUE(s.feasible) << s.reason;
-  EXPECT_EQ(s.demand_evictions, 0u);
-  EXPECT_EQ(s.access_violations, 0u);
-  EXPECT_LE(s.peak_resident_bytes, budget);
+  expect_fitting_plan_runs_as_planned(t, 0.7);
 }
 
 // B is recomputed from A, and C from B. C is chosen first (B is there at C's back-access), then
@@ -172,15 +178,7 @@ TEST(CapuchinTest, ADependentsChainNeedsItsSourcesOnTheDevice) {
   add_region(t, 65309189, 4, 7, {4});
   t.regions[b - 1].recompute = Recompute{467.11, {a}};
   t.regions[c - 1].recompute = Recompute{39.01, {b}};
-  Analysis an = analyze(t);
-  const auto budget = static_cast<std::uint64_t>(static_cast<double>(an.peak_bytes) * 0.7);
-  Plan p = plan_capuchin(an, budget);
-  ASSERT_TRUE(p.feasible);
-  ASSERT_TRUE(p.fits) << p.reason;
-  SimResult s = simulate(an, p, budget);
-  ASSERT_TRUE(s.feasible) << s.reason;
-  EXPECT_EQ(s.demand_evictions, 0u);
-  EXPECT_EQ(s.access_violations, 0u);
+  expect_fitting_plan_runs_as_planned(t, 0.7);
 }
 
 TEST(CapuchinTest, RecomputeOnlyRefusesSwaps) {
