@@ -23,7 +23,7 @@ struct RState {
   std::uint32_t gen = 0;
   double ready = 0;               // kIn: when the swap-in completes
   double last_use_end = 0;        // end of the last launch that touched it
-  std::size_t protect = 0;        // == current stamp: needed by the launch being prepared
+  std::size_t protect = kNoLaunch;  // == current stamp: needed by the launch being prepared
   std::size_t entry = kNoLaunch;  // the plan entry that evicted it last
 };
 
@@ -66,7 +66,7 @@ class Sim {
       last_in_.assign(rs_.size(), kNoLaunch);
     }
     double T = 0;
-    if (!acquire(0, T)) return fail("live bytes at the start exceed the budget");
+    if (!acquire(0, T)) return fail("what is live at the start of the iteration");
     std::unordered_map<std::uint32_t, double> stream_end;
     double prev_start = 0, last_end = 0;
     for (std::size_t i = 0; i < a_.n; ++i) {

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "policy/baselines.h"
 #include "policy/lower_bound.h"
 #include "policy/planners.h"
 #include "policy/test_traces.h"
@@ -28,6 +29,21 @@ TEST(SimulatorTest, UnconstrainedRunIsTheIdealTimeline) {
   EXPECT_DOUBLE_EQ(s.ideal_step_time_us, 50.0);
   EXPECT_EQ(s.peak_resident_bytes, 4 * kMiB);
   EXPECT_EQ(s.swapped_out_bytes, 0u);
+}
+
+// Persistent state above the budget, every launch within it: a passive policy starts the
+// iteration by evicting on demand, as it would at the end of the previous one, not "impossible".
+TEST(SimulatorTest, PersistentStateAboveTheBudgetIsEvictedAtTheStart) {
+  Trace t = empty_trace(16, 1.0, 1e10);
+  t.device.min_evictable_bytes = 0;
+  for (std::size_t r = 0; r < 8; ++r) add_region(t, 4096, 0, -1, {r, r + 8});
+  Analysis a = analyze(t);
+  const std::uint64_t budget = 4 * 4096;
+  SimResult s = simulate(a, plan_lru(a, budget), budget);
+  ASSERT_TRUE(s.feasible) << s.reason;
+  EXPECT_GT(s.demand_evictions, 0u);
+  EXPECT_LE(s.peak_resident_bytes, budget);
+  EXPECT_EQ(s.access_violations, 0u);
 }
 
 TEST(SimulatorTest, BudgetRespectingPlanReportsPeakWithinBudget) {
