@@ -28,9 +28,12 @@ TEST(Seqlock, NoTornReadsUnderConcurrentWriter) {
   for (int r = 0; r < 2; ++r) {
     readers.emplace_back([&] {
       std::uint64_t v[kWords];
-      std::uint64_t last = 0;
-      while (!done.load()) {
+      std::uint64_t last = 0, mine = 0;
+      // Until the writer is done, and at least once each (a loaded machine may not run a reader
+      // before the writer finishes; after that the words are stable and a read succeeds).
+      while (!done.load() || mine == 0) {
         if (!seqlock_read(&seq, words, v, kWords, nullptr, 1000)) continue;
+        ++mine;
         for (auto w : v)
           if (w != v[0]) ++torn;
         if (v[0] < last) ++torn;  // generations never go backwards
