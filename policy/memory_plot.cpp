@@ -147,15 +147,19 @@ std::string render_memory_plot_svg(const MemoryPlot& p) {
 
   // Memory panel: grid, y ticks, curves.
   const double ystep = nice_step(top_max / bu.size, 8) * bu.size;
+  // Grid lines and byte labels of a panel's y axis, from 0 to `max` every `step`.
+  auto byte_ticks = [&](const char* cls, double max, double step, auto to_y, const Unit& u) {
+    for (double v = 0; v <= max + 1e-9 * max; v += step) {
+      out("<line class=\"{0}\" x1=\"{1}\" y1=\"{2:.2f}\" x2=\"{3}\" y2=\"{2:.2f}\" "
+          "stroke=\"#e3e3e3\"/>\n",
+          cls, kLeft, to_y(v), kRight);
+      out("<text class=\"{}\" x=\"{}\" y=\"{:.2f}\" text-anchor=\"end\" "
+          "dominant-baseline=\"middle\">{}</text>\n",
+          cls, kLeft - 6, to_y(v), bytes_label(v, u.size, u.name));
+    }
+  };
   out("<g id=\"memory-axis\" font-size=\"11\" fill=\"#333\">\n");
-  for (double v = 0; v <= top_max + 1e-9 * top_max; v += ystep) {
-    out("<line class=\"ytick\" x1=\"{0}\" y1=\"{1:.2f}\" x2=\"{2}\" y2=\"{1:.2f}\" "
-        "stroke=\"#e3e3e3\"/>\n",
-        kLeft, y(v), kRight);
-    out("<text class=\"ytick\" x=\"{}\" y=\"{:.2f}\" text-anchor=\"end\" "
-        "dominant-baseline=\"middle\">{}</text>\n",
-        kLeft - 6, y(v), bytes_label(v, bu.size, bu.name));
-  }
+  byte_ticks("ytick", top_max, ystep, y, bu);
   out("<text x=\"22\" y=\"{0}\" font-size=\"12\" text-anchor=\"middle\" "
       "transform=\"rotate(-90 22 {0})\">device memory</text>\n",
       (kTopY0 + kTopY1) / 2);
@@ -206,14 +210,7 @@ std::string render_memory_plot_svg(const MemoryPlot& p) {
   const double sstep = nice_step(tmax / su.size, 3) * su.size;
   auto ys = [&](double bytes) { return kBottomY1 - (kBottomY1 - kBottomY0) * bytes / tmax; };
   out("<g id=\"traffic-axis\" font-size=\"11\" fill=\"#333\">\n");
-  for (double v = 0; v <= tmax + 1e-9 * tmax; v += sstep) {
-    out("<line class=\"stick\" x1=\"{0}\" y1=\"{1:.2f}\" x2=\"{2}\" y2=\"{1:.2f}\" "
-        "stroke=\"#e3e3e3\"/>\n",
-        kLeft, ys(v), kRight);
-    out("<text class=\"stick\" x=\"{}\" y=\"{:.2f}\" text-anchor=\"end\" "
-        "dominant-baseline=\"middle\">{}</text>\n",
-        kLeft - 6, ys(v), bytes_label(v, su.size, su.name));
-  }
+  byte_ticks("stick", tmax, sstep, ys, su);
   out("<text x=\"{}\" y=\"{}\" font-size=\"12\" fill=\"#333\">swap traffic: bytes moved per {} "
       "{} bucket</text>\n",
       kLeft, kBottomY0 - 8, number(tr.bucket_us / tu.size), tu.name);
