@@ -225,8 +225,8 @@ bool unique_prefix(const std::vector<std::uint64_t>& s, std::size_t phase, std::
 // else in it; in a stretch that repeats (one block of kernels per layer) there is none, and the
 // library would take another layer's block for the start. Such a phase moves forward to the first
 // launch whose function occurs once per period (a loss, an upload, an optimizer step).
-std::size_t Client::recognisable_phase(const std::vector<std::uint64_t>& symbols,
-                                       std::size_t phase, std::size_t period) const {
+std::size_t Client::recognisable_phase(const std::vector<std::uint64_t>& symbols, std::size_t phase,
+                                       std::size_t period) const {
   if (unique_prefix(symbols, phase, period)) return phase;
   std::unordered_map<std::uint64_t, std::size_t> count;
   for (std::size_t i = phase; i < phase + period; ++i) ++count[symbols[i]];

@@ -27,9 +27,9 @@
 namespace gswap::daemon {
 
 struct ClientLimits {
-  std::size_t trace_launches = 65536;  // launches kept for detection and trace dump
+  std::size_t trace_launches = 65536;    // launches kept for detection and trace dump
   std::size_t timeline_records = 65536;  // swaps and host waits kept for trace dump --timeline
-  std::size_t max_regions = 1 << 20;   // live regions before the client is considered hostile
+  std::size_t max_regions = 1 << 20;     // live regions before the client is considered hostile
   std::uint32_t ring_capacity = 16384;
   std::uint32_t plan_capacity = 16384;
 };
@@ -105,7 +105,7 @@ struct ClientCounters {
   std::uint64_t iteration_marks = 0;
   std::uint64_t timings = 0;  // kernel durations received
   std::uint64_t lateness_reports = 0, late_reports = 0, missed_reports = 0;
-  std::uint64_t divergences = 0;  // reported by the library
+  std::uint64_t divergences = 0;                             // reported by the library
   std::uint64_t recomputations = 0, recompute_failures = 0;  // kRecomputed events
 };
 

@@ -183,15 +183,13 @@ int cmd_policy(std::optional<long> pid, bool json) {
     };
     Table t({"REGION", "ACTION", "EVICT AFTER", "PREFETCH AT", "BACK AT", "LATE"});
     for (const auto& e : c["entries"]) {
-      std::string region =
-          e.contains("region")
-              ? std::to_string(e["region"].get<std::uint64_t>())
-              : fmt::format("new at {}#{}", e["bind_offset"].get<std::uint64_t>(),
-                            e["bind_slot"].get<std::uint64_t>());
+      std::string region = e.contains("region")
+                               ? std::to_string(e["region"].get<std::uint64_t>())
+                               : fmt::format("new at {}#{}", e["bind_offset"].get<std::uint64_t>(),
+                                             e["bind_slot"].get<std::uint64_t>());
       if (e.contains("region_name")) region += " " + e["region_name"].get<std::string>();
-      std::string prefetch = e["trigger"].is_null()
-                                 ? (e["action"] == "swap" ? "on demand" : "-")
-                                 : pos(e["trigger"]);
+      std::string prefetch =
+          e["trigger"].is_null() ? (e["action"] == "swap" ? "on demand" : "-") : pos(e["trigger"]);
       std::string late = "-";
       if (e.contains("lateness"))
         late = fmt::format("{}/{} late, max {:.0f} us", e["lateness"]["late"].get<std::uint64_t>(),
@@ -481,7 +479,8 @@ struct FrameworkSetting {
 constexpr FrameworkSetting kFrameworkSettings[] = {
     // PYTORCH_ALLOC_CONF is the newer name of the same setting; PYTORCH_NO_CUDA_MEMORY_CACHING is
     // another per-tensor choice (plain cuMemAlloc) that the user made.
-    {"PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync",
+    {"PYTORCH_CUDA_ALLOC_CONF",
+     "backend:cudaMallocAsync",
      {"PYTORCH_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING"}},
     {"XLA_PYTHON_CLIENT_ALLOCATOR", "platform", {}},
     {"XLA_PYTHON_CLIENT_PREALLOCATE", "false", {}},

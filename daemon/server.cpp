@@ -223,12 +223,11 @@ void Server::tick(int timeout_ms) {
         for (const policy::Launch& l : t.launches) d += l.dur_us;
         return d;
       };
-      bool same_shape = !old.trace.launches.empty() &&
-                        old.trace.launches.size() == m->trace.launches.size();
-      bool same = same_shape &&
-                  (c.planning() ||
-                   (c.published().mode == proto::PlanMode::kGuided &&
-                    std::abs(total(old.trace) - total(m->trace)) <= 0.1 * total(old.trace)));
+      bool same_shape =
+          !old.trace.launches.empty() && old.trace.launches.size() == m->trace.launches.size();
+      bool same = same_shape && (c.planning() || (c.published().mode == proto::PlanMode::kGuided &&
+                                                  std::abs(total(old.trace) - total(m->trace)) <=
+                                                      0.1 * total(old.trace)));
       if (!same) {
         log_->info("pid {}: measured iteration of {} launches ({} timed)", c.pid(),
                    m->trace.launches.size(), m->timed_fraction);
@@ -278,9 +277,10 @@ void Server::accept_one() {
   pending_closed_ += closed;
   std::int64_t now = now_ms();
   if (pending_closed_ && now - pending_closed_logged_ms_ >= 1000) {
-    log_->warn("closed {} connection{} that had not said hello, to make room (at most {} per "
-               "process, {} in all)",
-               pending_closed_, pending_closed_ == 1 ? "" : "s", kMaxPendingPerPeer, kMaxPending);
+    log_->warn(
+        "closed {} connection{} that had not said hello, to make room (at most {} per "
+        "process, {} in all)",
+        pending_closed_, pending_closed_ == 1 ? "" : "s", kMaxPendingPerPeer, kMaxPending);
     pending_closed_ = 0;
     pending_closed_logged_ms_ = now;
   }
@@ -642,10 +642,10 @@ void Server::serve_control(int fd) {
   std::string out;
   try {
     nlohmann::json request = nlohmann::json::parse(body, nullptr, false);
-    nlohmann::json response = request.is_discarded() || !request.is_object()
-                                  ? nlohmann::json{{"ok", false},
-                                                   {"error", "request is not a JSON object"}}
-                                  : handle_request(request);
+    nlohmann::json response =
+        request.is_discarded() || !request.is_object()
+            ? nlohmann::json{{"ok", false}, {"error", "request is not a JSON object"}}
+            : handle_request(request);
     out = response.dump(-1, ' ', false, kReplace);
   } catch (const std::exception& e) {
     log_->error("control request failed: {}", e.what());

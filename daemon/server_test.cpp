@@ -396,10 +396,10 @@ TEST_F(ServerTest, MeasuresPlansAndPublishesAGuidedPlan) {
 TEST(UntrustedText, KeepsPrintableUtf8AndEscapesTheRest) {
   EXPECT_EQ(printable_text("train.py"), "train.py");
   EXPECT_EQ(printable_text("tr\xc3\xa4in \xe2\x82\xac \xf0\x9f\x9a\x80"),
-            "tr\xc3\xa4in \xe2\x82\xac \xf0\x9f\x9a\x80");  // ä, €, and a 4-byte emoji
-  EXPECT_EQ(printable_text("tr\xe4in"), "tr\\xe4in");         // Latin-1
-  EXPECT_EQ(printable_text("ab\xc3"), "ab\\xc3");             // cut in the middle of a character
-  EXPECT_EQ(printable_text("\xc0\xaf"), "\\xc0\\xaf");        // an overlong '/'
+            "tr\xc3\xa4in \xe2\x82\xac \xf0\x9f\x9a\x80");       // ä, €, and a 4-byte emoji
+  EXPECT_EQ(printable_text("tr\xe4in"), "tr\\xe4in");            // Latin-1
+  EXPECT_EQ(printable_text("ab\xc3"), "ab\\xc3");                // cut in the middle of a character
+  EXPECT_EQ(printable_text("\xc0\xaf"), "\\xc0\\xaf");           // an overlong '/'
   EXPECT_EQ(printable_text("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // a surrogate
   EXPECT_EQ(printable_text("a\nb\x1b[31m\x7f"), "a\\x0ab\\x1b[31m\\x7f");
   EXPECT_EQ(printable_text("\xc2\x85"), "\\u0085");  // C1 next line

@@ -23,11 +23,11 @@ extern "C" {
 #define GSWAP_API_VERSION 2
 
 #define GSWAP_OK 0
-#define GSWAP_ERROR_VERSION (-1)       /* the library does not serve this API version */
-#define GSWAP_ERROR_INVALID (-2)       /* a bad argument (NULL, unknown allocation, ...) */
-#define GSWAP_ERROR_NOT_READY (-3)     /* called before gswap manages any memory */
-#define GSWAP_ERROR_UNSUPPORTED (-4)   /* not available in this library (see the log line) */
-#define GSWAP_ERROR_DEVICE (-5)        /* a driver call failed or memory ran out (see the log) */
+#define GSWAP_ERROR_VERSION (-1)     /* the library does not serve this API version */
+#define GSWAP_ERROR_INVALID (-2)     /* a bad argument (NULL, unknown allocation, ...) */
+#define GSWAP_ERROR_NOT_READY (-3)   /* called before gswap manages any memory */
+#define GSWAP_ERROR_UNSUPPORTED (-4) /* not available in this library (see the log line) */
+#define GSWAP_ERROR_DEVICE (-5)      /* a driver call failed or memory ran out (see the log) */
 #define GSWAP_MAX_RECOMPUTE_SOURCES 8
 
 /* The API version of the loaded library. */

@@ -35,8 +35,8 @@ int api_gswap_name_allocation(unsigned long long ptr, const char* name) {
 }
 
 int api_gswap_register_recompute(unsigned long long ptr, unsigned long long bytes,
-                                 const unsigned long long* sources, int num_sources,
-                                 double cost_us, gswap_recompute_fn fn, void* ctx) {
+                                 const unsigned long long* sources, int num_sources, double cost_us,
+                                 gswap_recompute_fn fn, void* ctx) {
   if (!ptr) return GSWAP_ERROR_INVALID;
   return register_recompute(ptr, bytes, sources, num_sources, cost_us, fn, ctx);
 }

@@ -101,7 +101,8 @@ class CudaDevice final : public Device {
     // Out of memory is an answer make_room handles (the device is full: behave as at the
     // budget); anything else is logged.
     if (e != CUDA_ERROR_OUT_OF_MEMORY)
-      ::gswap::interpose::driver_checked(e, "real().cuMemCreate(&h, bytes, &prop, 0)", __FILE__, __LINE__);
+      ::gswap::interpose::driver_checked(e, "real().cuMemCreate(&h, bytes, &prop, 0)", __FILE__,
+                                         __LINE__);
     if (e == CUDA_SUCCESS) *out = h;
     return e;
   }
@@ -140,7 +141,8 @@ class CudaDevice final : public Device {
   CUresult wait(Stream s, Event e) override { return GSWAP_CU(real().cuStreamWaitEvent(s, e, 0)); }
   CUresult query(Event e) override {
     CUresult r = real().cuEventQuery(e);
-    if (r != CUDA_ERROR_NOT_READY) ::gswap::interpose::driver_checked(r, "real().cuEventQuery(e)", __FILE__, __LINE__);
+    if (r != CUDA_ERROR_NOT_READY)
+      ::gswap::interpose::driver_checked(r, "real().cuEventQuery(e)", __FILE__, __LINE__);
     return r;
   }
   CUresult synchronize(Event e) override { return GSWAP_CU(real().cuEventSynchronize(e)); }

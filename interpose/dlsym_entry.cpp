@@ -145,11 +145,13 @@ GSWAP_DLSYM_TRAMPOLINE("interpose_dlsym_new", "gswap_real_dlsym_new");
 GSWAP_DLSYM_TRAMPOLINE("interpose_dlsym_old", "gswap_real_dlsym_old");
 #else
 // Elsewhere, a plain call: lookups relative to the caller (RTLD_NEXT) resolve from libgswap.
-extern "C" __attribute__((visibility("default"))) void* interpose_dlsym_new(void* h, const char* n) {
+extern "C" __attribute__((visibility("default"))) void* interpose_dlsym_new(void* h,
+                                                                            const char* n) {
   void* ours = gswap_dlsym_answer(h, n);
   return ours ? ours : reinterpret_cast<void* (*)(void*, const char*)>(gswap_real_dlsym_new)(h, n);
 }
-extern "C" __attribute__((visibility("default"))) void* interpose_dlsym_old(void* h, const char* n) {
+extern "C" __attribute__((visibility("default"))) void* interpose_dlsym_old(void* h,
+                                                                            const char* n) {
   void* ours = gswap_dlsym_answer(h, n);
   return ours ? ours : reinterpret_cast<void* (*)(void*, const char*)>(gswap_real_dlsym_old)(h, n);
 }

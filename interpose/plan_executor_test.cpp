@@ -47,7 +47,7 @@ class FakeActions : public PlanActions {
   std::vector<Late> lateness_reports;
   std::vector<Divergence> divergences;
   int iterations = 0;
-  bool refuse = false;                     // the command queue is full
+  bool refuse = false;                    // the command queue is full
   std::function<void()> during_prefetch;  // runs inside prefetch() (re-entry tests)
 
   Region* region_by_id(std::uint64_t id) override {
@@ -119,7 +119,7 @@ proto::PlanEntry swap_entry() {
 // One iteration of a small training step, as seq offsets: upload, upload, 3 forward kernels, the
 // loss, 3 backward kernels, the update. The signature (copy, copy, fwd) occurs only at its start.
 const std::vector<std::uint64_t> kIteration = {kCopy, kCopy, kFwd, kFwd, kFwd,
-                                               kLoss, kBwd, kBwd, kBwd, kSgd};
+                                               kLoss, kBwd,  kBwd, kBwd, kSgd};
 const std::vector<std::uint64_t> kSignature = {kCopy, kCopy, kFwd};
 constexpr std::uint64_t kLen = 10;
 
@@ -458,7 +458,7 @@ TEST(PlanExecutor, SignatureRecurringEarlyInTheIterationDoesNotRestartIt) {
   // A longer iteration, whose signature (copy, copy, fwd) recurs at offset 3 (a second upload
   // inside the first half): positions stay counted from the real start.
   const std::vector<std::uint64_t> it = {kCopy, kCopy, kFwd, kCopy, kCopy, kFwd, kFwd,
-                                         kLoss, kBwd, kBwd, kBwd, kBwd, kSgd, kSgd};
+                                         kLoss, kBwd,  kBwd, kBwd,  kBwd,  kSgd, kSgd};
   proto::PlanEntry e = swap_entry();
   e.region_id = 7;
   e.evict_after = 6;

@@ -547,18 +547,18 @@ void announce_live_regions() {
   // Under the residency mutex region_alloc and region_free emit under: a region allocated before
   // this point is announced here, one allocated after is reported by its own event, and a region
   // freed meanwhile is neither. One pass over the live list, no CUDA calls.
-  g_res->for_each_live([](void*) {
-                         telemetry::open_events();
-                         std::uint64_t device_ns = 0, host_ns = 0;
-                         if (g_res->timings().clock_pair(&device_ns, &host_ns))
-                           telemetry::clock(device_ns, host_ns);
-                       },
-                       [](const Region& r, void*) {
-                         telemetry::announce_region(r.id, r.base, r.size, r.alloc_seq, 0);
-                         if (r.name[0]) telemetry::region_name(r.id, r.name);
-                         announce_recomputable(r);
-                       },
-                       nullptr);
+  g_res->for_each_live(
+      [](void*) {
+        telemetry::open_events();
+        std::uint64_t device_ns = 0, host_ns = 0;
+        if (g_res->timings().clock_pair(&device_ns, &host_ns)) telemetry::clock(device_ns, host_ns);
+      },
+      [](const Region& r, void*) {
+        telemetry::announce_region(r.id, r.base, r.size, r.alloc_seq, 0);
+        if (r.name[0]) telemetry::region_name(r.id, r.name);
+        announce_recomputable(r);
+      },
+      nullptr);
 }
 
 }  // namespace gswap::interpose

@@ -13,9 +13,9 @@
 namespace gswap::interpose {
 namespace {
 
-constexpr int kMaxChain = 16;            // registrations: sources of sources, this deep at most
-constexpr int kMaxRecomputeDepth = 64;   // recomputation: chains registered over time
-constexpr std::size_t kMaxRanges = 16;   // registered ranges per region
+constexpr int kMaxChain = 16;           // registrations: sources of sources, this deep at most
+constexpr int kMaxRecomputeDepth = 64;  // recomputation: chains registered over time
+constexpr std::size_t kMaxRanges = 16;  // registered ranges per region
 
 bool source_alive(const RecomputeSource& s) {
   return s.region && s.region->id == s.id && s.region->state.load() != kRegionFree;
@@ -196,7 +196,8 @@ void Residency::release_dependents(Region* source) {
     if (!d->recompute) continue;
     bool reads = false;
     for (const RecomputeRange& g : d->recompute->ranges)
-      for (const RecomputeSource& s : g.sources) reads = reads || (s.region == source && s.id == source_id);
+      for (const RecomputeSource& s : g.sources)
+        reads = reads || (s.region == source && s.id == source_id);
     if (reads) deps.emplace_back(d, d->id);
   }
   for (auto [d, id] : deps) {
@@ -237,8 +238,7 @@ bool Residency::begin_drop(Region* r) {
   return true;
 }
 
-CUresult Residency::recompute_dropped(std::unique_lock<std::mutex>& lock, TouchSet& t,
-                                      CUstream s) {
+CUresult Residency::recompute_dropped(std::unique_lock<std::mutex>& lock, TouchSet& t, CUstream s) {
   for (std::size_t i = 0; i < t.n; ++i)
     if (needs_recompute(t.regions[i]))
       if (CUresult e = recompute(lock, t.regions[i], s, 0); e != CUDA_SUCCESS) return e;
@@ -315,8 +315,8 @@ CUresult Residency::recompute(std::unique_lock<std::mutex>& lock, Region* r, CUs
   gswap_recompute_fn failed = nullptr;
   ++t_recompute_depth;
   for (std::size_t k = 0; k < num_calls && rc == 0; ++k) {
-    rc = calls[k].fn(calls[k].ctx, r->base + calls[k].offset, calls[k].bytes,
-                     static_cast<void*>(s));
+    rc =
+        calls[k].fn(calls[k].ctx, r->base + calls[k].offset, calls[k].bytes, static_cast<void*>(s));
     if (rc != 0) failed = calls[k].fn;
   }
   --t_recompute_depth;
@@ -340,7 +340,8 @@ CUresult Residency::recompute(std::unique_lock<std::mutex>& lock, Region* r, CUs
     CUresult c = r->host.pinned ? dev_.copy_h2d(r->base, r->host.ptr, r->size, s)
                                 : host_.staged_h2d(r->base, r->host.ptr, r->size, s);
     if (c != CUDA_SUCCESS) {
-      GSWAP_LOG(kError, "region %llu: its recomputation failed and so did the copy back (CUresult %d)",
+      GSWAP_LOG(kError,
+                "region %llu: its recomputation failed and so did the copy back (CUresult %d)",
                 (unsigned long long)r->id, static_cast<int>(c));
       GSWAP_CHECK(!"a dropped region can be neither recomputed nor copied back");
     }

@@ -68,7 +68,9 @@ class TrustedCallbacks {
   void succeeded(gswap_recompute_fn fn) {
     if (!trusted(fn)) fns_.push_back(fn);
   }
-  void failed(gswap_recompute_fn fn) { fns_.erase(std::remove(fns_.begin(), fns_.end(), fn), fns_.end()); }
+  void failed(gswap_recompute_fn fn) {
+    fns_.erase(std::remove(fns_.begin(), fns_.end(), fn), fns_.end());
+  }
   bool all_trusted(const RecomputeInfo& info) const {
     for (const RecomputeRange& r : info.ranges)
       if (!trusted(r.fn)) return false;

@@ -74,10 +74,10 @@ struct Region {
   // Captured graphs that replay it (and the capture still open): it stays while any is alive.
   std::uint32_t graph_holds = 0;
   std::uint64_t capture_period = 0;  // the last capture period that held it (no double hold)
-  bool free_requested = false;  // freed by the application while a swap-out was in flight
-  bool evict_issued = false;    // kEvicting: the D2H copy and its event are enqueued
-  bool free_issued = false;     // a stream-ordered free handed to the swapper
-  bool swapper_busy = false;    // the swapper copies it with the mutex released (staging ring)
+  bool free_requested = false;       // freed by the application while a swap-out was in flight
+  bool evict_issued = false;         // kEvicting: the D2H copy and its event are enqueued
+  bool free_issued = false;          // a stream-ordered free handed to the swapper
+  bool swapper_busy = false;         // the swapper copies it with the mutex released (staging ring)
   // Its physical memory was handed to another region's restore while its own swap-out or free was
   // still in flight (the restore waits for that on the device): when that completes, only the
   // mapping at its address is dropped.
@@ -97,9 +97,9 @@ struct Region {
   // and a planned drop in progress.
   RecomputeInfo* recompute = nullptr;
   std::uint32_t dependents = 0;
-  bool dropping = false;    // kEvicting: a planned drop
-  bool drop_copy = false;   // that drop copies the bytes to the host first (a fallback)
-  bool host_valid = false;  // kDropped: the host buffer holds its bytes
+  bool dropping = false;        // kEvicting: a planned drop
+  bool drop_copy = false;       // that drop copies the bytes to the host first (a fallback)
+  bool host_valid = false;      // kDropped: the host buffer holds its bytes
   char name[64] = {};           // given by the program (gswap_name_allocation)
   Region* next_free = nullptr;  // recycling list
 };

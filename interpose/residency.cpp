@@ -402,8 +402,7 @@ void Residency::count_stall(std::uint64_t ns, std::uint64_t start_ns) {
                    static_cast<std::uint64_t>(::gettid()));
 }
 
-Residency::Progress::Progress(std::uint64_t completed)
-    : seen(completed), since(monotonic_ns()) {}
+Residency::Progress::Progress(std::uint64_t completed) : seen(completed), since(monotonic_ns()) {}
 
 bool Residency::Progress::check(std::uint64_t completed) {
   std::uint64_t now = monotonic_ns();
@@ -811,8 +810,8 @@ CUresult Residency::prepare(TouchSet& t, CUstream stream, bool per_thread, bool 
   // restore stream (a captured stream must not take gswap's work into its graph: the host waits
   // below instead). A region whose drop was in flight may be dropped once the restores are asked
   // for: round again.
-  CUstream rs = gate_.capturing() ? restore_stream_
-                                  : (per_thread && !stream ? CU_STREAM_PER_THREAD : stream);
+  CUstream rs =
+      gate_.capturing() ? restore_stream_ : (per_thread && !stream ? CU_STREAM_PER_THREAD : stream);
   CUresult e = CUDA_SUCCESS;
   for (;;) {
     e = recompute_dropped(lock, t, rs);

@@ -51,8 +51,8 @@ struct ResidencySettings {
   std::uint64_t swap_threshold = 0;  // allocations at least this big are regions; 0: granularity
   std::uint64_t pinned_cap = 16ull << 30;
   std::uint64_t staging_bytes = 64ull << 20;
-  bool debug_skip_restore = false;  // test-only fault injection (GSWAP_DEBUG_SKIP_RESTORE)
-  bool swapper_thread = true;       // false: tests drive swapper_step() themselves
+  bool debug_skip_restore = false;   // test-only fault injection (GSWAP_DEBUG_SKIP_RESTORE)
+  bool swapper_thread = true;        // false: tests drive swapper_step() themselves
   bool recompute_keep_copy = false;  // every drop keeps a host copy (GSWAP_RECOMPUTE_KEEP_COPY)
 };
 
@@ -252,7 +252,7 @@ class Residency {
   void rescue(Region* r);
   void log_oom(std::uint64_t asked);
   void count_stall(std::uint64_t ns, std::uint64_t start_ns);  // start: host ns
-  void release_held(const std::vector<std::uint64_t>& ids);   // one graph hold each
+  void release_held(const std::vector<std::uint64_t>& ids);    // one graph hold each
   // Waiting for memory: whether swap-outs and frees in flight still complete now and then.
   struct Progress {
     explicit Progress(std::uint64_t completed);
@@ -359,8 +359,7 @@ class Residency {
   // Recomputation.
   TrustedCallbacks trusted_;
   std::vector<InFlight> recompute_flight_;  // recomputed regions until their event completes
-  std::uint64_t planned_drops_ = 0, recomputes_ = 0, recomputed_bytes_ = 0,
-                recompute_failures_ = 0;
+  std::uint64_t planned_drops_ = 0, recomputes_ = 0, recomputed_bytes_ = 0, recompute_failures_ = 0;
   std::atomic<std::uint64_t> recompute_ns_{0};
 
   // The swapper thread.

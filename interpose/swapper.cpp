@@ -75,8 +75,9 @@ void Residency::calibrate_link() {
     timings_.copy_done(true, bytes, e[0], e[1], &a, &b);
     timings_.copy_done(false, bytes, e[1], e[2], &a, &b);
   } else {
-    GSWAP_LOG(kWarn, "the link could not be calibrated; gswapd plans with the bandwidth of the "
-                     "first swap copies");
+    GSWAP_LOG(kWarn,
+              "the link could not be calibrated; gswapd plans with the bandwidth of the "
+              "first swap copies");
     // A copy enqueued before the failure may still run: the buffers stay until it has. If even
     // that cannot be known, they are never given back (a small leak, never a copy into freed
     // memory).

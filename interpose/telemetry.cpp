@@ -696,8 +696,8 @@ void stall(std::uint64_t seq, std::uint64_t ns, std::uint64_t start_ns, std::uin
   emit(&r, 1);
 }
 
-void swap_done(bool to_device, std::uint64_t region_id, std::uint64_t bytes,
-               std::uint64_t start_ns, std::uint64_t end_ns, bool planned) {
+void swap_done(bool to_device, std::uint64_t region_id, std::uint64_t bytes, std::uint64_t start_ns,
+               std::uint64_t end_ns, bool planned) {
   if (region_id == 0 || end_ns < start_ns) return;
   p::EventRecord r = record(p::EventType::kSwapDone, 0);
   r.w[0] = region_id;
@@ -720,7 +720,8 @@ void recomputable(std::uint64_t region_id, std::uint64_t cost_ns, const std::uin
     if (kept < p::kRecomputableInlineSources) {
       recs[0].w[2 + kept] = sources[i];
     } else {
-      if (kept == p::kRecomputableInlineSources) recs[1] = record(p::EventType::kRecomputableMore, 0);
+      if (kept == p::kRecomputableInlineSources)
+        recs[1] = record(p::EventType::kRecomputableMore, 0);
       recs[1].w[kept - p::kRecomputableInlineSources] = sources[i];
       recs[1].count = static_cast<std::uint16_t>(kept + 1 - p::kRecomputableInlineSources);
     }

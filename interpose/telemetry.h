@@ -106,8 +106,8 @@ void restore(std::uint64_t region_id, std::uint64_t bytes, bool late);
 void stall(std::uint64_t seq, std::uint64_t ns, std::uint64_t start_ns = 0,
            std::uint64_t thread = 0);
 // A completed swap copy, in device time (timings.h's axis); the pair that puts host times on it.
-void swap_done(bool to_device, std::uint64_t region_id, std::uint64_t bytes,
-               std::uint64_t start_ns, std::uint64_t end_ns, bool planned);
+void swap_done(bool to_device, std::uint64_t region_id, std::uint64_t bytes, std::uint64_t start_ns,
+               std::uint64_t end_ns, bool planned);
 void clock(std::uint64_t device_ns, std::uint64_t host_ns);
 // Recomputation: a region registered as a whole (cost hint ns, 0 when unknown; its sources, at
 // most proto::kMaxRecomputeSources), its registration ended, and one recomputation (device ns,

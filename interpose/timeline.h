@@ -4,8 +4,8 @@
 // Tracks: kernels per stream (timed on the device), swap-outs on a D2H track and restores on an
 // H2D track (region id and name, bytes, planned or on demand, late or not), streams waiting for
 // restores, recomputations, host waits on the thread that waited, and counters for resident
-// bytes, budget and pinned host bytes. Device times (kernels, copies) and host times (waits, counters) are put on
-// one axis by the offset measured when the first device timestamp is taken.
+// bytes, budget and pinned host bytes. Device times (kernels, copies) and host times (waits,
+// counters) are put on one axis by the offset measured when the first device timestamp is taken.
 //
 // Bounded: the last GSWAP_TIMELINE_EVENTS records are kept (a ring); older ones are dropped.
 // Threads: records come from the swapper thread and from application threads on slow paths

@@ -113,7 +113,7 @@ class Timings {
   unsigned num_kernels_ = 0;
   Wait pending_waits_[kPending];
   unsigned num_waits_ = 0;
-  Device::Event base_ = nullptr;  // device times are counted from it (swapper thread)
+  Device::Event base_ = nullptr;                // device times are counted from it (swapper thread)
   std::atomic<std::uint64_t> base_host_ns_{0};  // the host time at base_ (set once)
   std::atomic<std::uint64_t> h2d_bps_{0}, d2h_bps_{0};
   std::atomic<std::uint64_t> skipped_{0};

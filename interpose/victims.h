@@ -22,7 +22,8 @@ inline bool mapped_state(std::uint32_t st) {
 // swapper's hands. The predicate residency gives a VictimPolicy (mutex held). A region whose
 // restore is still in flight may leave too: its swap-out is ordered after that restore.
 inline bool may_leave(const Region* r, const void*) {
-  return !r->must_stay && r->graph_holds == 0 && mapped_state(r->state.load(std::memory_order_relaxed)) &&
+  return !r->must_stay && r->graph_holds == 0 &&
+         mapped_state(r->state.load(std::memory_order_relaxed)) &&
          r->pins.load(std::memory_order_relaxed) == 0 && !r->swapper_busy;
 }
 
@@ -31,7 +32,8 @@ inline bool may_leave(const Region* r, const void*) {
 inline bool held_only_by_pins(const std::vector<Region*>& live) {
   for (const Region* r : live)
     if (!r->must_stay && r->graph_holds == 0 &&
-        mapped_state(r->state.load(std::memory_order_relaxed)) && r->pins.load(std::memory_order_relaxed) != 0)
+        mapped_state(r->state.load(std::memory_order_relaxed)) &&
+        r->pins.load(std::memory_order_relaxed) != 0)
       return true;
   return false;
 }

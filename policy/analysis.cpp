@@ -58,7 +58,8 @@ Analysis analyze(const Trace& trace) {
   }
   std::vector<std::int64_t> small_diff(a.n + 1, 0);  // live regions that are never evicted
   for (std::size_t r = 0; r < nr; ++r)
-    if (a.first_live[r] <= a.last_live[r] && trace.regions[r].bytes < trace.device.min_evictable_bytes) {
+    if (a.first_live[r] <= a.last_live[r] &&
+        trace.regions[r].bytes < trace.device.min_evictable_bytes) {
       small_diff[a.first_live[r]] += static_cast<std::int64_t>(trace.regions[r].bytes);
       small_diff[a.last_live[r] + 1] -= static_cast<std::int64_t>(trace.regions[r].bytes);
     }
@@ -78,7 +79,8 @@ Analysis analyze(const Trace& trace) {
     }
     std::uint64_t small_touched = 0;
     for (std::size_t r : a.touched[i])
-      if (trace.regions[r].bytes < trace.device.min_evictable_bytes) small_touched += trace.regions[r].bytes;
+      if (trace.regions[r].bytes < trace.device.min_evictable_bytes)
+        small_touched += trace.regions[r].bytes;
     a.min_resident[i] = a.working_set[i] + static_cast<std::uint64_t>(small) - small_touched;
     if (a.min_resident[i] > a.max_min_resident) {
       a.max_min_resident = a.min_resident[i];
@@ -126,11 +128,10 @@ std::string impossible_budget_reason(const Analysis& a, std::uint64_t budget) {
   if (a.max_min_resident <= budget) return {};
   const std::size_t i = a.max_min_resident_launch;
   return name(i) + " touches " + std::to_string(a.working_set[i]) + " bytes while " +
-         std::to_string(a.min_resident[i] - a.working_set[i]) +
-         " bytes of regions under " + size_text(a.trace->device.min_evictable_bytes) +
-         " (never evicted) are live beside it: " +
-         std::to_string(a.min_resident[i]) + " bytes, more than the budget of " +
-         std::to_string(budget) + " bytes";
+         std::to_string(a.min_resident[i] - a.working_set[i]) + " bytes of regions under " +
+         size_text(a.trace->device.min_evictable_bytes) +
+         " (never evicted) are live beside it: " + std::to_string(a.min_resident[i]) +
+         " bytes, more than the budget of " + std::to_string(budget) + " bytes";
 }
 
 }  // namespace gswap::policy

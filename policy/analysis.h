@@ -34,8 +34,8 @@ struct Analysis {
   std::uint64_t max_working_set = 0;
   std::size_t max_working_set_launch = 0;
   // Per launch: what must be resident while it runs whatever the plan: the bytes it touches plus
-  // every live region under the trace's min_evictable_bytes (never evicted). A budget below its maximum is
-  // impossible.
+  // every live region under the trace's min_evictable_bytes (never evicted). A budget below its
+  // maximum is impossible.
   std::vector<std::uint64_t> min_resident;
   std::uint64_t max_min_resident = 0;
   std::size_t max_min_resident_launch = 0;
@@ -45,8 +45,7 @@ struct Analysis {
   double ideal_step_us = 0;
 
   bool evictable(std::size_t r) const {
-    return trace->regions[r].bytes >= trace->device.min_evictable_bytes &&
-           accesses[r].size() > 0;
+    return trace->regions[r].bytes >= trace->device.min_evictable_bytes && accesses[r].size() > 0;
   }
   // First launch position whose ideal start is at or after t (n when none).
   std::size_t first_start_at_or_after(double t) const;

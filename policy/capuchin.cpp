@@ -617,10 +617,10 @@ class Planner {
       // q now recomputes this region first, through the same chain: the region then exists
       // next to q's target at q.b, and while the chain runs (before q's target exists) its
       // intermediates do.
-      cur_.add(q.b, q.b,
-               static_cast<std::int64_t>(bytes(c.r)) +
-                   std::max<std::int64_t>(
-                       0, ev.temp_bytes - static_cast<std::int64_t>(bytes(q.r))));
+      cur_.add(
+          q.b, q.b,
+          static_cast<std::int64_t>(bytes(c.r)) +
+              std::max<std::int64_t>(0, ev.temp_bytes - static_cast<std::int64_t>(bytes(q.r))));
       rd[j] = rd.back();
       rd.pop_back();
     }

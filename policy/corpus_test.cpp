@@ -114,7 +114,8 @@ TEST(CorpusTest, GeneratedTracesAreValidTraceFiles) {
   std::string err;
   for (const CorpusTrace& ct : corpus(/*small=*/true, /*random_count=*/8)) {
     Trace back;
-    EXPECT_TRUE(parse_trace_json(write_trace_json(ct.trace), &back, &err)) << ct.name << ": " << err;
+    EXPECT_TRUE(parse_trace_json(write_trace_json(ct.trace), &back, &err))
+        << ct.name << ": " << err;
   }
   for (std::uint64_t seed = 1; seed <= 20; ++seed) {
     Trace back;

@@ -21,10 +21,10 @@ struct RState {
   bool occupying = false;  // counts against the budget
   bool kept = false;       // an intermediate kept after a collective recomputation
   std::uint32_t gen = 0;
-  double ready = 0;               // kIn: when the swap-in completes
-  double last_use_end = 0;        // end of the last launch that touched it
+  double ready = 0;                 // kIn: when the swap-in completes
+  double last_use_end = 0;          // end of the last launch that touched it
   std::size_t protect = kNoLaunch;  // == current stamp: needed by the launch being prepared
-  std::size_t entry = kNoLaunch;  // the plan entry that evicted it last
+  std::size_t entry = kNoLaunch;    // the plan entry that evicted it last
 };
 
 struct Release {
@@ -312,7 +312,9 @@ class Sim {
     const PlanEntry& e = plan_.entries[k];
     const std::size_t r = a_.index.at(e.region);
     RState& s = rs_[r];
-    if (s.st != St::kResident || !s.occupying || t_.regions[r].bytes < t_.device.min_evictable_bytes) return;
+    if (s.st != St::kResident || !s.occupying ||
+        t_.regions[r].bytes < t_.device.min_evictable_bytes)
+      return;
     s.entry = k;
     s.kept = false;
     if (e.kind == EvictKind::kRecompute && t_.regions[r].recompute) {

@@ -100,8 +100,8 @@ Trace parse(const json& root) {
       fail(join(p, "id"), "duplicate region id " + std::to_string(reg.id));
     reg.bytes = get_uint(member(r, p, "bytes"), join(p, "bytes"));
     if (reg.bytes > kMaxRegionBytes)
-      fail(join(p, "bytes"), std::to_string(reg.bytes) +
-                                 " bytes is larger than a region may be (1 PiB, 2^50 bytes)");
+      fail(join(p, "bytes"),
+           std::to_string(reg.bytes) + " bytes is larger than a region may be (1 PiB, 2^50 bytes)");
     total_bytes += reg.bytes;  // cannot wrap: each term is at most 2^50, the sum stays <= 2^60
     if (total_bytes > kMaxTotalRegionBytes)
       fail(join(p, "bytes"), "the regions hold more than 1 EiB (2^60 bytes) together");

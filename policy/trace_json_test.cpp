@@ -93,22 +93,21 @@ TEST(TraceJsonTest, RejectsWithJsonPath) {
   expect_rejected(mutate("\"bytes\": 1024", "\"bytes\": 1125899906842625"),
                   "regions[0].bytes: 1125899906842625 bytes is larger");
   // A launch touches a region only between its allocation and its free.
-  expect_rejected(mutate("\"seq\": 12", "\"seq\": 11"),
-                  "launches[0].regions[1]: region 7 is used before it was allocated (alloc_seq 12)");
+  expect_rejected(
+      mutate("\"seq\": 12", "\"seq\": 11"),
+      "launches[0].regions[1]: region 7 is used before it was allocated (alloc_seq 12)");
   expect_rejected(mutate("\"seq\": 12", "\"seq\": 480"),
                   "launches[0].regions[1]: region 7 is used after it was freed (free_seq 480)");
   expect_rejected("{\"format\": ", "$: not valid JSON");
   expect_rejected("[1,2]", "$: expected an object");
 }
 
-
 // The edges of the limits: a region of exactly 1 PiB and a launch at its alloc_seq and just before
 // its free_seq are accepted; 1,025 regions of 1 PiB hold more than 1 EiB together.
 TEST(TraceJsonTest, LimitsAndLifetimes) {
   Trace t;
   std::string err;
-  EXPECT_TRUE(parse_trace_json(mutate("\"bytes\": 1024", "\"bytes\": 1125899906842624"), &t,
-                               &err))
+  EXPECT_TRUE(parse_trace_json(mutate("\"bytes\": 1024", "\"bytes\": 1125899906842624"), &t, &err))
       << err;
   EXPECT_TRUE(parse_trace_json(mutate("\"seq\": 12", "\"seq\": 479"), &t, &err)) << err;
   std::string many = R"({"format": "gswap-trace", "version": 1,

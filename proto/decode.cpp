@@ -40,8 +40,7 @@ DecodeResult decode_events(const EventRecord* records, std::size_t n, bool compl
       return fail(i, "bad flags");
     bool has_count = type == EventType::kLaunch || type == EventType::kLaunchMore ||
                      type == EventType::kRecomputable || type == EventType::kRecomputableMore;
-    if (!has_count && !is_name && r.count != 0)
-      return fail(i, "count on a record without regions");
+    if (!has_count && !is_name && r.count != 0) return fail(i, "count on a record without regions");
     switch (type) {
       case EventType::kAlloc:
         if (r.w[0] == 0) return fail(i, "alloc of region id 0");

@@ -48,8 +48,7 @@ struct CountingSink final : EventSink {
     ++events;
   }
   void on_clock(std::uint64_t, std::uint64_t) override { ++events; }
-  void on_recomputable(std::uint64_t, std::uint64_t, const std::uint64_t*,
-                       std::uint32_t) override {
+  void on_recomputable(std::uint64_t, std::uint64_t, const std::uint64_t*, std::uint32_t) override {
     ++events;
   }
   void on_not_recomputable(std::uint64_t) override { ++events; }

@@ -113,8 +113,8 @@ enum class EventType : std::uint16_t {
                         // sources; count = sources in all (<= kMaxRecomputeSources)
   kRecomputableMore = 18,  // continuation of kRecomputable when count > 3: w0..w4 sources 3..7
   kNotRecomputable = 19,   // w0 region id: its registration ended
-  kRecomputed = 20,     // w0 region id, w1 bytes, w2 start and w3 end in device ns (both 0: not
-                        // timed), w4 kRecomputeFailed when the callback failed (host copy used)
+  kRecomputed = 20,        // w0 region id, w1 bytes, w2 start and w3 end in device ns (both 0: not
+                           // timed), w4 kRecomputeFailed when the callback failed (host copy used)
 };
 inline constexpr std::uint16_t kMaxEventType = 20;
 inline constexpr std::uint32_t kMaxRecomputeSources = 8;
@@ -248,8 +248,8 @@ struct StatusPayload {
   std::uint64_t guided_iterations;  // iterations followed to their end
   std::uint64_t fixed_bytes;        // device memory the library cannot move (small allocations,
                                     // regions that must stay): the planner plans around it
-  std::uint64_t planned_drops;       // regions the plan dropped to be recomputed
-  std::uint64_t recomputes;          // recomputations run (callbacks called)
+  std::uint64_t planned_drops;      // regions the plan dropped to be recomputed
+  std::uint64_t recomputes;         // recomputations run (callbacks called)
   std::uint64_t recomputed_bytes;
   std::uint64_t recompute_ns;        // their device time, as measured
   std::uint64_t recompute_failures;  // callbacks that failed (the host copy was used)

@@ -138,8 +138,9 @@ int run_capture_at_budget(unsigned long long bytes) {
   PCHECK(cuCtxSynchronize());
   PEXPECT(all_equal(b, n, 2u, nullptr));
   PEXPECT(all_equal(a, n, 8u, nullptr));
-  std::printf("capture_at_budget: a swapped-out region captured at the budget came back, and "
-              "left again once its graph was destroyed\n");
+  std::printf(
+      "capture_at_budget: a swapped-out region captured at the budget came back, and "
+      "left again once its graph was destroyed\n");
   return 0;
 }
 
@@ -359,8 +360,8 @@ int run_stuck(unsigned long long bytes) {
   CUdeviceptr a, b;
   PCHECK(cuMemAlloc(&a, bytes));
   PCHECK(cuMemsetD32(a, 1u, n));
-  PCHECK(cuStreamWaitValue32(s, reinterpret_cast<CUdeviceptr>(host_flag), 1,
-                             CU_STREAM_WAIT_VALUE_EQ));
+  PCHECK(
+      cuStreamWaitValue32(s, reinterpret_cast<CUdeviceptr>(host_flag), 1, CU_STREAM_WAIT_VALUE_EQ));
   PCHECK(launch_add(g_add, s, a, n, 1));  // a's swap-out is ordered after this
   CUresult e = cuMemAlloc(&b, bytes);
   PEXPECT(e == CUDA_ERROR_OUT_OF_MEMORY);

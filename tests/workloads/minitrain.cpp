@@ -316,9 +316,9 @@ int RecomputeLayer(void* ctx, unsigned long long dst, unsigned long long, void* 
   a.y = reinterpret_cast<float*>(static_cast<uintptr_t>(dst));
   void* params[] = {&a.x, &a.w, &a.b, &a.y, &a.m, &a.k, &a.n, &a.relu};
   const unsigned tile = 16;
-  CUresult e = drv().cuLaunchKernel(r->kernel, (a.n + tile - 1) / tile, (a.m + tile - 1) / tile, 1,
-                                    tile, tile, 1, 0, static_cast<CUstream>(stream), params,
-                                    nullptr);
+  CUresult e =
+      drv().cuLaunchKernel(r->kernel, (a.n + tile - 1) / tile, (a.m + tile - 1) / tile, 1, tile,
+                           tile, 1, 0, static_cast<CUstream>(stream), params, nullptr);
   return e == CUDA_SUCCESS ? 0 : static_cast<int>(e);
 }
 
@@ -432,9 +432,9 @@ int Run(const Options& o) {
   GswapApi gswap = o.recompute ? GswapApi::Find() : GswapApi{};
   if (o.recompute)
     std::printf("recompute: %s\n", gswap.register_recompute
-                                        ? "layer outputs registered with gswap"
-                                        : "gswap not loaded (or another API version): nothing "
-                                          "registered");
+                                       ? "layer outputs registered with gswap"
+                                       : "gswap not loaded (or another API version): nothing "
+                                         "registered");
   std::vector<Recipe> recipes(L + 1);
   uint64_t registered = 0;
   for (uint32_t it = 0; it < o.iters; ++it) {
@@ -449,8 +449,8 @@ int Run(const Options& o) {
       if (l.update_pending) MT_CU(d.cuStreamWaitEvent(s0, l.update_done, 0));
       l.update_pending = false;
       act[i] = alloc_act();
-      const mt_linear_fwd_args fwd{F(act[i - 1]), F(l.w), F(l.b), F(act[i]),
-                                   B,             W,       W,       i < L ? 1u : 0u};
+      const mt_linear_fwd_args fwd{F(act[i - 1]),  F(l.w), F(l.b), F(act[i]), B, W, W,
+                                   i < L ? 1u : 0u};
       Launch(k, s0, ProductGrid(B, W), kProductBlock, fwd);
       if (gswap.register_recompute) {
         recipes[i].kernel = k.mt_linear_fwd;

@@ -16,9 +16,9 @@
 //  - loss (copied back), backward freeing each activation after its last use, SGD on stream 0.
 // `--reshape-at N`: from iteration N on, the middle layer (index L/2, which must map a width to
 // itself) is skipped, forward and backward: the program's iteration changes shape, as when a
-// framework switches phases. Its weights keep their values. `--reshape-file PATH` does the same from
-// the first iteration that starts once PATH exists, and prints `reshape: iter N` (a test changes
-// the shape when it has seen what it waits for, then computes the reference with
+// framework switches phases. Its weights keep their values. `--reshape-file PATH` does the same
+// from the first iteration that starts once PATH exists, and prints `reshape: iter N` (a test
+// changes the shape when it has seen what it waits for, then computes the reference with
 // `--reshape-at N`).
 //
 // Output (the same lines as minitrain, so scripts read both): `loss: iter I V`,
@@ -91,8 +91,9 @@ int Parse(int argc, char** argv, Options* o) {
       ->check(CLI::IsMember({"fixed", "shuffled"}));
   app.add_option("--reshape-at", o->reshape_at,
                  "from this iteration on, skip the middle layer (0: never)");
-  app.add_option("--reshape-file", o->reshape_file,
-                 "skip the middle layer from the first iteration that starts once this file exists");
+  app.add_option(
+      "--reshape-file", o->reshape_file,
+      "skip the middle layer from the first iteration that starts once this file exists");
   app.add_option("--module", o->module, "kernel module to load instead of the default");
   try {
     app.parse(argc, argv);
@@ -119,8 +120,9 @@ int Parse(int argc, char** argv, Options* o) {
   }
   const size_t L = o->dims.size() - 1;
   if (o->dims.size() < 2 || o->dims.front() != o->dims.back()) {
-    std::fprintf(stderr, "shuffled_train: --dims needs two widths or more, the first equal to the "
-                         "last (the output reconstructs the input)\n");
+    std::fprintf(stderr,
+                 "shuffled_train: --dims needs two widths or more, the first equal to the "
+                 "last (the output reconstructs the input)\n");
     return 2;
   }
   for (uint32_t d : o->dims)
@@ -128,9 +130,11 @@ int Parse(int argc, char** argv, Options* o) {
       std::fprintf(stderr, "shuffled_train: --batch x width must be at most 2^31 elements\n");
       return 2;
     }
-  if ((o->reshape_at || !o->reshape_file.empty()) && (L < 3 || o->dims[L / 2] != o->dims[L / 2 + 1])) {
-    std::fprintf(stderr, "shuffled_train: --reshape-at skips the middle layer, which needs 3 "
-                         "layers or more and a middle layer that keeps its width\n");
+  if ((o->reshape_at || !o->reshape_file.empty()) &&
+      (L < 3 || o->dims[L / 2] != o->dims[L / 2 + 1])) {
+    std::fprintf(stderr,
+                 "shuffled_train: --reshape-at skips the middle layer, which needs 3 "
+                 "layers or more and a middle layer that keeps its width\n");
     return 2;
   }
   return -1;
@@ -170,11 +174,11 @@ struct Dims {
 };
 
 #define SH_ARG_PTR(type, field) const_cast<void*>(static_cast<const void*>(&a.field)),
-#define SH_DEFINE_LAUNCH(name, args)                                                           \
-  void Launch(const Kernels& k, CUstream s, Dims grid, Dims block, const args& a) {            \
-    void* params[] = {MT_PARAMS_##name(SH_ARG_PTR)};                                           \
-    MT_CU(drv().cuLaunchKernel(k.name, grid.x, grid.y, 1, block.x, block.y, 1, 0, s, params,   \
-                               nullptr));                                                      \
+#define SH_DEFINE_LAUNCH(name, args)                                                         \
+  void Launch(const Kernels& k, CUstream s, Dims grid, Dims block, const args& a) {          \
+    void* params[] = {MT_PARAMS_##name(SH_ARG_PTR)};                                         \
+    MT_CU(drv().cuLaunchKernel(k.name, grid.x, grid.y, 1, block.x, block.y, 1, 0, s, params, \
+                               nullptr));                                                    \
   }
 MT_KERNEL_LIST(SH_DEFINE_LAUNCH)
 #undef SH_DEFINE_LAUNCH
@@ -270,7 +274,8 @@ int Run(const Options& o) {
   std::vector<CUdeviceptr> act(L + 1);
   uint32_t reshape_at = o.reshape_at;
   for (uint32_t it = 0; it < o.iters; ++it) {
-    if (!reshape_at && it > 0 && !o.reshape_file.empty() && access(o.reshape_file.c_str(), F_OK) == 0) {
+    if (!reshape_at && it > 0 && !o.reshape_file.empty() &&
+        access(o.reshape_file.c_str(), F_OK) == 0) {
       reshape_at = it;
       std::printf("reshape: iter %u\n", it);
     }
@@ -323,7 +328,8 @@ int Run(const Options& o) {
       CUdeviceptr in = r == 0 ? act[0] : out_of[r - 1];
       Launch(k, s, Product(l.in, l.out), kProductBlock,
              mt_grad_weight_args{F(in), F(grad), F(l.dw), B, l.in, l.out});
-      Launch(k, s, Dims{Blocks(l.out)}, Dims{kThreads}, mt_grad_bias_args{F(grad), F(l.db), B, l.out});
+      Launch(k, s, Dims{Blocks(l.out)}, Dims{kThreads},
+             mt_grad_bias_args{F(grad), F(l.db), B, l.out});
       CUdeviceptr grad_in = 0;
       if (r > 0) {
         grad_in = mem.Alloc(uint64_t(B) * l.in * sizeof(float));
@@ -333,7 +339,8 @@ int Run(const Options& o) {
       mem.Free(grad);
       grad = grad_in;
       const uint64_t wn = uint64_t(l.in) * l.out;
-      Launch(k, s, Dims{Blocks(wn)}, Dims{kThreads}, mt_sgd_args{F(l.w), F(l.dw), wn, kLearningRate});
+      Launch(k, s, Dims{Blocks(wn)}, Dims{kThreads},
+             mt_sgd_args{F(l.w), F(l.dw), wn, kLearningRate});
       Launch(k, s, Dims{Blocks(l.out)}, Dims{kThreads},
              mt_sgd_args{F(l.b), F(l.db), l.out, kLearningRate});
     }
