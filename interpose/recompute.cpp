@@ -369,6 +369,7 @@ CUresult Residency::recompute(std::unique_lock<std::mutex>& lock, Region* r, CUs
     end_registration(r);
   } else {
     for (std::size_t k = 0; k < num_calls; ++k) trusted_.succeeded(calls[k].fn);
+    r->kept = depth > 0;  // a chain's intermediate (Region::kept)
     ++recomputes_;
     recomputed_bytes_ += r->size;
   }

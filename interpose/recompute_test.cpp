@@ -147,6 +147,44 @@ TEST(Recompute, AChainIsRecomputedSourceFirstAndKeepsItsIntermediate) {
   EXPECT_EQ(env.res.stats().recomputes, 4u);
 }
 
+TEST(Recompute, AKeptIntermediateIsDroppedBeforeAnyRegionIsSwapped) {
+  Env env(4 * kMiB);
+  CUdeviceptr w = env.alloc(kMiB);  // the least recently used region
+  CUdeviceptr a = env.alloc(kMiB), b = env.alloc(kMiB), c = env.alloc(kMiB);
+  env.fill(w, kMiB, 9);
+  env.fill(a, kMiB, 1);
+  env.fill(b, kMiB, 2);
+  env.fill(c, kMiB, 3);
+  Recipe rb{&env, a, 1, 2}, rc{&env, b, 2, 3};
+  ASSERT_EQ(reg(env, b, kMiB, {a}, &rb), GSWAP_OK);
+  ASSERT_EQ(reg(env, c, kMiB, {b}, &rc), GSWAP_OK);
+  for (int round = 0; round < 2; ++round) {  // the first round makes the callbacks trusted
+    drop(env, b);
+    drop(env, c);
+    ASSERT_EQ(env.launch({a}), CUDA_SUCCESS);
+    ASSERT_EQ(env.launch({c}), CUDA_SUCCESS);  // recomputes b (kept), then c
+    env.res.drain();
+  }
+  ASSERT_EQ(env.state(b), kRegionResident);
+  ASSERT_TRUE(env.region(b)->kept);
+  ASSERT_FALSE(env.region(c)->kept);  // touched by the launch itself
+  const std::uint64_t out = env.res.stats().swapped_out;
+  // Memory for one more region: the kept intermediate goes, with no copy, and w stays.
+  CUdeviceptr d = env.alloc(kMiB);
+  env.res.drain();
+  EXPECT_EQ(env.state(b), kRegionDropped);
+  EXPECT_EQ(env.state(w), kRegionResident);
+  EXPECT_EQ(env.state(d), kRegionResident);
+  EXPECT_EQ(env.res.stats().swapped_out, out);
+  EXPECT_TRUE(env.holds(w, kMiB, 9));
+  // It comes back when used, recomputed.
+  ASSERT_EQ(env.launch({b}), CUDA_SUCCESS);
+  env.res.drain();
+  EXPECT_TRUE(env.holds(b, kMiB, 2));
+  EXPECT_FALSE(env.region(b)->kept);
+  EXPECT_LE(env.res.stats().used, 4 * kMiB);
+}
+
 TEST(Recompute, TheCallbacksOwnLaunchesReachTheRegionBeingRecomputed) {
   Env env(8 * kMiB);
   CUdeviceptr src = env.alloc(kMiB), d = env.alloc(kMiB);

@@ -97,9 +97,13 @@ struct Region {
   // and a planned drop in progress.
   RecomputeInfo* recompute = nullptr;
   std::uint32_t dependents = 0;
-  bool dropping = false;        // kEvicting: a planned drop
-  bool drop_copy = false;       // that drop copies the bytes to the host first (a fallback)
-  bool host_valid = false;      // kDropped: the host buffer holds its bytes
+  bool dropping = false;    // kEvicting: a planned drop
+  bool drop_copy = false;   // that drop copies the bytes to the host first (a fallback)
+  bool host_valid = false;  // kDropped: the host buffer holds its bytes
+  // Recomputed only as a source of another recomputation (a chain's intermediate): resident while
+  // memory allows, and the first to be dropped again when room is needed (as gswapd's simulator
+  // counts it). Cleared when it leaves.
+  bool kept = false;
   char name[64] = {};           // given by the program (gswap_name_allocation)
   Region* next_free = nullptr;  // recycling list
 };

@@ -22,11 +22,17 @@
 #include "interpose/clock.h"
 #include "interpose/log.h"
 #include "interpose/plan_executor.h"
+#include "interpose/recompute.h"
 #include "interpose/telemetry.h"
 #include "interpose/timeline.h"
 
 namespace gswap::interpose {
 namespace {
+
+// A kept intermediate (Region::kept) that may be dropped now: its registration still covers it.
+bool may_drop_kept(const Region* r, const void* ctx) {
+  return r->kept && r->recompute && r->recompute->covers(r->size) && may_leave(r, ctx);
+}
 
 std::uint64_t round_up(std::uint64_t v, std::uint64_t a) {
   return (v + a - 1) / a * a;
@@ -210,7 +216,7 @@ Region* Residency::new_region() {
   r->restore_error = CUDA_SUCCESS;
   r->recompute = nullptr;
   r->dependents = 0;
-  r->dropping = r->drop_copy = r->host_valid = false;
+  r->dropping = r->drop_copy = r->host_valid = r->kept = false;
   return r;
 }
 
@@ -312,6 +318,7 @@ bool Residency::begin_evict(Region* r) {
   resident_ -= r->mapped;
   evicting_ += r->mapped;
   r->evict_issued = false;
+  r->kept = false;
   ++evictions_;
   push(CommandType::kEvict, r);
   return true;
@@ -328,7 +335,8 @@ void Residency::rescue(Region* r) {
   transition(r, r->restore_pending ? kRegionRestoring : kRegionResident);
 }
 
-// Starts what would bring used() + bytes within the budget: drops pooled handles, then hands
+// Starts what would bring used() + bytes within the budget: drops pooled handles, begins the
+// plan's swap-outs and drops still queued, drops kept intermediates, then hands
 // least-recently-used victims to the swapper. kReady: it fits now; kWait: it will once swap-outs
 // or frees in flight complete; kNone: nothing can make it fit (it may still, if regions pinned only
 // for an instant by other threads' launches are released).
@@ -345,7 +353,15 @@ Residency::Room Residency::make_room(std::uint64_t bytes, bool over_budget_ok) {
                    "excess is given back when the capture ends");
     return Room::kReady;
   }
+  begin_queued_planned();
   std::size_t attempts = live_.size();
+  // Intermediates kept after a chain of recomputations go first: dropping them costs no copy.
+  while (used() - evicting_ - freeing_ + bytes > b && attempts-- > 0 && may_evict_now()) {
+    Region* k = victims_.pick(live_, may_drop_kept, nullptr);
+    if (!k) break;
+    if (!begin_drop(k)) k->kept = false;  // pinned meanwhile: an ordinary region from now on
+  }
+  attempts = live_.size();
   while (used() - evicting_ - freeing_ + bytes > b && attempts-- > 0 && may_evict_now()) {
     Region* v = victims_.pick(live_, may_leave, nullptr);
     if (!v) break;

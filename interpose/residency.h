@@ -263,6 +263,9 @@ class Residency {
 
   // Swapper side (swapper.cpp), mutex_ held unless said.
   bool run_commands(std::unique_lock<std::mutex>& lock);
+  static bool planned_eviction(const Command& c);  // kPlanEvict or kPlanDrop
+  bool begin_planned(const Command& c);
+  void begin_queued_planned();  // any thread
   void issue_evict(std::unique_lock<std::mutex>& lock, Region* r);
   void issue_free(Region* r);
   bool order_after_users(Region* r, Device::Stream s);

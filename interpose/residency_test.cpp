@@ -77,6 +77,29 @@ TEST(Residency, EvictionAndRestoreKeepTheBytes) {
   (void)c;
 }
 
+TEST(Residency, AnAllocationBeginsQueuedPlannedSwapOutsBeforeChoosingVictims) {
+  Env env(2 * kMiB);
+  CUdeviceptr a = env.alloc(kMiB), b = env.alloc(kMiB);
+  env.fill(a, kMiB, 1);
+  env.fill(b, kMiB, 2);
+  ASSERT_EQ(env.launch({b}), CUDA_SUCCESS);  // a is the least recently used
+  // The plan sends b out; the swapper has not run yet when the program allocates.
+  Region* rb = env.region(b);
+  ASSERT_TRUE(env.res.plan_evict(rb, rb->id, 1));
+  CUdeviceptr c = env.alloc(kMiB);
+  env.res.drain();
+  EXPECT_EQ(env.state(a), kRegionResident);  // the plan keeps it: not a victim
+  EXPECT_EQ(env.state(b), kRegionHost);
+  EXPECT_EQ(env.state(c), kRegionResident);
+  ResidencyStats s = env.res.stats();
+  EXPECT_EQ(s.planned_evictions, 1u);
+  EXPECT_EQ(s.swapped_out, kMiB);
+  EXPECT_LE(s.used, 2 * kMiB);
+  ASSERT_EQ(env.launch({b}), CUDA_SUCCESS);
+  env.res.drain();
+  EXPECT_TRUE(env.holds(b, kMiB, 2));
+}
+
 TEST(Residency, RestoreInFlightIsWaitedForOnTheStream) {
   Env env(kMiB);
   CUdeviceptr a = env.alloc(kMiB);

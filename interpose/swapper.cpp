@@ -246,28 +246,63 @@ void Residency::drain() {
   }
 }
 
+// A planned swap-out or drop (kPlanEvict, kPlanDrop): begins it unless the region moved on or
+// may not leave now. Any thread that holds mutex_: begin_evict only changes state and queues.
+bool Residency::begin_planned(const Command& c) {
+  Region* r = c.region;
+  if (!r || r->id != c.id) return false;  // freed and recycled since the plan named it
+  if (!may_evict_now() || !may_leave(r, nullptr)) return false;
+  // A drop needs a registration that covers the region; without one (never registered, or
+  // unregistered since the plan was made) the region is swapped instead.
+  if (c.type == CommandType::kPlanDrop && r->recompute && r->recompute->covers(r->size))
+    return begin_drop(r);
+  if (!begin_evict(r)) return false;
+  r->plan_tag.store(c.tag | plan_tag::kEvicted, std::memory_order_relaxed);
+  ++planned_evictions_;
+  return true;
+}
+
+bool Residency::planned_eviction(const Command& c) {
+  return c.type == CommandType::kPlanEvict || c.type == CommandType::kPlanDrop;
+}
+
+// Application threads, before they choose victims of their own (make_room): planned swap-outs and
+// drops still in the command queue begin now, so an allocation counts the memory the plan is about
+// to give back instead of evicting regions the plan keeps. Every other command is left to the
+// swapper, in its order.
+void Residency::begin_queued_planned() {
+  if (queue_.empty() && overflow_.empty()) return;
+  std::vector<Command> rest;
+  Command c;
+  while (queue_.pop(&c)) {
+    if (planned_eviction(c))
+      begin_planned(c);
+    else
+      rest.push_back(c);
+  }
+  for (const Command& m : overflow_) {
+    if (planned_eviction(m))
+      begin_planned(m);
+    else
+      rest.push_back(m);
+  }
+  // begin_evict queued its own commands meanwhile; those follow the ones taken out here.
+  overflow_.clear();
+  while (queue_.pop(&c)) rest.push_back(c);
+  overflow_.swap(rest);
+}
+
 bool Residency::run_commands(std::unique_lock<std::mutex>& lock) {
   bool did = false;
   auto handle = [&](const Command& c) {
     Region* r = c.region;
     if (!r) return;
-    if (c.type == CommandType::kPlanEvict || c.type == CommandType::kPlanDrop ||
-        c.type == CommandType::kPrefetch) {
-      if (r->id != c.id) return;  // freed and recycled since the plan named it
-      if (c.type != CommandType::kPrefetch) {
-        if (!may_evict_now() || !may_leave(r, nullptr)) return;
-        // A drop needs a registration that covers the region; without one (never registered, or
-        // unregistered since the plan was made) the region is swapped instead.
-        if (c.type == CommandType::kPlanDrop && r->recompute && r->recompute->covers(r->size)) {
-          did = begin_drop(r) || did;
-        } else if (begin_evict(r)) {
-          r->plan_tag.store(c.tag | plan_tag::kEvicted, std::memory_order_relaxed);
-          ++planned_evictions_;
-          did = true;
-        }
-      } else {
-        did = issue_prefetch(lock, r, c.tag) || did;
-      }
+    if (planned_eviction(c)) {
+      did = begin_planned(c) || did;
+      return;
+    }
+    if (c.type == CommandType::kPrefetch) {
+      if (r->id == c.id) did = issue_prefetch(lock, r, c.tag) || did;
       return;
     }
     if (r->gen != c.gen) return;  // stale: the region moved on since
