@@ -35,7 +35,8 @@ CUresult access(CUdeviceptr dst, std::size_t dn, CUdeviceptr src, std::size_t sn
     CUresult e = keep_resident_captured(t);
     if (e != CUDA_SUCCESS) return e;
   }
-  return with_access(t, s, pt, sync, enqueue, function);
+  return with_access(t, s, pt, sync, enqueue, function,
+                     function == proto::kMemsetFunction ? "memset" : "memcpy");
 }
 
 // Fact 4: a small copy from host memory may upload an array of device pointers (upload_scan.h).

@@ -439,9 +439,11 @@ CUresult wait_restoring(TouchSet& t, CUstream stream, bool per_thread, bool sync
 void plan_before(std::uint64_t seq, std::uint64_t function, const TouchSet& t, CUstream stream,
                  bool, PlanStep* step) {
   g_exec->before(seq, function, t, &step->step);
-  // Kernel timing: an event on the access's stream on each side of it, never while a stream
-  // captures (an event recorded there would join the graph).
-  if (!step->step.measure || !(function & 1) ||
+  // Timing of kernels, copies and memsets (the program's own copies take device time and link
+  // time the planner must see): an event on the access's stream on each side of it, never while
+  // a stream captures (an event recorded there would join the graph). Stream memory operations
+  // are not timed: a wait on a value lasts as long as the host makes it.
+  if (!step->step.measure || function == proto::kMemOpFunction ||
       g_fast->capturing.load(std::memory_order_relaxed) > 0)
     return;
   Device::Event start = g_res->timings().take();
