@@ -45,6 +45,8 @@ constexpr std::uint64_t kTransientPinNs = 100'000'000;
 // one ordered after work that waits for the host (a stream waiting on a value the caller sets
 // only later) would otherwise never return. Far longer than any one copy takes.
 constexpr std::uint64_t kNoProgressNs = 10'000'000'000;
+// How long the end of a capture waits for memory above the budget to leave.
+constexpr std::uint64_t kCaptureSettleNs = 2'000'000'000;
 
 }  // namespace
 
@@ -994,12 +996,20 @@ void Residency::capture_aborted() {
 void Residency::capture_end() {
   if (gate_.end_capture()) {
     // No capture is on: the holds of the open captures go; graphs keep their own.
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      release_held(captured_);
-      captured_.clear();
-      ++capture_period_;
+    std::unique_lock<std::mutex> lock(mutex_);
+    release_held(captured_);
+    captured_.clear();
+    ++capture_period_;
+    // The budget holds again once the last capture has ended: what went above it leaves before
+    // this returns (a bounded wait: a swap-out behind a stream that waits for the host is left to
+    // the swapper), so the program's next calls see the budget, not the excess.
+    std::uint64_t deadline = monotonic_ns() + kCaptureSettleNs;
+    while (device_ready()) {
+      enforce_budget();
+      if (used() <= budget() || evicting_ + freeing_ == 0 || monotonic_ns() >= deadline) break;
+      wait_progress(lock, 1000);
     }
+    lock.unlock();
     wake_swapper();  // deferred frees, and the budget again
   }
 }
