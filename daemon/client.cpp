@@ -285,6 +285,9 @@ void Client::build_iteration(std::size_t begin, std::size_t end, std::uint64_t d
     pl.seq = l.seq;
     pl.stream = l.stream;
     pl.kernel = name_of_kernel(l.function_id);
+    pl.link = l.link == proto::kCopyLinkToDevice ? policy::CopyLink::kToDevice
+              : l.link == proto::kCopyLinkToHost ? policy::CopyLink::kToHost
+                                                 : policy::CopyLink::kNone;
     if (l.duration_ns) {
       ++timed;
       pl.start_us = static_cast<double>(l.start_ns - t0) / 1e3;
@@ -413,13 +416,19 @@ void Client::on_launch(std::uint64_t seq, std::uint32_t stream, std::uint64_t fu
   l.function_id = function_id;
   l.regions.assign(regions, regions + num_regions);
   l.truncated = truncated;
+  if (function_id == proto::kCopyFunction && seq == copy_seq_)
+    l.link = static_cast<std::uint8_t>(copy_link_);
   launches_.push_back(std::move(l));
   while (launches_.size() > limits_.trace_launches) launches_.pop_front();
   ++counters_.launches_seen;
   ++launches_since_detect_;
 }
 
-void Client::on_copy(std::uint64_t, std::uint32_t, std::uint64_t, std::uint64_t, std::uint64_t) {}
+void Client::on_copy(std::uint64_t seq, std::uint32_t, std::uint64_t, std::uint64_t, std::uint64_t,
+                     std::uint32_t link) {
+  copy_seq_ = seq;
+  copy_link_ = link;
+}
 
 void Client::on_eviction(std::uint64_t, std::uint64_t, std::uint64_t) {
   ++counters_.evictions;

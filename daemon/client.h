@@ -77,6 +77,7 @@ struct LaunchInfo {
   std::vector<std::uint64_t> regions;
   bool truncated = false;
   std::uint64_t start_ns = 0, duration_ns = 0;  // GPU timing, 0 until reported
+  std::uint8_t link = 0;                        // a copy: proto::kCopyLink...
 };
 
 // A completed swap copy the library reported (device-axis ns, the kernel timings' axis).
@@ -234,7 +235,7 @@ class Client : public proto::EventSink {
   void on_launch(std::uint64_t seq, std::uint32_t stream, std::uint64_t function_id,
                  const std::uint64_t* regions, std::uint32_t num_regions, bool truncated) override;
   void on_copy(std::uint64_t seq, std::uint32_t stream, std::uint64_t src, std::uint64_t dst,
-               std::uint64_t bytes) override;
+               std::uint64_t bytes, std::uint32_t link) override;
   void on_eviction(std::uint64_t seq, std::uint64_t region, std::uint64_t bytes) override;
   void on_restore(std::uint64_t seq, std::uint64_t region, std::uint64_t bytes, bool late) override;
   void on_stall(std::uint64_t seq, std::uint64_t ns) override;
@@ -283,6 +284,9 @@ class Client : public proto::EventSink {
   std::unordered_map<std::uint64_t, RegionInfo> regions_;  // live and recently freed
   std::size_t live_ = 0;
   std::deque<LaunchInfo> launches_;
+  // The last copy record: the library sends it just before the copy's launch record.
+  std::uint64_t copy_seq_ = ~0ull;
+  std::uint32_t copy_link_ = 0;
   std::deque<std::uint64_t> marks_;  // seqs of recent iteration marks
   std::size_t launches_since_detect_ = 0;
   std::string protocol_error_;

@@ -291,16 +291,26 @@ TEST_F(ServerTest, MeasuresPlansAndPublishesAGuidedPlan) {
       ASSERT_TRUE(lib.push(e));
     }
   }
-  // 256 iterations of 8 kernels, each timed 100 us: kernel k touches regions k%4+1 and
-  // (k+1)%4+1.
+  // 256 iterations of 8 accesses, each timed 100 us: access k touches regions k%4+1 and
+  // (k+1)%4+1; the last is an upload (a copy over the link), the others kernels.
+  auto function_at = [](std::uint64_t k) { return k == 7 ? proto::kCopyFunction : 101 + 2 * k; };
   std::uint64_t t = 0;
   for (int it = 0; it < 256; ++it) {
     for (std::uint64_t k = 0; k < 8; ++k) {
+      if (k == 7) {
+        proto::EventRecord c{};
+        c.type = static_cast<std::uint16_t>(proto::EventType::kCopy);
+        c.seq = lib.seq;
+        c.w[1] = k % 4 + 1;
+        c.w[2] = 4096;
+        c.w[3] = proto::kCopyLinkToDevice;
+        ASSERT_TRUE(lib.push(c));
+      }
       proto::EventRecord e{};
       e.type = static_cast<std::uint16_t>(proto::EventType::kLaunch);
       e.seq = lib.seq++;
       e.count = 2;
-      e.w[0] = 101 + 2 * k;
+      e.w[0] = function_at(k);
       e.w[1] = k % 4 + 1;
       e.w[2] = (k + 1) % 4 + 1;
       ASSERT_TRUE(lib.push(e));
@@ -333,8 +343,8 @@ TEST_F(ServerTest, MeasuresPlansAndPublishesAGuidedPlan) {
     EXPECT_NE(e.region_id, 0u);  // allocated before the iteration, alive after: persistent
     EXPECT_LT(e.evict_after, ph.seq_length);
     // Launch seqs follow each other, so offset o is the o-th kernel after the signature's.
-    std::uint64_t k0 = (ph.signature[0] - 101) / 2;
-    EXPECT_EQ(e.evict_function, 101 + 2 * ((k0 + e.evict_after) % 8));
+    std::uint64_t k0 = ph.signature[0] == proto::kCopyFunction ? 7 : (ph.signature[0] - 101) / 2;
+    EXPECT_EQ(e.evict_function, function_at((k0 + e.evict_after) % 8));
   }
 
   // The trace carries the measured durations and the kernel's name.
@@ -347,6 +357,12 @@ TEST_F(ServerTest, MeasuresPlansAndPublishesAGuidedPlan) {
   ASSERT_EQ(trace.launches.size(), 8u);
   EXPECT_EQ(trace.regions.size(), 4u);
   for (const policy::Launch& l : trace.launches) EXPECT_DOUBLE_EQ(l.dur_us, 100.0);
+  // The upload says which way it crosses the link; kernels cross none.
+  EXPECT_EQ(std::count_if(trace.launches.begin(), trace.launches.end(),
+                          [](const policy::Launch& l) { return l.kernel == "memcpy"; }),
+            1);
+  for (const policy::Launch& l : trace.launches)
+    EXPECT_EQ(l.link, l.kernel == "memcpy" ? policy::CopyLink::kToDevice : policy::CopyLink::kNone);
   bool named = false;
   for (const policy::Launch& l : trace.launches)
     named = named || l.kernel == "gemm_kernel_with_a_rather_long_name_for_two_chunks";

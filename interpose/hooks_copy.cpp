@@ -12,12 +12,18 @@
 namespace gswap::interpose {
 namespace {
 
+// What crosses the host link, for gswapd's simulator: a side with no device bytes is host memory
+// unless the caller says otherwise (an array side).
+constexpr std::uint64_t kLinkFromSides = ~0ull;
+
 // dst/src: the device bytes written and read (0, 0 for a host or array side).
 // function: how the access appears in gswapd's trace (a copy or a memset).
+// link: proto::kCopyLink..., or kLinkFromSides.
 template <class Enqueue>
 CUresult access(CUdeviceptr dst, std::size_t dn, CUdeviceptr src, std::size_t sn, CUstream s,
                 bool pt, bool sync, Enqueue&& enqueue,
-                std::uint64_t function = proto::kCopyFunction) {
+                std::uint64_t function = proto::kCopyFunction,
+                std::uint64_t link = kLinkFromSides) {
   FastState& fs = fast();
   if (!fs.active.load(std::memory_order_acquire)) return enqueue();
   TouchSet t;
@@ -28,8 +34,13 @@ CUresult access(CUdeviceptr dst, std::size_t dn, CUdeviceptr src, std::size_t sn
     Region* r = sn ? fs.map.find(src) : nullptr;
     unsigned stream_number = 0;
     fs.streams.bit(reinterpret_cast<std::uintptr_t>(s), pt, &stream_number);
+    if (link == kLinkFromSides)
+      link = function != proto::kCopyFunction ? proto::kCopyLinkNone
+             : dn && !sn                      ? proto::kCopyLinkToDevice
+             : sn && !dn                      ? proto::kCopyLinkToHost
+                                              : proto::kCopyLinkNone;
     telemetry::copy(fs.seq.load(std::memory_order_relaxed), stream_number, r ? r->id : 0,
-                    d ? d->id : 0, dn ? dn : sn);
+                    d ? d->id : 0, dn ? dn : sn, link);
   }
   if (t.n && fs.capturing.load(std::memory_order_relaxed) > 0) {
     CUresult e = keep_resident_captured(t);
@@ -95,6 +106,14 @@ std::size_t span_2d(std::size_t pitch, std::size_t width, std::size_t height) {
   return height ? (height - 1) * pitch + width : 0;
 }
 
+// The link a 2D/3D copy crosses, by its sides' memory types (an array is device memory).
+std::uint64_t box_link(CUmemorytype src, CUmemorytype dst) {
+  bool from_host = src == CU_MEMORYTYPE_HOST, to_host = dst == CU_MEMORYTYPE_HOST;
+  return from_host == to_host ? proto::kCopyLinkNone
+         : from_host          ? proto::kCopyLinkToDevice
+                              : proto::kCopyLinkToHost;
+}
+
 CUdeviceptr side_ptr(CUmemorytype type, CUdeviceptr dev) {
   return (type == CU_MEMORYTYPE_DEVICE || type == CU_MEMORYTYPE_UNIFIED) ? dev : 0;
 }
@@ -109,7 +128,9 @@ CUresult copy2d(const CUDA_MEMCPY2D* c, CUstream s, bool pt, bool sync, Enqueue&
   if (dst) dst += c->dstY * c->dstPitch + c->dstXInBytes;
   std::size_t sn = src ? span_2d(c->srcPitch, c->WidthInBytes, c->Height) : 0;
   std::size_t dn = dst ? span_2d(c->dstPitch, c->WidthInBytes, c->Height) : 0;
-  return access(dst, dn, src, sn, s, pt, sync, enqueue);  // access() takes the destination first
+  // access() takes the destination first.
+  return access(dst, dn, src, sn, s, pt, sync, enqueue, proto::kCopyFunction,
+                box_link(c->srcMemoryType, c->dstMemoryType));
 }
 
 template <class C, class Enqueue>
@@ -124,7 +145,9 @@ CUresult copy3d(const C* c, CUstream s, bool pt, bool sync, Enqueue&& enqueue) {
   if (dst) dst += (c->dstZ * c->dstHeight + c->dstY) * c->dstPitch + c->dstXInBytes;
   std::size_t sn = src ? span_2d(c->srcPitch, c->WidthInBytes, rows_src) : 0;
   std::size_t dn = dst ? span_2d(c->dstPitch, c->WidthInBytes, rows_dst) : 0;
-  return access(dst, dn, src, sn, s, pt, sync, enqueue);  // access() takes the destination first
+  // access() takes the destination first.
+  return access(dst, dn, src, sn, s, pt, sync, enqueue, proto::kCopyFunction,
+                box_link(c->srcMemoryType, c->dstMemoryType));
 }
 
 }  // namespace
@@ -218,20 +241,24 @@ CUresult hook_cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, 
                 [&] { return GSWAP_R.cuMemcpyDtoDAsync_v2_ptsz(d, s, n, st); });
 }
 CUresult hook_cuMemcpyDtoA_v2(CUarray a, size_t off, CUdeviceptr s, size_t n) {
-  return access(0, 0, s, n, nullptr, false, true,
-                [&] { return GSWAP_R.cuMemcpyDtoA_v2(a, off, s, n); });
+  return access(
+      0, 0, s, n, nullptr, false, true, [&] { return GSWAP_R.cuMemcpyDtoA_v2(a, off, s, n); },
+      proto::kCopyFunction, proto::kCopyLinkNone);
 }
 CUresult hook_cuMemcpyDtoA_v2_ptds(CUarray a, size_t off, CUdeviceptr s, size_t n) {
-  return access(0, 0, s, n, nullptr, true, true,
-                [&] { return GSWAP_R.cuMemcpyDtoA_v2_ptds(a, off, s, n); });
+  return access(
+      0, 0, s, n, nullptr, true, true, [&] { return GSWAP_R.cuMemcpyDtoA_v2_ptds(a, off, s, n); },
+      proto::kCopyFunction, proto::kCopyLinkNone);
 }
 CUresult hook_cuMemcpyAtoD_v2(CUdeviceptr d, CUarray a, size_t off, size_t n) {
-  return access(d, n, 0, 0, nullptr, false, true,
-                [&] { return GSWAP_R.cuMemcpyAtoD_v2(d, a, off, n); });
+  return access(
+      d, n, 0, 0, nullptr, false, true, [&] { return GSWAP_R.cuMemcpyAtoD_v2(d, a, off, n); },
+      proto::kCopyFunction, proto::kCopyLinkNone);
 }
 CUresult hook_cuMemcpyAtoD_v2_ptds(CUdeviceptr d, CUarray a, size_t off, size_t n) {
-  return access(d, n, 0, 0, nullptr, true, true,
-                [&] { return GSWAP_R.cuMemcpyAtoD_v2_ptds(d, a, off, n); });
+  return access(
+      d, n, 0, 0, nullptr, true, true, [&] { return GSWAP_R.cuMemcpyAtoD_v2_ptds(d, a, off, n); },
+      proto::kCopyFunction, proto::kCopyLinkNone);
 }
 
 // 2D and 3D copies.

@@ -40,8 +40,9 @@ void note_copy(FastState& fs, CUdeviceptr dst, CUdeviceptr src, std::size_t n, C
   if (!d && !r) return;
   unsigned stream_number = 0;
   fs.streams.bit(reinterpret_cast<std::uintptr_t>(s), pt, &stream_number);
+  // The link is not known here (unified addresses, several copies in one position).
   telemetry::copy(fs.seq.load(std::memory_order_relaxed), stream_number, r ? r->id : 0,
-                  d ? d->id : 0, n);
+                  d ? d->id : 0, n, proto::kCopyLinkNone);
 }
 
 // Adds the regions of one scanned upload (upload_scan.h) to those a batch names.

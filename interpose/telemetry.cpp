@@ -663,11 +663,12 @@ void launch(std::uint64_t seq, std::uint32_t stream, std::uint64_t function_id,
 }
 
 void copy(std::uint64_t seq, std::uint32_t stream, std::uint64_t src_region,
-          std::uint64_t dst_region, std::uint64_t bytes) {
+          std::uint64_t dst_region, std::uint64_t bytes, std::uint64_t link) {
   p::EventRecord r = record(p::EventType::kCopy, seq, stream);
   r.w[0] = src_region;
   r.w[1] = dst_region;
   r.w[2] = bytes;
+  r.w[3] = link;
   emit(&r, 1);
 }
 

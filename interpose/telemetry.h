@@ -98,9 +98,9 @@ void region_alloc(std::uint64_t region_id, std::uint64_t base, std::uint64_t byt
 void region_free(std::uint64_t region_id, std::uint64_t seq);
 void launch(std::uint64_t seq, std::uint32_t stream, std::uint64_t function_id,
             const std::uint64_t* region_ids, std::uint32_t num_regions);
+// Region id 0: not a region (host memory, arena). link: proto::kCopyLink...
 void copy(std::uint64_t seq, std::uint32_t stream, std::uint64_t src_region,
-          std::uint64_t dst_region,
-          std::uint64_t bytes);  // region id 0: not a region (host memory, arena)
+          std::uint64_t dst_region, std::uint64_t bytes, std::uint64_t link);
 void eviction(std::uint64_t region_id, std::uint64_t bytes);
 void restore(std::uint64_t region_id, std::uint64_t bytes, bool late);
 void stall(std::uint64_t seq, std::uint64_t ns, std::uint64_t start_ns = 0,

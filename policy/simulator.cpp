@@ -106,7 +106,14 @@ class Sim {
         if (rs_[r].st == St::kIn && rs_[r].ready <= T) rs_[r].st = St::kResident;
         if (rs_[r].st != St::kResident) ++res_.access_violations;
       }
+      // The program's own copy over the link waits for the copy engine of its direction (FIFO,
+      // shared with gswap's swaps) and holds it for its duration.
+      double* engine = l.link == CopyLink::kToDevice ? &h2d_free_
+                       : l.link == CopyLink::kToHost ? &d2h_free_
+                                                     : nullptr;
+      if (engine) T = std::max(T, *engine);
       const double start = T;
+      if (engine) *engine = start + l.dur_us;
       const double stall = std::max(0.0, (start - t0) - (res_.recompute_us - rc_before));
       res_.stall_us += stall;
       if (ev_) ev_->launches[i] = {start, start + l.dur_us, stall, waited_for_};

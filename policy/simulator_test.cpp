@@ -88,6 +88,33 @@ TEST(SimulatorTest, SameDirectionCopiesSerialise) {
   EXPECT_DOUBLE_EQ(s.stall_us, 10.0);
 }
 
+// The program's own copies over the link hold their direction's copy engine: two uploads on two
+// streams take turns, an upload and a download do not, and an upload enqueued after a prefetch
+// waits for it.
+TEST(SimulatorTest, TheProgramsOwnCopiesShareTheCopyEngines) {
+  Trace t = empty_trace(2, 10.0, 1e9);
+  t.launches[1].stream = 1;
+  t.launches[0].link = t.launches[1].link = CopyLink::kToDevice;
+  EXPECT_DOUBLE_EQ(simulate(analyze(t), Plan{}, 1ull << 30).step_time_us, 20.0);
+  t.launches[1].link = CopyLink::kToHost;
+  EXPECT_DOUBLE_EQ(simulate(analyze(t), Plan{}, 1ull << 30).step_time_us, 10.0);
+  t.launches[1].link = CopyLink::kNone;
+  EXPECT_DOUBLE_EQ(simulate(analyze(t), Plan{}, 1ull << 30).step_time_us, 10.0);
+
+  Trace u = empty_trace(6, 10.0, 4.0 * kMiB / 10e-6);  // 10 us per 4 MiB
+  RegionId x = add_region(u, 4 * kMiB, 0, -1, {0, 5});
+  RegionId y = add_region(u, 4 * kMiB, 0, -1, {0, 5});
+  u.launches[4].link = CopyLink::kToDevice;
+  Plan p;
+  p.entries.push_back({x, EvictKind::kSwap, 0, kNoLaunch, 4, 5, 10.0});
+  p.entries.push_back({y, EvictKind::kSwap, 0, kNoLaunch, 4, 5, 10.0});
+  SimResult s = simulate(analyze(u), p, 1ull << 30);
+  // The restores take the engine at 40..50 and 50..60 (launch 4 starts them before it is
+  // enqueued); the upload then runs 60..70 and launch 5 70..80.
+  EXPECT_DOUBLE_EQ(s.step_time_us, 80.0);
+  EXPECT_DOUBLE_EQ(s.stall_us, 20.0);
+}
+
 TEST(SimulatorTest, RestoreBeforeSwapOutEndsCancelsTheEviction) {
   Trace t = empty_trace(3, 1.0, 4.0 * kMiB / 10e-6);
   RegionId x = add_region(t, 4 * kMiB, 0, -1, {0, 2});

@@ -39,6 +39,10 @@ struct Region {
   std::optional<Recompute> recompute;
 };
 
+// A launch that is the program's own copy over the host link holds that direction's copy engine
+// for its duration, as gswap's swaps do.
+enum class CopyLink : std::uint8_t { kNone, kToDevice, kToHost };
+
 struct Launch {
   Seq seq = 0;
   double start_us = 0;  // observed start, relative to the trace
@@ -46,6 +50,7 @@ struct Launch {
   std::uint32_t stream = 0;
   std::vector<RegionId> regions;  // regions the launch touches
   std::string kernel;             // kernel identity (name or hash)
+  CopyLink link = CopyLink::kNone;
 };
 
 struct IterationMark {

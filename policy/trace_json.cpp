@@ -170,6 +170,17 @@ Trace parse(const json& root) {
     const json& kernel = member(l, p, "kernel");
     if (!kernel.is_string()) fail(join(p, "kernel"), "expected a string");
     la.kernel = kernel.get<std::string>();
+    if (auto it = l.find("link"); it != l.end() && !it->is_null()) {
+      const std::string lp = join(p, "link");
+      if (!it->is_string()) fail(lp, "expected \"h2d\" or \"d2h\"");
+      const std::string v = it->get<std::string>();
+      if (v == "h2d")
+        la.link = CopyLink::kToDevice;
+      else if (v == "d2h")
+        la.link = CopyLink::kToHost;
+      else
+        fail(lp, "expected \"h2d\" or \"d2h\", got \"" + v + "\"");
+    }
     t.launches.push_back(std::move(la));
   }
 
@@ -233,12 +244,10 @@ std::string write_trace_json(const Trace& trace) {
   root["regions"] = std::move(regions);
   json launches = json::array();
   for (const Launch& l : trace.launches) {
-    launches.push_back({{"seq", l.seq},
-                        {"start_us", l.start_us},
-                        {"dur_us", l.dur_us},
-                        {"stream", l.stream},
-                        {"regions", l.regions},
-                        {"kernel", l.kernel}});
+    json jl = {{"seq", l.seq},       {"start_us", l.start_us}, {"dur_us", l.dur_us},
+               {"stream", l.stream}, {"regions", l.regions},   {"kernel", l.kernel}};
+    if (l.link != CopyLink::kNone) jl["link"] = l.link == CopyLink::kToDevice ? "h2d" : "d2h";
+    launches.push_back(std::move(jl));
   }
   root["launches"] = std::move(launches);
   json its = json::array();

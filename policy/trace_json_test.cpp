@@ -42,6 +42,30 @@ TEST(TraceJsonTest, RoundTripIsExact) {
   EXPECT_EQ(write_trace_json(back), write_trace_json(t));
   EXPECT_EQ(back.launches[0].dur_us, t.launches[0].dur_us);
   EXPECT_EQ(back.regions[1].recompute->cost_us, 40.0);
+  EXPECT_EQ(back.launches[0].link, CopyLink::kNone);
+}
+
+// A launch that is the program's own copy over the link says which way it crosses.
+TEST(TraceJsonTest, CopyLinks) {
+  Trace t;
+  std::string err;
+  ASSERT_TRUE(parse_trace_json(kExample, &t, &err)) << err;
+  ASSERT_EQ(t.launches.size(), 1u);
+  Launch down = t.launches[0];
+  down.seq += 1;
+  t.launches.push_back(down);
+  t.launches[0].link = CopyLink::kToDevice;
+  t.launches[1].link = CopyLink::kToHost;
+  const std::string text = write_trace_json(t);
+  EXPECT_NE(text.find("\"link\":\"h2d\""), std::string::npos) << text;
+  Trace back;
+  ASSERT_TRUE(parse_trace_json(text, &back, &err)) << err;
+  EXPECT_EQ(back.launches[0].link, CopyLink::kToDevice);
+  EXPECT_EQ(back.launches[1].link, CopyLink::kToHost);
+  std::string bad = text;
+  bad.replace(bad.find("\"h2d\""), 5, "\"pcie\"");
+  EXPECT_FALSE(parse_trace_json(bad, &back, &err));
+  EXPECT_NE(err.find("launches[0].link"), std::string::npos) << err;
 }
 
 // A kernel name that is not UTF-8 (a program's own bytes) is written, not thrown on.

@@ -92,8 +92,9 @@ DecodeResult decode_events(const EventRecord* records, std::size_t n, bool compl
       case EventType::kLaunchMore:
         return fail(i, "launch continuation without a launch");
       case EventType::kCopy:
-        if (!tail_zero(r, 3)) return fail(i, "unused words not zero");
-        sink.on_copy(r.seq, r.stream, r.w[0], r.w[1], r.w[2]);
+        if (r.w[3] > kCopyLinkToHost) return fail(i, "copy across an unknown link");
+        if (!tail_zero(r, 4)) return fail(i, "unused words not zero");
+        sink.on_copy(r.seq, r.stream, r.w[0], r.w[1], r.w[2], static_cast<std::uint32_t>(r.w[3]));
         break;
       case EventType::kEviction:
         if (r.w[0] == 0) return fail(i, "eviction of region id 0");

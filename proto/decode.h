@@ -22,8 +22,9 @@ class EventSink {
   virtual void on_launch(std::uint64_t seq, std::uint32_t stream, std::uint64_t function_id,
                          const std::uint64_t* regions, std::uint32_t num_regions,
                          bool truncated) = 0;
+  // link: kCopyLink... (validated).
   virtual void on_copy(std::uint64_t seq, std::uint32_t stream, std::uint64_t src,
-                       std::uint64_t dst, std::uint64_t bytes) = 0;
+                       std::uint64_t dst, std::uint64_t bytes, std::uint32_t link) = 0;
   virtual void on_eviction(std::uint64_t seq, std::uint64_t region, std::uint64_t bytes) = 0;
   virtual void on_restore(std::uint64_t seq, std::uint64_t region, std::uint64_t bytes,
                           bool late) = 0;

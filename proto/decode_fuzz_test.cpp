@@ -30,7 +30,9 @@ struct CountingSink final : EventSink {
     for (std::uint32_t i = 0; i < n; ++i) EXPECT_NE(regions[i], 0u);
     ++events;
   }
-  void on_copy(std::uint64_t, std::uint32_t, std::uint64_t, std::uint64_t, std::uint64_t) override {
+  void on_copy(std::uint64_t, std::uint32_t, std::uint64_t, std::uint64_t, std::uint64_t,
+               std::uint32_t link) override {
+    EXPECT_LE(link, kCopyLinkToHost);
     ++events;
   }
   void on_eviction(std::uint64_t, std::uint64_t, std::uint64_t) override { ++events; }

@@ -19,7 +19,7 @@
 
 namespace gswap::proto {
 
-inline constexpr std::uint32_t kProtocolVersion = 2;
+inline constexpr std::uint32_t kProtocolVersion = 3;
 
 // Magic numbers: ASCII tags, so a hexdump says what it is.
 inline constexpr std::uint32_t kHelloMagic = 0x48575347;        // "GSWH" little-endian
@@ -92,7 +92,8 @@ enum class EventType : std::uint16_t {
   kFree = 2,            // w0 region id
   kLaunch = 3,          // w0 function id, w1..w4 region ids; count = regions in the whole launch
   kLaunchMore = 4,      // continuation of the previous kLaunch: w0..w4 region ids
-  kCopy = 5,            // w0 src region, w1 dst region, w2 bytes (region 0: not a region)
+  kCopy = 5,            // w0 src region, w1 dst region, w2 bytes (region 0: not a region),
+                        // w3 the link it crosses (kCopyLink...)
   kEviction = 6,        // w0 region id, w1 bytes
   kRestore = 7,         // w0 region id, w1 bytes, w2 late (0/1)
   kStall = 8,           // w0 nanoseconds
@@ -124,6 +125,12 @@ inline constexpr std::uint64_t kRecomputeFailed = 1;
 // kSwapDone flags (w4).
 inline constexpr std::uint64_t kSwapToDevice = 1;  // a restore (else a swap-out)
 inline constexpr std::uint64_t kSwapPlanned = 2;   // started by the plan (else on demand)
+
+// kCopy w3: the link a copy crosses. Memsets, device-to-device and array copies cross none; a
+// copy through unified addresses is counted by the sides the program named.
+inline constexpr std::uint64_t kCopyLinkNone = 0;
+inline constexpr std::uint64_t kCopyLinkToDevice = 1;  // host to device
+inline constexpr std::uint64_t kCopyLinkToHost = 2;    // device to host
 
 // kStall: w0 nanoseconds the call waited, w1 its start (host ns), w2 the thread's id.
 

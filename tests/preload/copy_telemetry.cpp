@@ -5,9 +5,10 @@
 //
 // The program listens on its GPU's socket in a private runtime directory, accepts libgswap's
 // connection with a shared-memory ring as gswapd would, then makes 2D and 3D copies in every
-// direction between two regions and host memory. Each copy must arrive as one kCopy record naming
-// its source region as the source and its destination region as the destination (0 for host
-// memory).
+// direction between two regions and host memory, linear copies and a memset. Each must arrive as
+// one kCopy record naming its source region as the source and its destination region as the
+// destination (0 for host memory), and the link it crosses (host to device, device to host, or
+// none for a device-to-device copy or a memset).
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -35,7 +36,7 @@ namespace {
 namespace p = gswap::proto;
 
 struct Copy {
-  std::uint64_t src, dst, bytes;
+  std::uint64_t src, dst, bytes, link;
 };
 
 // Keeps the announced regions (base -> id) and the copies.
@@ -47,8 +48,8 @@ struct Sink : p::EventSink {
     region_at[base] = region;
   }
   void on_copy(std::uint64_t, std::uint32_t, std::uint64_t src, std::uint64_t dst,
-               std::uint64_t bytes) override {
-    copies.push_back({src, dst, bytes});
+               std::uint64_t bytes, std::uint32_t link) override {
+    copies.push_back({src, dst, bytes, link});
   }
   void on_free(std::uint64_t, std::uint64_t) override {}
   void on_launch(std::uint64_t, std::uint32_t, std::uint64_t, const std::uint64_t*, std::uint32_t,
@@ -199,9 +200,12 @@ int main() {
   struct Case {
     const char* name;
     std::size_t width;
-    std::uint64_t src, dst;
+    std::uint64_t src, dst, link;
   };
   std::vector<Case> cases;
+  auto link_of = [](CUdeviceptr dst, CUdeviceptr src) {
+    return dst && !src ? p::kCopyLinkToDevice : src && !dst ? p::kCopyLinkToHost : p::kCopyLinkNone;
+  };
   auto run = [&](const char* name, std::size_t width, CUdeviceptr dst, CUdeviceptr src, int kind) {
     if (kind == 2) {
       CUDA_MEMCPY2D c = copy_2d(dst, src, width);
@@ -213,7 +217,7 @@ int main() {
       CUDA_MEMCPY3D_PEER c = copy_3d<CUDA_MEMCPY3D_PEER>(dst, src, width);
       PCHECK(cuMemcpy3DPeer(&c));
     }
-    cases.push_back({name, width, src == b ? id_b : 0, dst == a ? id_a : 0});
+    cases.push_back({name, width, src == b ? id_b : 0, dst == a ? id_a : 0, link_of(dst, src)});
   };
   run("2D host to region", 64, a, 0, 2);
   run("2D region to host", 72, 0, b, 2);
@@ -222,6 +226,15 @@ int main() {
   run("3D region to host", 96, 0, b, 3);
   run("3D region to region", 104, a, b, 3);
   run("3D peer region to region", 112, a, b, 4);
+  PCHECK(cuMemcpyHtoD(a, g_host, 120));
+  cases.push_back({"host to region", 120, 0, id_a, p::kCopyLinkToDevice});
+  PCHECK(cuMemcpyDtoHAsync(g_host, b, 128, nullptr));
+  PCHECK(cuStreamSynchronize(nullptr));
+  cases.push_back({"region to host, async", 128, id_b, 0, p::kCopyLinkToHost});
+  PCHECK(cuMemcpyDtoD(a, b, 136));
+  cases.push_back({"region to region", 136, id_b, id_a, p::kCopyLinkNone});
+  PCHECK(cuMemsetD8(a, 3, 144));
+  cases.push_back({"memset of a region", 144, 0, id_a, p::kCopyLinkNone});
   if (!d.read_until([&] { return d.sink.copies.size() >= cases.size(); }))
     die("the copies never arrived");
 
@@ -236,16 +249,17 @@ int main() {
       ++failures;
       continue;
     }
-    bool ok = got->src == c.src && got->dst == c.dst;
-    std::printf("%s %s: src %llu dst %llu (expected src %llu dst %llu)\n", ok ? "ok  " : "FAIL",
-                c.name, (unsigned long long)got->src, (unsigned long long)got->dst,
-                (unsigned long long)c.src, (unsigned long long)c.dst);
+    bool ok = got->src == c.src && got->dst == c.dst && got->link == c.link;
+    std::printf("%s %s: src %llu dst %llu link %llu (expected src %llu dst %llu link %llu)\n",
+                ok ? "ok  " : "FAIL", c.name, (unsigned long long)got->src,
+                (unsigned long long)got->dst, (unsigned long long)got->link,
+                (unsigned long long)c.src, (unsigned long long)c.dst, (unsigned long long)c.link);
     failures += !ok;
   }
   close(d.fd);
   unlink(path);
   rmdir(dir);
   if (failures) return 1;
-  std::printf("copy_telemetry: every 2D and 3D copy names its source and destination\n");
+  std::printf("copy_telemetry: every copy names its source, its destination and its link\n");
   return 0;
 }
