@@ -709,8 +709,14 @@ Plan apply_feedback(const Analysis& a, const Plan& plan, std::span<const double>
     const double target = a.start_us[e.trigger] - 0.05 * e.swap_in_us;
     std::size_t t = latest_start_at_or_before(a, target);
     if (a.start_us[t] > target && t > 0) --t;
+    // Never before the eviction is issued (an on-demand release issues it at evict_at): a
+    // prefetch of a region still resident does nothing, and the access then restores it on demand.
     const bool wrap = is_wrap(e);
-    if (!wrap) t = std::max(t, e.evict_after + 1);
+    if (!wrap) {
+      std::size_t out = e.evict_after + 1;
+      if (e.evict_at != kNoLaunch) out = std::max(out, e.evict_at);
+      t = std::max(t, out);
+    }
     e.trigger = std::min(t, e.trigger);
   }
   return out;

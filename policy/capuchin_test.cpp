@@ -206,6 +206,20 @@ TEST(CapuchinTest, FeedbackMovesLateTriggersEarlierByFivePercent) {
   EXPECT_EQ(q.entries[0].trigger, 2u);
 }
 
+// An eviction issued later than right after its access (evict_at, DELTA's on-demand releases):
+// feedback stops at the launch where it is issued.
+TEST(CapuchinTest, FeedbackNeverMovesATriggerBeforeADeferredEviction) {
+  SwapFixture f;
+  Analysis a = analyze(f.t);
+  Plan p = plan_capuchin(a, 8 * kMiB);
+  ASSERT_EQ(p.entries.size(), 1u);
+  ASSERT_EQ(p.entries[0].trigger, 7u);
+  p.entries[0].evict_at = 5;
+  std::vector<double> late = {3.0};
+  for (int k = 0; k < 20; ++k) p = apply_feedback(a, p, late);
+  EXPECT_EQ(p.entries[0].trigger, 5u);
+}
+
 TEST(CapuchinTest, FeedbackRemovesLatenessTheSimulatorObserved) {
   // X's 25 us restore starts with launch 8 (80 us) but launch 9 wants it at 90 us: 15 us late.
   // Each round of feedback starts it at least 5% of SwapTime earlier, which here is one launch:
