@@ -95,8 +95,10 @@ CUresult with_access(TouchSet& t, CUstream stream, bool per_thread, bool sync, E
       plan_before(seq, function_id, t, per_thread && !stream ? CU_STREAM_PER_THREAD : stream,
                   per_thread, &step);
       CUresult res = enqueue();
-      plan_after(&step);
+      // Unpinned first: a planned swap-out the swapper takes up at once must find its region
+      // free to leave (a pinned one is skipped, and the eviction would be lost).
       unpin(t);
+      plan_after(&step);
       return res;
     }
   }

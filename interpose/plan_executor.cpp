@@ -76,6 +76,7 @@ void PlanExecutor::load(const proto::PlanHeader& h, const proto::PlanEntry* entr
           x.id.store(e.region_id, std::memory_order_relaxed);
         }
       } else if (e.bind_offset != proto::kNoOffset) {
+        x.bind_offset = e.bind_offset;
         x.bind_slot = e.bind_slot;
         at(e.bind_offset, Action{i, kBind, 0});
       } else {
@@ -102,12 +103,40 @@ void PlanExecutor::load(const proto::PlanHeader& h, const proto::PlanEntry* entr
     }
     p->first[p->seq_length] = static_cast<std::uint32_t>(p->actions.size());
   }
-  Compiled* old = plan_.exchange(p.release(), std::memory_order_acq_rel);
+  // The launch path binds under busy_: with it held here, no bind lands in the old plan after
+  // its bindings were carried over (before() reads the plan again once it holds busy_).
+  while (busy_.test_and_set(std::memory_order_acquire)) {
+  }
+  Compiled* old = plan_.load(std::memory_order_relaxed);
+  if (old) carry_bindings(*old, p.get());
+  plan_.store(p.release(), std::memory_order_release);
+  busy_.clear(std::memory_order_release);
   mode_.store(h.mode, std::memory_order_relaxed);
   generation_.store(h.generation, std::memory_order_relaxed);
   if (old) {
     retired_[next_retired_].reset(old);
     next_retired_ = (next_retired_ + 1) % 8;
+  }
+}
+
+std::uint64_t PlanExecutor::shape_of(const Compiled& p) {
+  return signature_hash(p.signature, p.signature_length, p.seq_length);
+}
+
+// A plan of the same shape whose entry i binds the same access's region (feedback moved only
+// triggers): entry i keeps the region the old plan bound in this iteration.
+void PlanExecutor::carry_bindings(const Compiled& from, Compiled* to) {
+  if (from.mode != to->mode || from.num_entries != to->num_entries ||
+      shape_of(from) != shape_of(*to))
+    return;
+  for (std::uint32_t i = 0; i < to->num_entries; ++i) {
+    const Entry& a = from.entries[i];
+    Entry& b = to->entries[i];
+    if (a.bind_offset == proto::kNoOffset || a.bind_offset != b.bind_offset ||
+        a.bind_slot != b.bind_slot)
+      continue;
+    b.region.store(a.region.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    b.id.store(a.id.load(std::memory_order_relaxed), std::memory_order_relaxed);
   }
 }
 
@@ -130,13 +159,17 @@ void PlanExecutor::diverge(Compiled& p, std::uint64_t offset, std::uint64_t expe
 
 void PlanExecutor::before(std::uint64_t seq, std::uint64_t function, const TouchSet& t,
                           Step* step) {
-  Compiled* p = plan_.load(std::memory_order_acquire);
-  if (!p) return;
-  step->plan = p;
+  if (!plan_.load(std::memory_order_relaxed)) return;
   if (busy_.test_and_set(std::memory_order_acquire)) {
     counters_.skipped.fetch_add(1, std::memory_order_relaxed);
     return;
   }
+  Compiled* p = plan_.load(std::memory_order_acquire);  // load() swaps plans under busy_ too
+  if (!p) {
+    busy_.clear(std::memory_order_release);
+    return;
+  }
+  step->plan = p;
   if (p->mode == static_cast<std::uint32_t>(proto::PlanMode::kMeasure)) {
     step->measure = true;
     busy_.clear(std::memory_order_release);
@@ -144,7 +177,7 @@ void PlanExecutor::before(std::uint64_t seq, std::uint64_t function, const Touch
   }
   // A new plan of the same iteration (the feedback rule moved triggers) keeps the iteration the
   // executor is in; a plan of another shape starts from its signature.
-  std::uint64_t shape = signature_hash(p->signature, p->signature_length, p->seq_length);
+  std::uint64_t shape = shape_of(*p);
   if (shape != shape_) {
     shape_ = shape;
     in_iteration_ = false;

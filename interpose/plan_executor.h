@@ -17,7 +17,9 @@
 // (older plans are kept until eight newer ones have been loaded, longer than any launch can hold
 // one). The launch path calls before()/after() from any thread; the iteration state is owned by
 // whichever thread holds a try-lock for the duration of one call; a call that finds it held skips
-// the plan for that access (counted), so threads never wait for each other.
+// the plan for that access (counted), so threads never wait for each other. load() takes the same
+// lock (waiting for the one call that may hold it) to carry the regions bound so far in this
+// iteration over to a new plan of the same shape (feedback republishes plans mid-iteration).
 #pragma once
 
 #include <atomic>
@@ -108,6 +110,7 @@ class PlanExecutor {
   };
   struct Entry {
     std::uint64_t region_id = 0;  // persistent
+    std::uint64_t bind_offset = proto::kNoOffset;
     std::uint32_t bind_slot = 0;
     bool has_trigger = false;
     bool drop = false;  // PlanAction::kRecompute
@@ -128,6 +131,8 @@ class PlanExecutor {
   };
 
   void start_iteration(Compiled& p, std::uint64_t start);
+  static std::uint64_t shape_of(const Compiled& p);
+  static void carry_bindings(const Compiled& from, Compiled* to);
   void diverge(Compiled& p, std::uint64_t offset, std::uint64_t expected, std::uint64_t got);
 
   PlanActions& actions_;

@@ -507,6 +507,47 @@ TEST(PlanExecutor, RepublishedPlanOfTheSameShapeKeepsTheIteration) {
   EXPECT_EQ(fake.prefetches.size(), prefetches) << "no iteration of the new shape seen yet";
 }
 
+// A region bound before a republished plan arrives (feedback moved a trigger mid-iteration) is
+// still the one the new plan evicts and prefetches; a plan whose entry binds elsewhere starts
+// unbound.
+TEST(PlanExecutor, RepublishedPlanKeepsTheRegionsBoundThisIteration) {
+  FakeActions fake;
+  Regions regions;
+  PlanExecutor exec(fake);
+  proto::PlanEntry e = swap_entry();
+  e.bind_offset = 2;
+  e.bind_slot = 1;
+  e.evict_after = 4;
+  e.evict_function = kFwd;
+  e.trigger = 7;
+  e.trigger_function = kBwd;
+  e.back_access = 8;
+  exec.load(guided(1, kLen, kSignature, 1), &e, 1);
+  Driver d{exec};
+  Region* in = regions.make(100);
+  Region* act = regions.make(200);
+  for (std::uint64_t o = 0; o < 3; ++o)
+    d.access(kIteration[o], o == 2 ? std::vector<Region*>{in, act} : std::vector<Region*>{});
+  e.trigger = 6;
+  exec.load(guided(2, kLen, kSignature, 1), &e, 1);
+  for (std::uint64_t o = 3; o < kLen; ++o)
+    d.access(kIteration[o], o == 4 || o == 8 ? std::vector<Region*>{act} : std::vector<Region*>{});
+  ASSERT_EQ(fake.evicts.size(), 1u);
+  EXPECT_EQ(fake.evicts[0].region, act);
+  EXPECT_EQ(fake.evicts[0].tag, plan_tag::make(2, 0));
+  ASSERT_EQ(fake.prefetches.size(), 1u);
+  EXPECT_EQ(fake.prefetches[0].region, act);
+
+  // The same again, but the new plan binds its entry at another access: nothing carried over.
+  for (std::uint64_t o = 0; o < 3; ++o)
+    d.access(kIteration[o], o == 2 ? std::vector<Region*>{in, act} : std::vector<Region*>{});
+  e.bind_offset = 3;
+  exec.load(guided(3, kLen, kSignature, 1), &e, 1);
+  d.access(kIteration[3]);  // names no region: the entry stays unbound
+  d.access(kIteration[4], {act});
+  EXPECT_EQ(fake.evicts.size(), 1u);
+}
+
 TEST(PlanExecutor, MeasuresOneIterationInMeasureEvery) {
   FakeActions fake;
   PlanExecutor exec(fake);
