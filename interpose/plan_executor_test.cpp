@@ -116,6 +116,20 @@ proto::PlanEntry swap_entry() {
   return e;
 }
 
+// A per-iteration region: the second one the first forward kernel (offset 2) names, evicted
+// after `evict_after`, prefetched before the first backward kernel (7), back at offset 8.
+proto::PlanEntry activation_entry(std::uint64_t evict_after) {
+  proto::PlanEntry e = swap_entry();
+  e.bind_offset = 2;
+  e.bind_slot = 1;
+  e.evict_after = evict_after;
+  e.evict_function = kFwd;
+  e.trigger = 7;
+  e.trigger_function = kBwd;
+  e.back_access = 8;
+  return e;
+}
+
 // One iteration of a small training step, as seq offsets: upload, upload, 3 forward kernels, the
 // loss, 3 backward kernels, the update. The signature (copy, copy, fwd) occurs only at its start.
 const std::vector<std::uint64_t> kIteration = {kCopy, kCopy, kFwd, kFwd, kFwd,
@@ -222,14 +236,7 @@ TEST(PlanExecutor, PerIterationRegionBoundAtItsFirstAccessEveryIteration) {
   FakeActions fake;
   Regions regions;
   PlanExecutor exec(fake);
-  proto::PlanEntry e = swap_entry();
-  e.bind_offset = 2;  // the first forward kernel writes it: the second region it names
-  e.bind_slot = 1;
-  e.evict_after = 2;
-  e.evict_function = kFwd;
-  e.trigger = 7;
-  e.trigger_function = kBwd;
-  e.back_access = 8;
+  proto::PlanEntry e = activation_entry(2);  // the first forward kernel writes it
   exec.load(guided(1, kLen, kSignature, 1), &e, 1);
   Driver d{exec};
   for (int it = 0; it < 3; ++it) {
@@ -514,14 +521,7 @@ TEST(PlanExecutor, RepublishedPlanKeepsTheRegionsBoundThisIteration) {
   FakeActions fake;
   Regions regions;
   PlanExecutor exec(fake);
-  proto::PlanEntry e = swap_entry();
-  e.bind_offset = 2;
-  e.bind_slot = 1;
-  e.evict_after = 4;
-  e.evict_function = kFwd;
-  e.trigger = 7;
-  e.trigger_function = kBwd;
-  e.back_access = 8;
+  proto::PlanEntry e = activation_entry(4);
   exec.load(guided(1, kLen, kSignature, 1), &e, 1);
   Driver d{exec};
   Region* in = regions.make(100);
