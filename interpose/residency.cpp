@@ -356,23 +356,28 @@ Residency::Room Residency::make_room(std::uint64_t bytes, bool over_budget_ok) {
     return Room::kReady;
   }
   begin_queued_planned();
-  std::size_t attempts = live_.size();
   // Intermediates kept after a chain of recomputations go first: dropping them costs no copy.
-  while (used() - evicting_ - freeing_ + bytes > b && attempts-- > 0 && may_evict_now()) {
-    Region* k = victims_.pick(live_, may_drop_kept, nullptr);
-    if (!k) break;
-    if (!begin_drop(k)) k->kept = false;  // pinned meanwhile: an ordinary region from now on
-  }
-  attempts = live_.size();
-  while (used() - evicting_ - freeing_ + bytes > b && attempts-- > 0 && may_evict_now()) {
-    Region* v = victims_.pick(live_, may_leave, nullptr);
-    if (!v) break;
-    begin_evict(v);
-  }
+  send_away(bytes, may_drop_kept, /*drop=*/true);
+  send_away(bytes, may_leave, /*drop=*/false);
   // Swap-outs and frees in flight give memory back; once they have, or once restores in flight
   // have landed (their regions may leave then), more may be evictable.
   if (evicting_ + freeing_ > 0 || !restore_flight_.empty()) return Room::kWait;
   return Room::kNone;
+}
+
+// Hands the victims `accept` lets the VictimPolicy pick to the swapper (dropped without a copy
+// when `drop`) until used() + bytes, less what is already leaving, fits the budget. A kept
+// intermediate that cannot be dropped (pinned meanwhile) is an ordinary region from then on.
+void Residency::send_away(std::uint64_t bytes, VictimPolicy::Evictable accept, bool drop) {
+  std::size_t attempts = live_.size();
+  while (used() - evicting_ - freeing_ + bytes > budget() && attempts-- > 0 && may_evict_now()) {
+    Region* v = victims_.pick(live_, accept, nullptr);
+    if (!v) break;
+    if (!drop)
+      begin_evict(v);
+    else if (!begin_drop(v))
+      v->kept = false;
+  }
 }
 
 // Application threads: waits (releasing the mutex) until `bytes` fit the budget.
