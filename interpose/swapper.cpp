@@ -869,18 +869,10 @@ void Residency::undo_map(Region* r) {
 bool Residency::enforce_budget() {
   if (!may_evict_now()) return false;
   bool did = false;
-  std::uint64_t b = budget();
-  std::size_t attempts = live_.size();
-  while (used() - evicting_ - freeing_ > b && attempts-- > 0) {
-    if (release_pooled_handle()) {
-      did = true;
-      continue;
-    }
-    Region* v = victims_.pick(live_, may_leave, nullptr);
-    if (!v) break;
-    did = begin_evict(v) || did;
-  }
-  return did;
+  while (used() - evicting_ - freeing_ > budget() && release_pooled_handle()) did = true;
+  const std::uint64_t leaving = evicting_;
+  send_away(0, may_leave, /*drop=*/false);
+  return did || evicting_ != leaving;
 }
 
 }  // namespace gswap::interpose
