@@ -135,6 +135,7 @@ struct PublishedPlan {
 struct EntryLateness {
   std::uint64_t late_ns = 0;  // the largest seen
   std::uint64_t reports = 0, late = 0, missed = 0;
+  bool settled = false;  // feedback left its trigger where it is (for this generation)
 };
 
 struct IterationInfo {
@@ -182,6 +183,8 @@ class Client : public proto::EventSink {
   // Whether a plan for planned_from() is being made (submitted, its result not yet collected).
   bool planning() const { return planning_; }
   void set_planning(bool p) { planning_ = p; }
+  bool feedback_pending() const { return feedback_pending_; }
+  void set_feedback_pending(bool p) { feedback_pending_ = p; }
   // Forgets the launch window (the program changed shape: detect afresh).
   void forget_launches();
 
@@ -297,6 +300,7 @@ class Client : public proto::EventSink {
   PublishedPlan published_;
   MeasuredIteration planned_from_;
   bool planning_ = false;
+  bool feedback_pending_ = false;
   policy::Plan current_plan_;
   std::vector<std::size_t> entry_of_published_;
   std::uint64_t measured_token_ = 0;

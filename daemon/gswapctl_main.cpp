@@ -195,6 +195,8 @@ int cmd_policy(std::optional<long> pid, bool json) {
         late = fmt::format("{}/{} late, max {:.0f} us", e["lateness"]["late"].get<std::uint64_t>(),
                            e["lateness"]["reports"].get<std::uint64_t>(),
                            e["lateness"]["max_late_us"].get<double>());
+      if (e.contains("lateness") && e["lateness"].value("trigger_kept", false))
+        late += ", kept: earlier costs more";
       t.add({region, e["action"].get<std::string>(), pos(e["evict_after"]), prefetch,
              pos(e["back_access"]), late});
     }

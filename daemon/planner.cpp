@@ -24,19 +24,25 @@ PlannerThread::~PlannerThread() {
   thread_.join();
 }
 
-void PlannerThread::submit(Job job) {
+bool PlannerThread::submit(Job job) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (job.feedback) {
+      bool planning = running_ && running_client_ == job.client && !running_feedback_;
+      for (const Job& q : queue_) planning = planning || (q.client == job.client && !q.feedback);
+      if (planning) return false;
+    }
     for (auto it = queue_.begin(); it != queue_.end();) {
-      if (it->client == job.client)
+      if (it->client == job.client && (!job.feedback || it->feedback))
         it = queue_.erase(it);
       else
         ++it;
     }
-    if (running_ && running_client_ == job.client) cancel_running_.store(true);
+    if (!job.feedback && running_ && running_client_ == job.client) cancel_running_.store(true);
     queue_.push_back(std::move(job));
   }
   cv_.notify_all();
+  return true;
 }
 
 void PlannerThread::cancel(std::uint64_t client) {
@@ -77,8 +83,27 @@ void PlannerThread::run() {
     queue_.pop_front();
     running_ = true;
     running_client_ = job.client;
+    running_feedback_ = job.feedback;
     cancel_running_.store(false);
     lock.unlock();
+
+    if (job.feedback) {
+      Result r;
+      r.client = job.client;
+      r.token = job.token;
+      r.budget = job.budget;
+      r.feedback = true;
+      r.plan_generation = job.plan_generation;
+      const double deadline = now_ms() + job.time_budget_ms;
+      const policy::Analysis a = policy::analyze(job.trace);
+      r.checked = policy::apply_feedback_checked(a, job.plan, job.lateness_us, job.budget, [&] {
+        return cancel_running_.load() || now_ms() > deadline;
+      });
+      lock.lock();
+      running_ = false;
+      if (!cancel_running_.load()) results_.push_back(std::move(r));
+      continue;
+    }
 
     policy::SearchOptions opt;
     opt.time_budget_ms = job.time_budget_ms;

@@ -2,9 +2,14 @@
 // Capuchin plan, then a search scored by the simulator, within a time budget) takes from
 // milliseconds to the whole budget, so it runs here, off the poll loop that serves every client.
 //
+// It also checks feedback (policy::apply_feedback_checked: triggers of late restores move earlier
+// only where the simulator says it costs nothing), which simulates the plan at least twice.
+//
 // Threading: submit() and take_results() are called by the poll loop; the worker thread runs
-// one job at a time. A job for a client replaces that client's job still waiting, and cancels the
-// one being planned (its result would be stale). mutex_ owns the queue and the results.
+// one job at a time. A planning job for a client replaces that client's jobs still waiting, and
+// cancels the one being planned (its result would be stale). A feedback job replaces the client's
+// feedback job still waiting and is dropped while a planning job for the client is waiting or
+// running (the new plan supersedes it). mutex_ owns the queue and the results.
 #pragma once
 
 #include <atomic>
@@ -15,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "policy/capuchin.h"
 #include "policy/search.h"
 #include "policy/trace.h"
 
@@ -29,12 +35,20 @@ class PlannerThread {
     std::uint64_t budget = 0;
     double time_budget_ms = 200;
     bool allow_recompute = true;
+    // A feedback job: the plan being followed and the lateness measured per entry.
+    bool feedback = false;
+    policy::Plan plan;
+    std::vector<double> lateness_us;
+    std::uint64_t plan_generation = 0;  // echoed: which published plan the lateness was for
   };
   struct Result {
     std::uint64_t client = 0, token = 0;
     std::uint64_t budget = 0;
     policy::SearchResult search;
     double plan_ms = 0;  // wall time the planning took
+    bool feedback = false;
+    policy::CheckedFeedback checked;  // a feedback job's answer
+    std::uint64_t plan_generation = 0;
   };
 
   PlannerThread();
@@ -42,7 +56,7 @@ class PlannerThread {
   PlannerThread(const PlannerThread&) = delete;
   PlannerThread& operator=(const PlannerThread&) = delete;
 
-  void submit(Job job);
+  bool submit(Job job);               // false: a feedback job dropped (see above)
   void cancel(std::uint64_t client);  // the client left
   std::vector<Result> take_results();
   bool idle();
@@ -56,6 +70,7 @@ class PlannerThread {
   std::vector<Result> results_;
   std::uint64_t running_client_ = 0;
   bool running_ = false;
+  bool running_feedback_ = false;
   bool stopping_ = false;
   std::atomic<bool> cancel_running_{false};
   std::thread thread_;

@@ -40,6 +40,8 @@ constexpr std::int64_t kHandshakeTimeoutMs = 5000;
 // One planning pass stays near-linear in the iteration's length (issue 12); beyond this the
 // trace window could not hold two iterations anyway.
 constexpr std::size_t kMaxPlannedLaunches = 250000;
+// Time the planner thread may spend checking one round of feedback entry by entry.
+constexpr double kFeedbackCheckMs = 50;
 // Connections that have not said hello yet: at most kMaxPendingPerPeer from one process and
 // kMaxPending in all. Beyond either, the oldest of the same process (else of the user holding the
 // most) is closed, so connections that never say hello cannot lock other peers out.
@@ -465,12 +467,18 @@ void Server::replan(Client& c) {
   job.trace = m.trace;
   job.budget = plan_budget(c);
   job.time_budget_ms = static_cast<double>(config_.uint("plan_search_ms"));
-  planner_->submit(std::move(job));
+  planner_->submit(std::move(job));  // drops the client's feedback job, if any
   c.set_planning(true);
+  c.set_feedback_pending(false);
 }
 
 void Server::collect_plans() {
   for (PlannerThread::Result& r : planner_->take_results()) {
+    if (r.feedback) {
+      for (auto& c : clients_)
+        if (c->serial() == r.client) take_feedback(*c, r);
+      continue;
+    }
     for (auto& c : clients_) {
       if (c->serial() != r.client || c->planned_from().token != r.token) continue;
       if (r.budget != plan_budget(*c)) break;  // the budget moved meanwhile: replanned
@@ -587,31 +595,50 @@ void Server::publish_guided(Client& c, const policy::Plan& plan, const std::stri
   c.publish(c.budget(), std::move(p));
 }
 
+// Capuchin's rule: every late swap-in starts 5% of its swap time earlier next iteration, where
+// the simulator says that costs nothing (policy::apply_feedback_checked, on the planner thread).
 void Server::apply_feedback(Client& c) {
-  if (c.published().mode != proto::PlanMode::kGuided) return;
-  std::vector<EntryLateness>& late = c.lateness();
+  if (c.published().mode != proto::PlanMode::kGuided || c.planning() || c.feedback_pending())
+    return;
+  const std::vector<EntryLateness>& late = c.lateness();
   const std::vector<std::size_t>& entry_of = c.entry_of_published();
-  policy::Plan& plan = c.current_plan();
-  std::vector<double> lateness_us(plan.entries.size(), 0);
+  std::vector<double> lateness_us(c.current_plan().entries.size(), 0);
   bool any = false;
   for (std::size_t i = 0; i < late.size() && i < entry_of.size(); ++i) {
-    if (!late[i].late_ns) continue;
+    if (!late[i].late_ns || late[i].settled) continue;
     lateness_us[entry_of[i]] = static_cast<double>(late[i].late_ns) / 1e3;
     any = true;
   }
   if (!any) return;
-  // Capuchin's rule: every late swap-in starts 5% of its swap time earlier next iteration.
-  policy::Analysis a = policy::analyze(c.planned_from().trace);
-  policy::Plan next = policy::apply_feedback(a, plan, lateness_us);
-  std::size_t moved = 0;
-  for (std::size_t k = 0; k < next.entries.size() && k < plan.entries.size(); ++k)
-    moved += next.entries[k].trigger != plan.entries[k].trigger;
-  if (!moved) {
-    for (EntryLateness& l : late) l = EntryLateness{};  // nothing earlier to move to
+  PlannerThread::Job job;
+  job.client = c.serial();
+  job.token = c.planned_from().token;
+  job.trace = c.planned_from().trace;
+  job.budget = plan_budget(c);
+  job.time_budget_ms = kFeedbackCheckMs;
+  job.feedback = true;
+  job.plan = c.current_plan();
+  job.lateness_us = std::move(lateness_us);
+  job.plan_generation = c.plan_generation();
+  if (planner_->submit(std::move(job))) c.set_feedback_pending(true);
+}
+
+void Server::take_feedback(Client& c, const PlannerThread::Result& r) {
+  c.set_feedback_pending(false);
+  if (c.planned_from().token != r.token || r.budget != plan_budget(c) ||
+      c.plan_generation() != r.plan_generation || c.planning())
+    return;  // the plan changed meanwhile: the lateness was for another one
+  if (r.checked.moved) {
+    log_->debug("pid {}: feedback moved {} triggers earlier ({} left where they are)", c.pid(),
+                r.checked.moved, r.checked.refused);
+    publish_guided(c, r.checked.plan, c.planner());
     return;
   }
-  log_->debug("pid {}: feedback moved {} triggers earlier", c.pid(), moved);
-  publish_guided(c, next, c.planner());
+  std::vector<EntryLateness>& late = c.lateness();
+  const std::vector<std::size_t>& entry_of = c.entry_of_published();
+  for (std::size_t i = 0; i < late.size() && i < entry_of.size(); ++i)
+    if (entry_of[i] < r.checked.refused_entry.size() && r.checked.refused_entry[entry_of[i]])
+      late[i].settled = true;
 }
 
 void Server::serve_control(int fd) {
@@ -791,7 +818,8 @@ nlohmann::json Server::policy_json(const Client& c) const {
       j["lateness"] = {{"reports", l.reports},
                        {"late", l.late},
                        {"missed", l.missed},
-                       {"max_late_us", static_cast<double>(l.late_ns) / 1e3}};
+                       {"max_late_us", static_cast<double>(l.late_ns) / 1e3},
+                       {"trigger_kept", l.settled}};
     }
     entries.push_back(j);
   }

@@ -72,6 +72,7 @@ class Server {
   void publish_guided(Client& c, const policy::Plan& plan, const std::string& planner);
   // The feedback rule on the lateness the library reported; divergences.
   void apply_feedback(Client& c);
+  void take_feedback(Client& c, const PlannerThread::Result& r);
   void collect_plans();
   bool allowed(uid_t uid, gid_t gid) const;
   nlohmann::json client_json(const Client& c) const;

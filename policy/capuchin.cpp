@@ -15,6 +15,7 @@
 #include <queue>
 
 #include "policy/segment_tree.h"
+#include "policy/simulator.h"
 
 namespace gswap::policy {
 namespace {
@@ -720,6 +721,57 @@ Plan apply_feedback(const Analysis& a, const Plan& plan, std::span<const double>
     e.trigger = std::min(t, e.trigger);
   }
   return out;
+}
+
+CheckedFeedback apply_feedback_checked(const Analysis& a, const Plan& plan,
+                                       std::span<const double> lateness_us, std::uint64_t budget,
+                                       const std::function<bool()>& out_of_time) {
+  CheckedFeedback r;
+  r.plan = plan;
+  r.refused_entry.assign(plan.entries.size(), false);
+  const Plan all = apply_feedback(a, plan, lateness_us);
+  std::vector<std::size_t> moving;
+  for (std::size_t k = 0; k < plan.entries.size() && k < all.entries.size(); ++k) {
+    if (all.entries[k].trigger != plan.entries[k].trigger) {
+      moving.push_back(k);
+    } else if (k < lateness_us.size() && lateness_us[k] > 0) {
+      r.refused_entry[k] = true;  // late, but with nowhere earlier to go
+      ++r.refused;
+    }
+  }
+  if (moving.empty()) return r;
+  SimResult base = simulate(a, plan, budget);
+  auto no_worse = [&](const SimResult& s) {
+    return s.feasible && s.demand_evictions <= base.demand_evictions &&
+           s.step_time_us <= base.step_time_us * (1 + 1e-9);
+  };
+  if (!base.feasible) {  // nothing to compare with: the rule as it is
+    r.plan = all;
+    r.moved = moving.size();
+    return r;
+  }
+  if (no_worse(simulate(a, all, budget))) {
+    r.plan = all;
+    r.moved = moving.size();
+    return r;
+  }
+  for (std::size_t k : moving) {
+    if (moving.size() > 1) {
+      if (out_of_time()) break;  // the rest are neither moved nor refused: asked again later
+      Plan one = r.plan;
+      one.entries[k].trigger = all.entries[k].trigger;
+      SimResult s = simulate(a, one, budget);
+      if (no_worse(s)) {
+        r.plan = std::move(one);
+        base = s;
+        ++r.moved;
+        continue;
+      }
+    }
+    r.refused_entry[k] = true;
+    ++r.refused;
+  }
+  return r;
 }
 
 }  // namespace gswap::policy

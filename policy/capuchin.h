@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 
 #include "policy/analysis.h"
@@ -34,5 +35,22 @@ Plan plan_capuchin(const Analysis& a, std::uint64_t budget, const CapuchinOption
 // iteration: its trigger moves back to the latest launch starting no later than the old trigger's
 // start minus 0.05 * swap_in_us, never before the eviction.
 Plan apply_feedback(const Analysis& a, const Plan& plan, std::span<const double> lateness_us);
+
+// The feedback rule where the simulator agrees with it (what gswapd applies to measured
+// lateness). The late entries' triggers move as apply_feedback says, all together when the moved
+// plan simulates (at `budget`) no slower than `plan` and with no more demand evictions; else one
+// entry at a time on the same test, in entry order, until `out_of_time` says stop (entries not
+// tried then are neither moved nor refused). A prefetch
+// started where it cannot fit beside what the next launches allocate is evicted again by them
+// before its back-access: the lateness it saves costs a copy each way and a stall.
+struct CheckedFeedback {
+  Plan plan;
+  std::size_t moved = 0;    // entries whose trigger moved earlier
+  std::size_t refused = 0;  // late entries left where they are: nowhere earlier, or costlier
+  std::vector<bool> refused_entry;  // per entry of plan
+};
+CheckedFeedback apply_feedback_checked(const Analysis& a, const Plan& plan,
+                                       std::span<const double> lateness_us, std::uint64_t budget,
+                                       const std::function<bool()>& out_of_time);
 
 }  // namespace gswap::policy

@@ -235,6 +235,77 @@ TEST(CapuchinTest, FeedbackRemovesLatenessTheSimulatorObserved) {
   EXPECT_DOUBLE_EQ(s.step_time_us, 100.0);
 }
 
+// Two 4 MiB slots. X is out from launch 0 to its back-access at 9; Y is live over 2..8; Z is
+// allocated at 6 and freed after 7. A prefetch of X started before Z's allocation takes the slot Z
+// needs, and Z's allocation evicts it again on demand; from launch 6 on it is deferred until Z is
+// freed. The link moves 4 MiB in 25 us, so X's restore is late wherever it starts.
+struct CrowdedFixture {
+  Trace t = empty_trace(10, 10.0, 4.0 * kMiB / 25e-6);
+  RegionId x, y, z;
+  const std::uint64_t budget = 8 * kMiB;
+  CrowdedFixture() {
+    x = add_region(t, 4 * kMiB, 0, -1, {0, 9});
+    y = add_region(t, 4 * kMiB, 2, 8, {2, 5, 8});
+    z = add_region(t, 4 * kMiB, 6, 7, {6, 7});
+  }
+  Plan plan(std::size_t trigger) const {
+    Plan p;
+    p.entries.push_back({x, EvictKind::kSwap, 0, kNoLaunch, trigger, 9, 25.0});
+    return p;
+  }
+};
+
+TEST(CapuchinTest, CheckedFeedbackRefusesATriggerThatCrowdsOutAnAllocation) {
+  CrowdedFixture f;
+  Analysis a = analyze(f.t);
+  const std::vector<double> late = {15.0};
+  auto never = [] { return false; };
+  // The plain rule moves the trigger from 6 to 5, before Z's allocation: a demand eviction.
+  Plan moved = apply_feedback(a, f.plan(6), late);
+  ASSERT_EQ(moved.entries[0].trigger, 5u);
+  EXPECT_GT(simulate(a, moved, f.budget).demand_evictions,
+            simulate(a, f.plan(6), f.budget).demand_evictions);
+  CheckedFeedback c = apply_feedback_checked(a, f.plan(6), late, f.budget, never);
+  EXPECT_EQ(c.plan.entries[0].trigger, 6u);
+  EXPECT_EQ(c.moved, 0u);
+  EXPECT_EQ(c.refused, 1u);
+  ASSERT_EQ(c.refused_entry.size(), 1u);
+  EXPECT_TRUE(c.refused_entry[0]);
+  // From 8 to 7 costs nothing (the prefetch waits for Z's free either way): it moves.
+  c = apply_feedback_checked(a, f.plan(8), late, f.budget, never);
+  EXPECT_EQ(c.plan.entries[0].trigger, 7u);
+  EXPECT_EQ(c.moved, 1u);
+  EXPECT_EQ(c.refused, 0u);
+  // With room for everything the earlier prefetch is faster, and the rule applies as it is.
+  c = apply_feedback_checked(a, f.plan(6), late, 1ull << 30, never);
+  EXPECT_EQ(c.plan.entries[0].trigger, 5u);
+  // On time: nothing moves and nothing is refused.
+  c = apply_feedback_checked(a, f.plan(6), std::vector<double>{0.0}, f.budget, never);
+  EXPECT_EQ(c.moved + c.refused, 0u);
+}
+
+TEST(CapuchinTest, CheckedFeedbackTriesEntriesOneByOneWhileTimeLasts) {
+  // Two late entries: X's move crowds out Z (refused), W's costs nothing (moved). Out of time
+  // before the one-by-one pass, neither is moved nor refused.
+  CrowdedFixture f;
+  RegionId w = add_region(f.t, 2 * kMiB, 0, -1, {0, 9});
+  Analysis a = analyze(f.t);
+  Plan p = f.plan(6);
+  p.entries.push_back({w, EvictKind::kSwap, 0, kNoLaunch, 8, 9, 12.5});
+  const std::vector<double> late = {15.0, 2.5};
+  const std::uint64_t budget = 10 * kMiB;
+  ASSERT_GT(simulate(a, apply_feedback(a, p, late), budget).demand_evictions,
+            simulate(a, p, budget).demand_evictions);
+  CheckedFeedback c = apply_feedback_checked(a, p, late, budget, [] { return false; });
+  EXPECT_EQ(c.plan.entries[0].trigger, 6u);
+  EXPECT_LT(c.plan.entries[1].trigger, 8u);
+  EXPECT_EQ(c.moved, 1u);
+  EXPECT_EQ(c.refused, 1u);
+  c = apply_feedback_checked(a, p, late, budget, [] { return true; });
+  EXPECT_EQ(c.moved + c.refused, 0u);
+  EXPECT_EQ(c.plan.entries[1].trigger, 8u);
+}
+
 TEST(CapuchinTest, ImpossibleBudgetIsReported) {
   SwapFixture f;
   Analysis a = analyze(f.t);

@@ -65,9 +65,11 @@ t = json.load(open(sys.argv[1]))
 kernels = [l for l in t["launches"] if l["kernel"].startswith("mt_")]
 assert kernels and all(l["dur_us"] > 0 for l in kernels), "kernels without a duration"
 assert {"mt_linear_fwd", "mt_grad_weight", "mt_sgd"} <= {l["kernel"] for l in kernels}
+# Measured, not the planner's default (25 GB/s): simcuda's copies also take CPU time, and beside
+# other tests on 2 cores they were seen as slow as 0.57x the throttle.
 for k in ("h2d_bytes_per_s", "d2h_bytes_per_s"):
     bw = t["device"][k]
-    assert 0.7 * 400e6 <= bw <= 1.1 * 400e6, "%s = %g, the link runs at 400e6" % (k, bw)
+    assert 0.4 * 400e6 <= bw <= 1.1 * 400e6, "%s = %g, the link runs at 400e6" % (k, bw)
 PY
 "$GSWAPCTL" simulate --trace "$RT/trace.json" --budget "$plan_budget" --policy capuchin \
   --no-recompute --json >"$RT/sim.json" || fail "gswapctl simulate failed on the dumped trace"
