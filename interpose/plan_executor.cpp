@@ -102,6 +102,10 @@ void PlanExecutor::load(const proto::PlanHeader& h, const proto::PlanEntry* entr
       while (k < acts.size() && acts[k].first == o) p->actions.push_back(acts[k++].second);
     }
     p->first[p->seq_length] = static_cast<std::uint32_t>(p->actions.size());
+    p->next_action.assign(p->seq_length + 1, static_cast<std::uint32_t>(p->seq_length));
+    for (std::uint64_t o = p->seq_length; o-- > 0;)
+      p->next_action[o] =
+          p->first[o] < p->first[o + 1] ? static_cast<std::uint32_t>(o) : p->next_action[o + 1];
   }
   // The launch path binds under busy_: with it held here, no bind lands in the old plan after
   // its bindings were carried over (before() reads the plan again once it holds busy_).
@@ -109,6 +113,7 @@ void PlanExecutor::load(const proto::PlanHeader& h, const proto::PlanEntry* entr
   }
   Compiled* old = plan_.load(std::memory_order_relaxed);
   if (old) carry_bindings(*old, p.get());
+  quiet_below_.store(0, std::memory_order_relaxed);  // the new plan's positions are not known yet
   plan_.store(p.release(), std::memory_order_release);
   busy_.clear(std::memory_order_release);
   mode_.store(h.mode, std::memory_order_relaxed);
@@ -160,6 +165,11 @@ void PlanExecutor::diverge(Compiled& p, std::uint64_t offset, std::uint64_t expe
 void PlanExecutor::before(std::uint64_t seq, std::uint64_t function, const TouchSet& t,
                           Step* step) {
   if (!plan_.load(std::memory_order_relaxed)) return;
+  if (seq < quiet_below_.load(std::memory_order_acquire) &&
+      function != quiet_function_.load(std::memory_order_relaxed)) {
+    step->measure = quiet_measure_.load(std::memory_order_relaxed);
+    return;
+  }
   if (busy_.test_and_set(std::memory_order_acquire)) {
     counters_.skipped.fetch_add(1, std::memory_order_relaxed);
     return;
@@ -247,6 +257,20 @@ void PlanExecutor::before(std::uint64_t seq, std::uint64_t function, const Touch
     }
   }
   step->measure = measuring_ && in_iteration_ && !diverged_;
+  // Until the next planned position (or, past the iteration, until it counts as never having
+  // started again; outside a followed iteration, until the signature begins), accesses other than
+  // the signature's first have nothing to do.
+  std::uint64_t quiet = 0;
+  if (matched_ == 0 && (!in_iteration_ || diverged_)) {
+    quiet = ~0ull;  // only the signature's first function can change anything now
+  } else if (matched_ == 0 && seq >= start_) {
+    const std::uint64_t off = seq - start_;
+    quiet = start_ + (off + 1 < p->seq_length ? p->next_action[off + 1]
+                                              : p->seq_length + p->seq_length / 4 + 64);
+  }
+  quiet_function_.store(p->signature[0], std::memory_order_relaxed);
+  quiet_measure_.store(step->measure, std::memory_order_relaxed);
+  quiet_below_.store(quiet, std::memory_order_release);
   busy_.clear(std::memory_order_release);
 }
 

@@ -17,7 +17,9 @@
 // (older plans are kept until eight newer ones have been loaded, longer than any launch can hold
 // one). The launch path calls before()/after() from any thread; the iteration state is owned by
 // whichever thread holds a try-lock for the duration of one call; a call that finds it held skips
-// the plan for that access (counted), so threads never wait for each other. load() takes the same
+// the plan for that access (counted), so threads never wait for each other. Accesses up to the
+// next planned position skip the try-lock altogether (quiet_below_), so concurrent launches that
+// have nothing to do do not contend on it. load() takes the same
 // lock (waiting for the one call that may hold it) to carry the regions bound so far in this
 // iteration over to a new plan of the same shape (feedback republishes plans mid-iteration).
 #pragma once
@@ -124,7 +126,8 @@ class PlanExecutor {
     std::uint32_t measure_every = 0;
     std::uint32_t signature_length = 0;
     std::uint64_t signature[proto::kSignatureLength] = {};
-    std::vector<std::uint32_t> first;  // actions at offset o: [first[o], first[o + 1])
+    std::vector<std::uint32_t> first;        // actions at offset o: [first[o], first[o + 1])
+    std::vector<std::uint32_t> next_action;  // the first offset >= o with actions, or seq_length
     std::vector<Action> actions;
     std::unique_ptr<Entry[]> entries;
     std::uint32_t num_entries = 0;
@@ -153,6 +156,14 @@ class PlanExecutor {
   std::uint64_t candidate_ = 0;  // seq where the current signature match began
   std::uint64_t iteration_ = 0;
   std::uint64_t shape_ = 0;  // signature and length of the plan the state above belongs to
+
+  // What before() may skip without busy_: a launch numbered below quiet_below_ that is not the
+  // signature's first function has nothing to do (no planned action at its offset, no signature
+  // match under way) but take the measure flag. Written under busy_ after each access; 0 (never
+  // skip) when a plan is loaded.
+  std::atomic<std::uint64_t> quiet_below_{0};
+  std::atomic<std::uint64_t> quiet_function_{0};  // the signature's first function
+  std::atomic<bool> quiet_measure_{false};
 };
 
 }  // namespace gswap::interpose
