@@ -355,14 +355,20 @@ Residency::Room Residency::make_room(std::uint64_t bytes, bool over_budget_ok) {
                    "excess is given back when the capture ends");
     return Room::kReady;
   }
-  begin_queued_planned();
-  // Intermediates kept after a chain of recomputations go first: dropping them costs no copy.
-  send_away(bytes, may_drop_kept, /*drop=*/true);
-  send_away(bytes, may_leave, /*drop=*/false);
+  send_away_in_order(bytes);
   // Swap-outs and frees in flight give memory back; once they have, or once restores in flight
   // have landed (their regions may leave then), more may be evictable.
   if (evicting_ + freeing_ > 0 || !restore_flight_.empty()) return Room::kWait;
   return Room::kNone;
+}
+
+// What makes room, in order: the plan's swap-outs and drops still queued, then intermediates kept
+// after a chain of recomputations (dropping them costs no copy), then least-recently-used victims,
+// until used() + bytes, less what is already leaving, fits the budget.
+void Residency::send_away_in_order(std::uint64_t bytes) {
+  begin_queued_planned();
+  send_away(bytes, may_drop_kept, /*drop=*/true);
+  send_away(bytes, may_leave, /*drop=*/false);
 }
 
 // Hands the victims `accept` lets the VictimPolicy pick to the swapper (dropped without a copy

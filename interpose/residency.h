@@ -243,6 +243,7 @@ class Residency {
   enum class Room { kReady, kWait, kNone };
   Room make_room(std::uint64_t bytes, bool over_budget_ok);
   void send_away(std::uint64_t bytes, VictimPolicy::Evictable accept, bool drop);
+  void send_away_in_order(std::uint64_t bytes);
   CUresult wait_for_room(std::unique_lock<std::mutex>& lock, std::uint64_t bytes);
   void wait_progress(std::unique_lock<std::mutex>& lock, std::uint64_t max_us);
   bool step_locked(std::unique_lock<std::mutex>& lock);

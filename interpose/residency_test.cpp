@@ -100,6 +100,31 @@ TEST(Residency, AnAllocationBeginsQueuedPlannedSwapOutsBeforeChoosingVictims) {
   EXPECT_TRUE(env.holds(b, kMiB, 2));
 }
 
+// The end of a capture enforces the budget at once (before the swapper runs the queue): the
+// plan's queued swap-out goes first, and no least-recently-used region leaves besides it.
+TEST(Residency, TheBudgetAfterACaptureBeginsQueuedPlannedSwapOutsFirst) {
+  Env env(2 * kMiB);
+  CUdeviceptr a = env.alloc(kMiB), b = env.alloc(kMiB);
+  env.fill(b, kMiB, 2);
+  ASSERT_EQ(env.launch({b}), CUDA_SUCCESS);  // a is the least recently used
+  env.res.capture_begin();
+  CUdeviceptr c = env.alloc(kMiB);  // above the budget while the stream captures
+  Region* rb = env.region(b);
+  ASSERT_TRUE(env.res.plan_evict(rb, rb->id, 1));
+  env.res.capture_end();
+  env.res.drain();
+  EXPECT_EQ(env.state(a), kRegionResident);
+  EXPECT_EQ(env.state(b), kRegionHost);
+  EXPECT_EQ(env.state(c), kRegionResident);
+  ResidencyStats s = env.res.stats();
+  EXPECT_EQ(s.evictions, 1u);
+  EXPECT_EQ(s.planned_evictions, 1u);
+  EXPECT_LE(s.used, 2 * kMiB);
+  ASSERT_EQ(env.launch({b}), CUDA_SUCCESS);
+  env.res.drain();
+  EXPECT_TRUE(env.holds(b, kMiB, 2));
+}
+
 TEST(Residency, RestoreInFlightIsWaitedForOnTheStream) {
   Env env(kMiB);
   CUdeviceptr a = env.alloc(kMiB);

@@ -870,9 +870,10 @@ bool Residency::enforce_budget() {
   if (!may_evict_now()) return false;
   bool did = false;
   while (used() - evicting_ - freeing_ > budget() && release_pooled_handle()) did = true;
-  const std::uint64_t leaving = evicting_;
-  send_away(0, may_leave, /*drop=*/false);
-  return did || evicting_ != leaving;
+  if (used() - evicting_ - freeing_ <= budget()) return did;
+  const std::uint64_t evictions = evictions_;
+  send_away_in_order(0);
+  return did || evictions_ != evictions;
 }
 
 }  // namespace gswap::interpose
