@@ -568,9 +568,8 @@ void Server::publish_guided(Client& c, const policy::Plan& plan, const std::stri
       if (first == n || first < first_usable) continue;
       w.bind_offset = offset(first);
     }
-    std::size_t evict = e.evict_after;
-    if (e.evict_at != policy::kNoLaunch && e.evict_at > 0 && e.evict_at <= n)
-      evict = e.evict_at - 1;
+    // The library issues a swap-out after the access at its position.
+    const std::size_t evict = policy::first_launch_evicted(e, n) - 1;
     w.evict_after = offset(evict);
     w.evict_function = function(evict);
     w.trigger = proto::kNoOffset;

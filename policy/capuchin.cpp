@@ -712,12 +712,7 @@ Plan apply_feedback(const Analysis& a, const Plan& plan, std::span<const double>
     if (a.start_us[t] > target && t > 0) --t;
     // Never before the eviction is issued (an on-demand release issues it at evict_at): a
     // prefetch of a region still resident does nothing, and the access then restores it on demand.
-    const bool wrap = is_wrap(e);
-    if (!wrap) {
-      std::size_t out = e.evict_after + 1;
-      if (e.evict_at != kNoLaunch) out = std::max(out, e.evict_at);
-      t = std::max(t, out);
-    }
+    if (!is_wrap(e)) t = std::max(t, first_launch_evicted(e, a.n));
     e.trigger = std::min(t, e.trigger);
   }
   return out;

@@ -206,9 +206,20 @@ TEST(CapuchinTest, FeedbackMovesLateTriggersEarlierByFivePercent) {
   EXPECT_EQ(q.entries[0].trigger, 2u);
   // Nor before an eviction issued later than right after its access (evict_at, DELTA's
   // on-demand releases): it stops at the launch where that eviction is issued.
+  Plan r = p;
   p.entries[0].evict_at = 5;
   for (int k = 0; k < 20; ++k) p = apply_feedback(a, p, late);
   EXPECT_EQ(p.entries[0].trigger, 5u);
+  // An evict_at outside the iteration is no eviction point: the simulator and gswapd evict right
+  // after the access, and feedback may move the trigger up to it.
+  r.entries[0].evict_at = 10;
+  EXPECT_FALSE(evicts_at(r.entries[0], a.n));
+  EXPECT_EQ(first_launch_evicted(r.entries[0], a.n), 2u);
+  for (int k = 0; k < 20; ++k) r = apply_feedback(a, r, late);
+  EXPECT_EQ(r.entries[0].trigger, 2u);
+  Plan q5 = plan_capuchin(a, 8 * kMiB), q10 = q5;
+  q10.entries[0].evict_at = 10;
+  EXPECT_DOUBLE_EQ(simulate(a, q10, 8 * kMiB).step_time_us, simulate(a, q5, 8 * kMiB).step_time_us);
 }
 
 TEST(CapuchinTest, FeedbackRemovesLatenessTheSimulatorObserved) {

@@ -40,6 +40,18 @@ struct PlanEntry {
   double swap_in_us = 0;                // SwapTime of the swap-in, which the feedback rule scales
 };
 
+// Whether the entry's eviction is issued at evict_at (a launch of the iteration of n launches
+// after its access) rather than right after evict_after. The simulator, the feedback rule and the
+// plan gswapd publishes all read evict_at through this.
+inline bool evicts_at(const PlanEntry& e, std::size_t n) {
+  return e.evict_at != kNoLaunch && e.evict_at > e.evict_after && e.evict_at < n;
+}
+
+// The first launch that runs with the entry's eviction issued.
+inline std::size_t first_launch_evicted(const PlanEntry& e, std::size_t n) {
+  return evicts_at(e, n) ? e.evict_at : e.evict_after + 1;
+}
+
 // True when the entry's gap runs past the end of the iteration into the next one.
 inline bool is_wrap(const PlanEntry& e) {
   return e.back_access != kNoLaunch && e.back_access <= e.evict_after;

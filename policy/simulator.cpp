@@ -145,7 +145,7 @@ class Sim {
     for (std::size_t k = 0; k < plan_.entries.size(); ++k) {
       const PlanEntry& e = plan_.entries[k];
       if (!a_.index.count(e.region) || e.evict_after >= a_.n) continue;  // not this trace's
-      if (e.evict_at != kNoLaunch && e.evict_at < a_.n)
+      if (evicts_at(e, a_.n))
         evict_at_[e.evict_at].push_back(k);
       else
         evict_after_[e.evict_after].push_back(k);
