@@ -87,43 +87,36 @@ void PlannerThread::run() {
     cancel_running_.store(false);
     lock.unlock();
 
-    if (job.feedback) {
-      Result r;
-      r.client = job.client;
-      r.token = job.token;
-      r.budget = job.budget;
-      r.feedback = true;
-      r.plan_generation = job.plan_generation;
-      const double deadline = now_ms() + job.time_budget_ms;
-      const policy::Analysis a = policy::analyze(job.trace);
-      r.checked = policy::apply_feedback_checked(a, job.plan, job.lateness_us, job.budget, [&] {
-        return cancel_running_.load() || now_ms() > deadline;
-      });
-      lock.lock();
-      running_ = false;
-      if (!cancel_running_.load()) results_.push_back(std::move(r));
-      continue;
-    }
-
-    policy::SearchOptions opt;
-    opt.time_budget_ms = job.time_budget_ms;
-    opt.now_ms = now_ms;
-    opt.cancel = &cancel_running_;
-    opt.allow_recompute = job.allow_recompute;
-    // The library follows the plan's entries and keeps the rest on demand: a plan that fits
-    // (no demand eviction in the simulator) is what it can execute as planned.
-    opt.require_fit = true;
-    double t0 = now_ms();
     Result r;
     r.client = job.client;
     r.token = job.token;
     r.budget = job.budget;
-    r.search = policy::plan_iteration(job.trace, job.budget, opt);
+    r.feedback = job.feedback;
+    r.plan_generation = job.plan_generation;
+    const double t0 = now_ms();
+    if (job.feedback) {
+      const double deadline = t0 + job.time_budget_ms;
+      const policy::Analysis a = policy::analyze(job.trace);
+      r.checked = policy::apply_feedback_checked(a, job.plan, job.lateness_us, job.budget, [&] {
+        return cancel_running_.load() || now_ms() > deadline;
+      });
+    } else {
+      policy::SearchOptions opt;
+      opt.time_budget_ms = job.time_budget_ms;
+      opt.now_ms = now_ms;
+      opt.cancel = &cancel_running_;
+      opt.allow_recompute = job.allow_recompute;
+      // The library follows the plan's entries and keeps the rest on demand: a plan that fits
+      // (no demand eviction in the simulator) is what it can execute as planned.
+      opt.require_fit = true;
+      r.search = policy::plan_iteration(job.trace, job.budget, opt);
+    }
     r.plan_ms = now_ms() - t0;
 
     lock.lock();
     running_ = false;
-    if (!r.search.cancelled) results_.push_back(std::move(r));
+    const bool cancelled = job.feedback ? cancel_running_.load() : r.search.cancelled;
+    if (!cancelled) results_.push_back(std::move(r));
   }
 }
 

@@ -453,6 +453,16 @@ std::uint64_t Server::plan_budget(const Client& c) const {
   return fixed < b ? b - fixed : 0;
 }
 
+// A job on the iteration c was planned from, at the budget the plan fills.
+PlannerThread::Job Server::planner_job(const Client& c) const {
+  PlannerThread::Job job;
+  job.client = c.serial();
+  job.token = c.planned_from().token;
+  job.trace = c.planned_from().trace;
+  job.budget = plan_budget(c);
+  return job;
+}
+
 void Server::replan(Client& c) {
   const MeasuredIteration& m = c.planned_from();
   if (m.trace.launches.empty()) return;
@@ -461,11 +471,7 @@ void Server::replan(Client& c) {
                               m.trace.launches.size(), kMaxPlannedLaunches));
     return;
   }
-  PlannerThread::Job job;
-  job.client = c.serial();
-  job.token = m.token;
-  job.trace = m.trace;
-  job.budget = plan_budget(c);
+  PlannerThread::Job job = planner_job(c);
   job.time_budget_ms = static_cast<double>(config_.uint("plan_search_ms"));
   planner_->submit(std::move(job));  // drops the client's feedback job, if any
   c.set_planning(true);
@@ -609,11 +615,7 @@ void Server::apply_feedback(Client& c) {
     any = true;
   }
   if (!any) return;
-  PlannerThread::Job job;
-  job.client = c.serial();
-  job.token = c.planned_from().token;
-  job.trace = c.planned_from().trace;
-  job.budget = plan_budget(c);
+  PlannerThread::Job job = planner_job(c);
   job.time_budget_ms = kFeedbackCheckMs;
   job.feedback = true;
   job.plan = c.current_plan();

@@ -71,6 +71,7 @@ class Server {
   // A plan came back from the planning thread: turn it into the library's entries, publish.
   void publish_guided(Client& c, const policy::Plan& plan, const std::string& planner);
   // The feedback rule on the lateness the library reported; divergences.
+  PlannerThread::Job planner_job(const Client& c) const;
   void apply_feedback(Client& c);
   void take_feedback(Client& c, const PlannerThread::Result& r);
   void collect_plans();

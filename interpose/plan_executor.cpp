@@ -114,6 +114,7 @@ void PlanExecutor::load(const proto::PlanHeader& h, const proto::PlanEntry* entr
   Compiled* old = plan_.load(std::memory_order_relaxed);
   if (old) carry_bindings(*old, p.get());
   quiet_below_.store(0, std::memory_order_relaxed);  // the new plan's positions are not known yet
+  quiet_function_.store(p->signature[0], std::memory_order_relaxed);
   plan_.store(p.release(), std::memory_order_release);
   busy_.clear(std::memory_order_release);
   mode_.store(h.mode, std::memory_order_relaxed);
@@ -268,7 +269,6 @@ void PlanExecutor::before(std::uint64_t seq, std::uint64_t function, const Touch
     quiet = start_ + (off + 1 < p->seq_length ? p->next_action[off + 1]
                                               : p->seq_length + p->seq_length / 4 + 64);
   }
-  quiet_function_.store(p->signature[0], std::memory_order_relaxed);
   quiet_measure_.store(step->measure, std::memory_order_relaxed);
   quiet_below_.store(quiet, std::memory_order_release);
   busy_.clear(std::memory_order_release);

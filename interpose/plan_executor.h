@@ -160,7 +160,7 @@ class PlanExecutor {
   // What before() may skip without busy_: a launch numbered below quiet_below_ that is not the
   // signature's first function has nothing to do (no planned action at its offset, no signature
   // match under way) but take the measure flag. Written under busy_ after each access; 0 (never
-  // skip) when a plan is loaded.
+  // skip) when a plan is loaded, which also sets quiet_function_.
   std::atomic<std::uint64_t> quiet_below_{0};
   std::atomic<std::uint64_t> quiet_function_{0};  // the signature's first function
   std::atomic<bool> quiet_measure_{false};

@@ -740,12 +740,8 @@ CheckedFeedback apply_feedback_checked(const Analysis& a, const Plan& plan,
     return s.feasible && s.demand_evictions <= base.demand_evictions &&
            s.step_time_us <= base.step_time_us * (1 + 1e-9);
   };
-  if (!base.feasible) {  // nothing to compare with: the rule as it is
-    r.plan = all;
-    r.moved = moving.size();
-    return r;
-  }
-  if (no_worse(simulate(a, all, budget))) {
+  // An infeasible plan leaves nothing to compare with: the rule applies as it is.
+  if (!base.feasible || no_worse(simulate(a, all, budget))) {
     r.plan = all;
     r.moved = moving.size();
     return r;
