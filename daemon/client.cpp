@@ -102,6 +102,12 @@ bool Client::poll(std::string* error) {
   if (proto::seqlock_read(&status_->seq, status_->words, words, proto::kStatusWords)) {
     std::memcpy(&counters_.status, words, sizeof words);
     sample_counters();
+    const std::uint64_t fixed = counters_.status.fixed_bytes;
+    if (fixed > fixed_reserve_) {
+      constexpr std::uint64_t kStep = kFixedReserveStep;
+      fixed_reserve_ = fixed > ~0ull - kStep ? ~0ull : (fixed + kStep - 1) / kStep * kStep;
+      fixed_reserve_rose_ = true;
+    }
   }
   maybe_detect_iteration();
   return true;

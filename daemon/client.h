@@ -187,6 +187,12 @@ class Client : public proto::EventSink {
   void set_feedback_pending(bool p) { feedback_pending_ = p; }
   // Forgets the launch window (the program changed shape: detect afresh).
   void forget_launches();
+  // What plans leave to memory the library cannot move: the most fixed_bytes the library has
+  // reported since it connected (small allocations come and go within an iteration), rounded up to
+  // kFixedReserveStep so that it rises seldom. True once after each rise.
+  static constexpr std::uint64_t kFixedReserveStep = 256ull << 10;
+  std::uint64_t fixed_reserve() const { return fixed_reserve_; }
+  bool take_fixed_reserve_rose() { return std::exchange(fixed_reserve_rose_, false); }
 
   // Plan feedback: lateness per entry of the current generation, and divergences since.
   std::vector<EntryLateness>& lateness() { return lateness_; }
@@ -301,6 +307,8 @@ class Client : public proto::EventSink {
   MeasuredIteration planned_from_;
   bool planning_ = false;
   bool feedback_pending_ = false;
+  std::uint64_t fixed_reserve_ = 0;
+  bool fixed_reserve_rose_ = false;
   policy::Plan current_plan_;
   std::vector<std::size_t> entry_of_published_;
   std::uint64_t measured_token_ = 0;

@@ -201,6 +201,11 @@ void Server::tick(int timeout_ms) {
       continue;
     }
     Client& c = *clients_[i];
+    // More memory became fixed than plans leave for it: the plan followed, or the one being made,
+    // must fit in less. (A client measured afresh is planned once its new shape repeats.)
+    if (c.take_fixed_reserve_rose() &&
+        (c.planning() || c.published().mode == proto::PlanMode::kGuided))
+      replan(c);
     // The program no longer does what the plan says (three iterations in a row): forget what was
     // learned, measure afresh, and plan the new shape once it repeats.
     if (c.published().mode == proto::PlanMode::kGuided && c.divergences_since_plan() >= 3) {
@@ -448,8 +453,10 @@ std::uint64_t Server::effective_budget(const Client& c) const {
 // move (small allocations, regions that must stay), which the trace does not show.
 std::uint64_t Server::plan_budget(const Client& c) const {
   std::uint64_t b = effective_budget(c);
-  std::uint64_t fixed = c.counters().status.fixed_bytes;
-  // Regions that must stay are in the trace too; counting them twice only makes the plan safer.
+  // The most the library reported, not the last figure: small allocations come and go within an
+  // iteration, and a plan made for a budget that moved is thrown away (collect_plans). Regions
+  // that must stay are in the trace too; counting them twice only makes the plan safer.
+  std::uint64_t fixed = c.fixed_reserve();
   return fixed < b ? b - fixed : 0;
 }
 

@@ -251,6 +251,61 @@ struct FakeLibrary {
                 h->num_entries * sizeof(proto::PlanEntry));
     return true;
   }
+  // The status block, written as the library writes it.
+  void status(const proto::StatusPayload& st) {
+    auto* block = reinterpret_cast<proto::StatusBlock*>(base + hdr->status_offset);
+    std::uint64_t words[proto::kStatusWords];
+    std::memcpy(words, &st, sizeof words);
+    proto::seqlock_write(&block->seq, block->words, words, proto::kStatusWords);
+  }
+
+  // Four 64 MiB regions, then 256 iterations of 8 accesses, each timed 100 us: access k touches
+  // regions k%4+1 and (k+1)%4+1; the last is an upload (a copy over the link), the others
+  // kernels. The server ticks every 32 iterations.
+  static std::uint64_t function_at(std::uint64_t k) {
+    return k == 7 ? proto::kCopyFunction : 101 + 2 * k;
+  }
+  void regions_and_iterations(Server& server) {
+    for (std::uint64_t id = 1; id <= 4; ++id) {
+      proto::EventRecord e{};
+      e.type = static_cast<std::uint16_t>(proto::EventType::kAlloc);
+      e.seq = seq++;
+      e.w[0] = id;
+      e.w[1] = id << 32;
+      e.w[2] = 64ull << 20;
+      ASSERT_TRUE(push(e));
+    }
+    std::uint64_t t = 0;
+    for (int it = 0; it < 256; ++it) {
+      for (std::uint64_t k = 0; k < 8; ++k) {
+        if (k == 7) {
+          proto::EventRecord c{};
+          c.type = static_cast<std::uint16_t>(proto::EventType::kCopy);
+          c.seq = seq;
+          c.w[1] = k % 4 + 1;
+          c.w[2] = 4096;
+          c.w[3] = proto::kCopyLinkToDevice;
+          ASSERT_TRUE(push(c));
+        }
+        proto::EventRecord e{};
+        e.type = static_cast<std::uint16_t>(proto::EventType::kLaunch);
+        e.seq = seq++;
+        e.count = 2;
+        e.w[0] = function_at(k);
+        e.w[1] = k % 4 + 1;
+        e.w[2] = (k + 1) % 4 + 1;
+        ASSERT_TRUE(push(e));
+        proto::EventRecord g{};
+        g.type = static_cast<std::uint16_t>(proto::EventType::kGpuTiming);
+        g.seq = e.seq;
+        g.w[0] = t;
+        g.w[1] = 100000;
+        t += 100000;
+        ASSERT_TRUE(push(g));
+      }
+      if (it % 32 == 31) server.tick(0);
+    }
+  }
 };
 
 TEST_F(ServerTest, MeasuresPlansAndPublishesAGuidedPlan) {
@@ -268,15 +323,6 @@ TEST_F(ServerTest, MeasuresPlansAndPublishesAGuidedPlan) {
   ASSERT_TRUE(lib.plan(&ph, &entries));
   EXPECT_EQ(ph.mode, static_cast<std::uint32_t>(proto::PlanMode::kMeasure));
 
-  for (std::uint64_t id = 1; id <= 4; ++id) {
-    proto::EventRecord e{};
-    e.type = static_cast<std::uint16_t>(proto::EventType::kAlloc);
-    e.seq = lib.seq++;
-    e.w[0] = id;
-    e.w[1] = id << 32;
-    e.w[2] = 64ull << 20;
-    ASSERT_TRUE(lib.push(e));
-  }
   // A kernel name, in two chunks.
   {
     const char name[] = "gemm_kernel_with_a_rather_long_name_for_two_chunks";
@@ -291,39 +337,8 @@ TEST_F(ServerTest, MeasuresPlansAndPublishesAGuidedPlan) {
       ASSERT_TRUE(lib.push(e));
     }
   }
-  // 256 iterations of 8 accesses, each timed 100 us: access k touches regions k%4+1 and
-  // (k+1)%4+1; the last is an upload (a copy over the link), the others kernels.
-  auto function_at = [](std::uint64_t k) { return k == 7 ? proto::kCopyFunction : 101 + 2 * k; };
-  std::uint64_t t = 0;
-  for (int it = 0; it < 256; ++it) {
-    for (std::uint64_t k = 0; k < 8; ++k) {
-      if (k == 7) {
-        proto::EventRecord c{};
-        c.type = static_cast<std::uint16_t>(proto::EventType::kCopy);
-        c.seq = lib.seq;
-        c.w[1] = k % 4 + 1;
-        c.w[2] = 4096;
-        c.w[3] = proto::kCopyLinkToDevice;
-        ASSERT_TRUE(lib.push(c));
-      }
-      proto::EventRecord e{};
-      e.type = static_cast<std::uint16_t>(proto::EventType::kLaunch);
-      e.seq = lib.seq++;
-      e.count = 2;
-      e.w[0] = function_at(k);
-      e.w[1] = k % 4 + 1;
-      e.w[2] = (k + 1) % 4 + 1;
-      ASSERT_TRUE(lib.push(e));
-      proto::EventRecord g{};
-      g.type = static_cast<std::uint16_t>(proto::EventType::kGpuTiming);
-      g.seq = e.seq;
-      g.w[0] = t;
-      g.w[1] = 100000;
-      t += 100000;
-      ASSERT_TRUE(lib.push(g));
-    }
-    if (it % 32 == 31) server_->tick(0);
-  }
+  lib.regions_and_iterations(*server_);
+  auto function_at = FakeLibrary::function_at;
   // The planner thread answers within its search budget.
   for (int i = 0; i < 500 && ph.mode != static_cast<std::uint32_t>(proto::PlanMode::kGuided); ++i) {
     server_->tick(2);
@@ -417,6 +432,38 @@ TEST_F(ServerTest, MeasuresPlansAndPublishesAGuidedPlan) {
   server_->tick(0);
   ASSERT_TRUE(lib.plan(&ph, &entries));
   EXPECT_EQ(ph.mode, static_cast<std::uint32_t>(proto::PlanMode::kMeasure));
+  close(shm);
+  close(fd);
+}
+
+// Small allocations come and go within an iteration, so the memory the library cannot move
+// changes from one status read to the next. Plans are made for the most it reported: a plan is
+// never thrown away because the figure moved while it was being made.
+TEST_F(ServerTest, FixedBytesThatComeAndGoDoNotKeepAPlanFromLanding) {
+  int fd = connect_raw();
+  proto::Hello h = hello();
+  h.requested_budget_bytes = 192ull << 20;  // two of the four regions and room to spare
+  int shm = -1;
+  proto::HelloReply r = exchange(fd, &h, sizeof h, &shm);
+  ASSERT_EQ(r.status, 0);
+  FakeLibrary lib;
+  lib.map(shm, r.shm_bytes);
+  proto::StatusPayload st{};
+  st.fixed_bytes = 3ull << 19;  // 1.5 MiB
+  lib.status(st);
+  lib.regions_and_iterations(*server_);
+  proto::PlanHeader ph{};
+  std::vector<proto::PlanEntry> entries;
+  for (int i = 0; i < 500 && ph.mode != static_cast<std::uint32_t>(proto::PlanMode::kGuided); ++i) {
+    st.fixed_bytes = i % 2 ? (5ull << 19) - 4096 : 1ull << 19;  // 2.5 MiB less a page, 0.5 MiB
+    lib.status(st);
+    server_->tick(2);
+    ASSERT_TRUE(lib.plan(&ph, &entries));
+  }
+  nlohmann::json s = server_->status_json();
+  ASSERT_EQ(ph.mode, static_cast<std::uint32_t>(proto::PlanMode::kGuided)) << s.dump();
+  // The most reported, rounded up to Client::kFixedReserveStep.
+  EXPECT_EQ(s["clients"][0]["plan_budget_bytes"], (192ull << 20) - (5ull << 19));
   close(shm);
   close(fd);
 }
