@@ -70,7 +70,8 @@ struct Fixture {
   std::uint32_t offsets[8], sizes[8];
   CountingActions actions{regions};
   PlanExecutor executor{actions};
-  std::atomic<std::uint64_t> seq{0};
+  alignas(64) std::atomic<std::uint64_t> seq{
+      0};  // the call number, on a line of its own as in access.h
 
   Fixture() {
     map.init(kBase, static_cast<std::uint64_t>(2 * kRegions) << kShift, kShift);

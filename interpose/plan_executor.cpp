@@ -171,7 +171,7 @@ void PlanExecutor::before(std::uint64_t seq, std::uint64_t function, const Touch
     step->measure = quiet_measure_.load(std::memory_order_relaxed);
     return;
   }
-  if (busy_.test_and_set(std::memory_order_acquire)) {
+  if (busy_.test(std::memory_order_relaxed) || busy_.test_and_set(std::memory_order_acquire)) {
     counters_.skipped.fetch_add(1, std::memory_order_relaxed);
     return;
   }

@@ -139,15 +139,27 @@ class PlanExecutor {
   void diverge(Compiled& p, std::uint64_t offset, std::uint64_t expected, std::uint64_t got);
 
   PlanActions& actions_;
-  std::atomic<Compiled*> plan_{nullptr};
-  std::atomic<std::uint32_t> mode_{0};
-  std::atomic<std::uint64_t> generation_{0};
   std::unique_ptr<Compiled> retired_[8];  // telemetry thread
   unsigned next_retired_ = 0;
-  PlanCounters counters_;
+
+  // Launches on several threads share this object, so what each launch reads, what planned
+  // positions write, and the counters sit on cache lines of their own.
+
+  // Read by every launch; written when a plan is loaded.
+  alignas(64) std::atomic<Compiled*> plan_{nullptr};
+  std::atomic<std::uint32_t> mode_{0};
+  std::atomic<std::uint64_t> generation_{0};
+  std::atomic<std::uint64_t> quiet_function_{0};  // the signature's first function
+
+  // What before() may skip without busy_: a launch numbered below quiet_below_ that is not the
+  // signature's first function has nothing to do (no planned action at its offset, no signature
+  // match under way) but take the measure flag. Written under busy_ after each access; 0 (never
+  // skip) when a plan is loaded, which also sets quiet_function_.
+  alignas(64) std::atomic<std::uint64_t> quiet_below_{0};
+  std::atomic<bool> quiet_measure_{false};
 
   // Iteration state, owned by the holder of busy_.
-  std::atomic_flag busy_ = ATOMIC_FLAG_INIT;
+  alignas(64) std::atomic_flag busy_ = ATOMIC_FLAG_INIT;
   bool in_iteration_ = false;
   bool diverged_ = false;
   bool measuring_ = false;
@@ -157,13 +169,7 @@ class PlanExecutor {
   std::uint64_t iteration_ = 0;
   std::uint64_t shape_ = 0;  // signature and length of the plan the state above belongs to
 
-  // What before() may skip without busy_: a launch numbered below quiet_below_ that is not the
-  // signature's first function has nothing to do (no planned action at its offset, no signature
-  // match under way) but take the measure flag. Written under busy_ after each access; 0 (never
-  // skip) when a plan is loaded, which also sets quiet_function_.
-  std::atomic<std::uint64_t> quiet_below_{0};
-  std::atomic<std::uint64_t> quiet_function_{0};  // the signature's first function
-  std::atomic<bool> quiet_measure_{false};
+  alignas(64) PlanCounters counters_;
 };
 
 }  // namespace gswap::interpose
