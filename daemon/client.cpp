@@ -354,6 +354,41 @@ void Client::build_iteration(std::size_t begin, std::size_t end, std::uint64_t d
       end > begin ? static_cast<double>(timed) / static_cast<double>(end - begin) : 0;
 }
 
+std::size_t signature_length(const std::vector<std::uint64_t>& f) {
+  std::size_t n = f.size();
+  for (std::size_t len = 1; len <= std::min<std::size_t>(n, proto::kSignatureLength); ++len) {
+    bool unique = true;
+    for (std::size_t p = 1; p + len <= n && unique; ++p)
+      unique = !std::equal(f.begin(), f.begin() + static_cast<std::ptrdiff_t>(len),
+                           f.begin() + static_cast<std::ptrdiff_t>(p));
+    if (unique) return len;
+  }
+  return std::min<std::size_t>(n, proto::kSignatureLength);
+}
+
+// Whether the period of `length` launches at `begin` starts the way the period after it does (or,
+// while that one is still arriving, the period before it), give or take a few launches: the
+// library finds iterations by the period's signature. A window that begins with one-off work,
+// such as the uploads of the initial weights before the first iteration, repeats in its length
+// but not at its start.
+bool Client::start_recurs(std::size_t begin, std::size_t length) const {
+  std::vector<std::uint64_t> f(length);
+  for (std::size_t i = 0; i < length; ++i) f[i] = launches_[begin + i].function_id;
+  const std::size_t sig = signature_length(f);
+  const std::size_t slack = std::max<std::size_t>(2, length / 16);
+  auto starts_near = [&](std::size_t at) {
+    for (std::size_t d = at > slack ? at - slack : 0; d <= at + slack; ++d) {
+      if (d + sig > launches_.size()) break;
+      std::size_t k = 0;
+      while (k < sig && launches_[d + k].function_id == f[k]) ++k;
+      if (k == sig && d != begin) return true;
+    }
+    return false;
+  };
+  if (begin + length + slack + sig <= launches_.size()) return starts_near(begin + length);
+  return begin >= length && starts_near(begin - length);
+}
+
 std::optional<MeasuredIteration> Client::take_measured(std::uint64_t device_bytes) {
   if (!iteration_.length || launches_.empty()) return std::nullopt;
   std::size_t len = iteration_.length;
@@ -374,7 +409,7 @@ std::optional<MeasuredIteration> Client::take_measured(std::uint64_t device_byte
         (measured_first_seq_ == ~0ull || launches_[s].seq > measured_first_seq_)) {
       std::size_t timed = 0;
       for (std::size_t i = s; i < s + len; ++i) timed += launches_[i].duration_ns != 0;
-      if (timed * 10 >= len * 9) {
+      if (timed * 10 >= len * 9 && start_recurs(s, len)) {
         MeasuredIteration m;
         build_iteration(s, s + len, device_bytes, &m);
         m.token = ++measured_token_;

@@ -110,6 +110,10 @@ struct ClientCounters {
   std::uint64_t recomputations = 0, recompute_failures = 0;  // kRecomputed events
 };
 
+// The shortest prefix of an iteration's functions (at most proto::kSignatureLength) that occurs
+// nowhere else in it: the signature the library recognises the iteration's start by.
+std::size_t signature_length(const std::vector<std::uint64_t>& functions);
+
 // One complete iteration with (nearly) every launch timed: what the planner plans from, with
 // what the plan needs to name positions the way the library counts them.
 struct MeasuredIteration {
@@ -279,6 +283,7 @@ class Client : public proto::EventSink {
   void sample_counters();
   void build_iteration(std::size_t begin, std::size_t end, std::uint64_t device_bytes,
                        MeasuredIteration* m) const;
+  bool start_recurs(std::size_t begin, std::size_t length) const;
 
   int fd_;
   pid_t pid_;

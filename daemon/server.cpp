@@ -514,24 +514,6 @@ void Server::collect_plans() {
   }
 }
 
-namespace {
-
-// The shortest prefix of the iteration's launches that occurs nowhere else in it: the library
-// recognises the iteration's start by it.
-std::size_t signature_length(const std::vector<std::uint64_t>& f) {
-  std::size_t n = f.size();
-  for (std::size_t len = 1; len <= std::min<std::size_t>(n, proto::kSignatureLength); ++len) {
-    bool unique = true;
-    for (std::size_t p = 1; p + len <= n && unique; ++p)
-      unique = !std::equal(f.begin(), f.begin() + static_cast<std::ptrdiff_t>(len),
-                           f.begin() + static_cast<std::ptrdiff_t>(p));
-    if (unique) return len;
-  }
-  return std::min<std::size_t>(n, proto::kSignatureLength);
-}
-
-}  // namespace
-
 void Server::publish_guided(Client& c, const policy::Plan& plan, const std::string& planner) {
   const MeasuredIteration& m = c.planned_from();
   const std::size_t n = m.trace.launches.size();

@@ -16,6 +16,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <future>
 #include <random>
 #include <sstream>
@@ -259,14 +260,9 @@ struct FakeLibrary {
     proto::seqlock_write(&block->seq, block->words, words, proto::kStatusWords);
   }
 
-  // Four 64 MiB regions, then 256 iterations of 8 accesses, each timed 100 us: access k touches
-  // regions k%4+1 and (k+1)%4+1; the last is an upload (a copy over the link), the others
-  // kernels. The server ticks every 32 iterations.
-  static std::uint64_t function_at(std::uint64_t k) {
-    return k == 7 ? proto::kCopyFunction : 101 + 2 * k;
-  }
-  void regions_and_iterations(Server& server) {
-    for (std::uint64_t id = 1; id <= 4; ++id) {
+  // n regions of 64 MiB, ids 1 to n.
+  void regions(std::uint64_t n) {
+    for (std::uint64_t id = 1; id <= n; ++id) {
       proto::EventRecord e{};
       e.type = static_cast<std::uint16_t>(proto::EventType::kAlloc);
       e.seq = seq++;
@@ -275,34 +271,53 @@ struct FakeLibrary {
       e.w[2] = 64ull << 20;
       ASSERT_TRUE(push(e));
     }
-    std::uint64_t t = 0;
+  }
+  // A launch of `function` touching regions a and b, timed 100 us; a copy (function
+  // kCopyFunction) is an upload into a.
+  void access(std::uint64_t function, std::uint64_t a, std::uint64_t b) {
+    if (function == proto::kCopyFunction) {
+      proto::EventRecord c{};
+      c.type = static_cast<std::uint16_t>(proto::EventType::kCopy);
+      c.seq = seq;
+      c.w[1] = a;
+      c.w[2] = 4096;
+      c.w[3] = proto::kCopyLinkToDevice;
+      ASSERT_TRUE(push(c));
+    }
+    proto::EventRecord e{};
+    e.type = static_cast<std::uint16_t>(proto::EventType::kLaunch);
+    e.seq = seq++;
+    e.count = 2;
+    e.w[0] = function;
+    e.w[1] = a;
+    e.w[2] = b;
+    ASSERT_TRUE(push(e));
+    proto::EventRecord g{};
+    g.type = static_cast<std::uint16_t>(proto::EventType::kGpuTiming);
+    g.seq = e.seq;
+    g.w[0] = device_ns;
+    g.w[1] = 100000;
+    device_ns += 100000;
+    timings.push_back(g);
+    while (timings.size() > timing_lag) {
+      ASSERT_TRUE(push(timings.front()));
+      timings.pop_front();
+    }
+  }
+  std::uint64_t device_ns = 0;
+  // Timings are sent once the device is done: this many launches after their own.
+  std::size_t timing_lag = 0;
+  std::deque<proto::EventRecord> timings;
+
+  // Four regions, then 256 iterations of 8 accesses: access k touches regions k%4+1 and
+  // (k+1)%4+1; the last is an upload, the others kernels. The server ticks every 32 iterations.
+  static std::uint64_t function_at(std::uint64_t k) {
+    return k == 7 ? proto::kCopyFunction : 101 + 2 * k;
+  }
+  void regions_and_iterations(Server& server) {
+    regions(4);
     for (int it = 0; it < 256; ++it) {
-      for (std::uint64_t k = 0; k < 8; ++k) {
-        if (k == 7) {
-          proto::EventRecord c{};
-          c.type = static_cast<std::uint16_t>(proto::EventType::kCopy);
-          c.seq = seq;
-          c.w[1] = k % 4 + 1;
-          c.w[2] = 4096;
-          c.w[3] = proto::kCopyLinkToDevice;
-          ASSERT_TRUE(push(c));
-        }
-        proto::EventRecord e{};
-        e.type = static_cast<std::uint16_t>(proto::EventType::kLaunch);
-        e.seq = seq++;
-        e.count = 2;
-        e.w[0] = function_at(k);
-        e.w[1] = k % 4 + 1;
-        e.w[2] = (k + 1) % 4 + 1;
-        ASSERT_TRUE(push(e));
-        proto::EventRecord g{};
-        g.type = static_cast<std::uint16_t>(proto::EventType::kGpuTiming);
-        g.seq = e.seq;
-        g.w[0] = t;
-        g.w[1] = 100000;
-        t += 100000;
-        ASSERT_TRUE(push(g));
-      }
+      for (std::uint64_t k = 0; k < 8; ++k) access(function_at(k), k % 4 + 1, (k + 1) % 4 + 1);
       if (it % 32 == 31) server.tick(0);
     }
   }
@@ -432,6 +447,57 @@ TEST_F(ServerTest, MeasuresPlansAndPublishesAGuidedPlan) {
   server_->tick(0);
   ASSERT_TRUE(lib.plan(&ph, &entries));
   EXPECT_EQ(ph.mode, static_cast<std::uint32_t>(proto::PlanMode::kMeasure));
+  close(shm);
+  close(fd);
+}
+
+// A program uploads its initial weights before its first iteration, and each iteration starts
+// with uploads too: the window gswapd first sees begins with more uploads in a row than any
+// iteration has. A plan must start where the library will find its signature again.
+TEST_F(ServerTest, APlanStartsWhereEveryIterationStarts) {
+  int fd = connect_raw();
+  proto::Hello h = hello();
+  h.requested_budget_bytes = 192ull << 20;
+  int shm = -1;
+  proto::HelloReply r = exchange(fd, &h, sizeof h, &shm);
+  ASSERT_EQ(r.status, 0);
+  FakeLibrary lib;
+  lib.map(shm, r.shm_bytes);
+  lib.timing_lag = 20;
+  lib.regions(4);
+  for (std::uint64_t k = 0; k < 4; ++k) lib.access(proto::kCopyFunction, k + 1, k + 1);
+  // An iteration, as a layered model's: two uploads, then 28 kernels, of which only one (a
+  // loss) occurs once; the others repeat layer by layer.
+  constexpr std::uint64_t kLength = 30;
+  auto function_at = [](std::uint64_t k) {
+    return k < 2 ? proto::kCopyFunction : k == 9 ? 99 : 101 + 2 * ((k - 2) % 7);
+  };
+  proto::PlanHeader ph{};
+  std::vector<proto::PlanEntry> entries;
+  for (int it = 0; it < 64 && ph.mode != static_cast<std::uint32_t>(proto::PlanMode::kGuided);
+       ++it) {
+    for (std::uint64_t k = 0; k < kLength; ++k)
+      lib.access(function_at(k), k % 4 + 1, (k + 1) % 4 + 1);
+    for (int i = 0; i < 50 && ph.mode != static_cast<std::uint32_t>(proto::PlanMode::kGuided);
+         ++i) {
+      server_->tick(2);
+      ASSERT_TRUE(lib.plan(&ph, &entries));
+    }
+  }
+  ASSERT_EQ(ph.mode, static_cast<std::uint32_t>(proto::PlanMode::kGuided))
+      << server_->status_json().dump();
+  EXPECT_EQ(ph.iteration_length, kLength);
+  // The library finds the signature in every iteration: it occurs in the iteration (read
+  // cyclically), at the position the plan counts from.
+  ASSERT_GE(ph.signature_length, 1u);
+  bool found = false;
+  for (std::uint64_t p = 0; p < kLength && !found; ++p) {
+    found = true;
+    for (std::uint32_t k = 0; k < ph.signature_length && found; ++k)
+      found = ph.signature[k] == function_at((p + k) % kLength);
+  }
+  EXPECT_TRUE(found) << "signature of " << ph.signature_length << " launches, first "
+                     << ph.signature[0];
   close(shm);
   close(fd);
 }
