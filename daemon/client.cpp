@@ -134,6 +134,7 @@ void Client::sample_counters() {
 
 void Client::publish(std::uint64_t budget, PublishedPlan plan) {
   budget_ = budget;
+  idle_watch_.armed = false;
   if (plan.entries.size() > limits_.plan_capacity) plan.entries.resize(limits_.plan_capacity);
   if (plan.signature.size() > proto::kSignatureLength)
     plan.signature.resize(proto::kSignatureLength);

@@ -198,6 +198,17 @@ class Client : public proto::EventSink {
   std::uint64_t fixed_reserve() const { return fixed_reserve_; }
   bool take_fixed_reserve_rose() { return std::exchange(fixed_reserve_rose_, false); }
 
+  // After a plan that moved nothing (everything fitted): whether the library still swaps. Armed
+  // when that plan is published; `swapped_out` is the library's figure at the end of a grace
+  // period (swaps already under way then still count up). publish() disarms it.
+  struct IdleWatch {
+    bool armed = false;
+    std::int64_t since_ms = 0;
+    std::uint64_t swapped_out = 0;
+    unsigned remeasures = 0;  // times the client was measured again for swapping anyway
+  };
+  IdleWatch& idle_watch() { return idle_watch_; }
+
   // Plan feedback: lateness per entry of the current generation, and divergences since.
   std::vector<EntryLateness>& lateness() { return lateness_; }
   const std::vector<EntryLateness>& lateness() const { return lateness_; }
@@ -314,6 +325,7 @@ class Client : public proto::EventSink {
   bool feedback_pending_ = false;
   std::uint64_t fixed_reserve_ = 0;
   bool fixed_reserve_rose_ = false;
+  IdleWatch idle_watch_;
   policy::Plan current_plan_;
   std::vector<std::size_t> entry_of_published_;
   std::uint64_t measured_token_ = 0;

@@ -40,6 +40,10 @@ constexpr std::int64_t kHandshakeTimeoutMs = 5000;
 // One planning pass stays near-linear in the iteration's length (issue 12); beyond this the
 // trace window could not hold two iterations anyway.
 constexpr std::size_t kMaxPlannedLaunches = 250000;
+// After a plan that moved nothing: how long swaps already under way may still count, and how
+// often a client that swaps anyway is measured again.
+constexpr std::int64_t kIdleGraceMs = 500;
+constexpr unsigned kMaxIdleRemeasures = 3;
 // Time the planner thread may spend checking one round of feedback entry by entry.
 constexpr double kFeedbackCheckMs = 50;
 // Connections that have not said hello yet: at most kMaxPendingPerPeer from one process and
@@ -211,12 +215,27 @@ void Server::tick(int timeout_ms) {
     if (c.published().mode == proto::PlanMode::kGuided && c.divergences_since_plan() >= 3) {
       log_->info("pid {}: the program no longer follows its plan; measuring again", c.pid());
       c.forget_launches();
-      c.set_planning(false);
-      c.set_planner("none: measuring again after divergences");
-      PublishedPlan measure;
-      measure.mode = proto::PlanMode::kMeasure;
-      c.publish(c.budget(), measure);
+      measure_again(c, "none: measuring again after divergences");
       continue;
+    }
+    // A plan that moved nothing said the iteration fits; the library swapping anyway says the
+    // iteration was not the program's (a stretch of identical layers, seen before the first
+    // iteration had ended, repeats too). The launch window by now holds whole iterations: measure
+    // again, keeping it, a few times at most.
+    Client::IdleWatch& idle = c.idle_watch();
+    if (idle.armed) {
+      const std::uint64_t out = c.counters().status.swapped_out;
+      if (now - idle.since_ms < kIdleGraceMs) {
+        idle.swapped_out = out;
+      } else if (out > idle.swapped_out && idle.remeasures < kMaxIdleRemeasures) {
+        log_->info(
+            "pid {}: the plan moved nothing, yet the library swapped {} bytes out; measuring "
+            "again",
+            c.pid(), out - idle.swapped_out);
+        ++idle.remeasures;
+        measure_again(c, "none: measuring again (the library swapped with nothing planned)");
+        continue;
+      }
     }
     if (std::optional<MeasuredIteration> m = c.take_measured(gpu_.total_bytes)) {
       // A plan is made again when the iteration changed: its length, or, once the plan is
@@ -470,6 +489,15 @@ PlannerThread::Job Server::planner_job(const Client& c) const {
   return job;
 }
 
+// Asks the library to time every launch again; the next measured iteration is planned.
+void Server::measure_again(Client& c, const std::string& why) {
+  c.set_planning(false);
+  c.set_planner(why);
+  PublishedPlan measure;
+  measure.mode = proto::PlanMode::kMeasure;
+  c.publish(c.budget(), measure);
+}
+
 void Server::replan(Client& c) {
   const MeasuredIteration& m = c.planned_from();
   if (m.trace.launches.empty()) return;
@@ -581,9 +609,13 @@ void Server::publish_guided(Client& c, const policy::Plan& plan, const std::stri
   c.entry_of_published() = std::move(entry_of);
   c.set_planner(planner);
   if (p.entries.empty()) {
-    // Nothing to move: everything fits. Follow no plan; a budget change brings one back.
+    // Nothing to move: everything fits. Follow no plan; a budget change brings one back, and so
+    // does the library swapping all the same (tick).
     PublishedPlan passive;
     c.publish(c.budget(), passive);
+    c.idle_watch().armed = true;
+    c.idle_watch().since_ms = now_ms();
+    c.idle_watch().swapped_out = c.counters().status.swapped_out;
     return;
   }
   c.publish(c.budget(), std::move(p));

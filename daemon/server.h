@@ -68,6 +68,7 @@ class Server {
   std::uint64_t plan_budget(const Client& c) const;
   // Hands the client's measured iteration to the planning thread (under its effective budget).
   void replan(Client& c);
+  void measure_again(Client& c, const std::string& why);
   // A plan came back from the planning thread: turn it into the library's entries, publish.
   void publish_guided(Client& c, const policy::Plan& plan, const std::string& planner);
   // The feedback rule on the lateness the library reported; divergences.

@@ -298,15 +298,17 @@ struct FakeLibrary {
     g.w[0] = device_ns;
     g.w[1] = 100000;
     device_ns += 100000;
-    timings.push_back(g);
+    if (timed) timings.push_back(g);
     while (timings.size() > timing_lag) {
       ASSERT_TRUE(push(timings.front()));
       timings.pop_front();
     }
   }
   std::uint64_t device_ns = 0;
-  // Timings are sent once the device is done: this many launches after their own.
+  // Timings are sent once the device is done: this many launches after their own; none while
+  // `timed` is false (the library times launches only while the daemon measures).
   std::size_t timing_lag = 0;
+  bool timed = true;
   std::deque<proto::EventRecord> timings;
 
   // Four regions, then 256 iterations of 8 accesses: access k touches regions k%4+1 and
@@ -498,6 +500,68 @@ TEST_F(ServerTest, APlanStartsWhereEveryIterationStarts) {
   }
   EXPECT_TRUE(found) << "signature of " << ph.signature_length << " launches, first "
                      << ph.signature[0];
+  close(shm);
+  close(fd);
+}
+
+// A model of identical layers: seen before its first iteration has ended, the stream repeats
+// layer by layer, and the plan for that "iteration" of one layer moves nothing. The library then
+// swaps all the same, so gswapd measures again and plans the whole iteration.
+TEST_F(ServerTest, APlanThatMovesNothingWhileTheLibrarySwapsIsMeasuredAgain) {
+  int fd = connect_raw();
+  proto::Hello h = hello();
+  h.requested_budget_bytes = 256ull << 20;  // four of the 42 regions
+  int shm = -1;
+  proto::HelloReply r = exchange(fd, &h, sizeof h, &shm);
+  ASSERT_EQ(r.status, 0);
+  FakeLibrary lib;
+  lib.map(shm, r.shm_bytes);
+  constexpr std::uint64_t kLayers = 40, kLength = 1 + 3 * kLayers + 1;
+  lib.regions(kLayers + 2);
+  proto::StatusPayload st{};
+  proto::PlanHeader ph{};
+  std::vector<proto::PlanEntry> entries;
+  // An upload, a block of three kernels per layer (layer i touches regions i + 1 and i + 2), a
+  // loss. The server ticks every 16 launches; the library reports its swaps once an iteration.
+  std::uint64_t launches = 0;
+  auto iteration = [&] {
+    ASSERT_TRUE(lib.plan(&ph, &entries));
+    lib.timed = ph.mode != static_cast<std::uint32_t>(proto::PlanMode::kPassive);
+    auto access = [&](std::uint64_t f, std::uint64_t a, std::uint64_t b) {
+      lib.access(f, a, b);
+      if (++launches % 16 == 0) server_->tick(0);
+    };
+    access(proto::kCopyFunction, 1, 1);
+    for (std::uint64_t i = 0; i < kLayers; ++i) {
+      access(201, i + 1, i + 2);
+      access(203, i + 2, i + 2);
+      access(205, i + 2, kLayers + 2);
+    }
+    access(207, kLayers + 1, kLayers + 2);
+    st.swapped_out += 36ull * (64ull << 20);
+    lib.status(st);
+  };
+  iteration();
+  bool moved_nothing = false;
+  for (int i = 0; i < 200 && !moved_nothing; ++i) {
+    server_->tick(2);
+    nlohmann::json c = server_->status_json()["clients"][0];
+    moved_nothing =
+        c["mode"] == "passive" && c["planner"].get<std::string>().starts_with("capuchin");
+  }
+  ASSERT_TRUE(moved_nothing) << server_->status_json().dump();
+  EXPECT_LT(server_->status_json()["clients"][0]["iteration_length"].get<std::uint64_t>(), kLength);
+  // The library goes on swapping on demand, iteration after iteration.
+  for (int it = 0; it < 400 && ph.mode != static_cast<std::uint32_t>(proto::PlanMode::kGuided);
+       ++it) {
+    iteration();
+    for (int i = 0; i < 5; ++i) server_->tick(2);
+    ASSERT_TRUE(lib.plan(&ph, &entries));
+  }
+  ASSERT_EQ(ph.mode, static_cast<std::uint32_t>(proto::PlanMode::kGuided))
+      << server_->status_json().dump();
+  EXPECT_EQ(ph.iteration_length, kLength);
+  EXPECT_FALSE(entries.empty());
   close(shm);
   close(fd);
 }
