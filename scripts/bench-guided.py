@@ -9,8 +9,10 @@ plan) and under guided gswap (a fresh gswapd; timing starts once the library fol
 host and device-side stall and bytes copied per iteration; and the simulator's prediction for the
 trace the daemon captured (`gswapctl trace dump`, then `gswapctl simulate` at the budget it planned
 for) next to the measured guided step. Then the issue's own configuration (minitrain 12 x 256 x
-4096, link 200 MB/s, 12 iterations, half its peak): passive against guided. Then the launch-path
-cost of following a plan (gswap_launch_path_bench). Prints Markdown.
+4096, link 200 MB/s, 12 iterations, half its peak): passive against guided. Then both workloads
+at half their peak on fast links (simcuda unthrottled, and 1 GB/s), where the simulator predicts
+a step near the ideal one: guided against no gswap. Then the launch-path cost of following a plan
+(gswap_launch_path_bench). Prints Markdown.
 
 The link. simcuda's kernels run on the CPU, so its compute is thousands of times slower than an
 H100's. For each workload the script measures simcuda's step without gswap on an unthrottled link
@@ -331,6 +333,41 @@ class Bench:
                                             int(gu.get("planned_evictions", 0)), int(gu.get("prefetches", 0)),
                                             int(gu.get("late_restores", 0))))
 
+    def fast_links(self, workloads, lines):
+        """Half the peak on links fast enough that the simulator predicts a step near the ideal:
+        the issue's "within 1.15x of the unconstrained step where the simulator predicts under
+        1.05x"."""
+        lines.append("")
+        lines.append("### Fast links: where the simulator predicts a step near the ideal")
+        lines.append("")
+        lines.append("Each workload at 50% of its peak, its link unthrottled (simcuda copies at memcpy "
+                     "speed) and throttled to 1 GB/s each way; 10 iterations. `simulated / ideal`: "
+                     "`gswapctl simulate` on the trace gswapd captured, at the budget it planned for.")
+        lines.append("")
+        lines.append("| workload | link | no gswap | passive | guided | simulated / ideal | guided / none "
+                     "(target <= 1.15 where simulated / ideal < 1.05) | guided / passive | checksums |")
+        lines.append("|---|---|---|---|---|---|---|---|---|")
+        for name, cmd in workloads:
+            for bps in (0, 1e9):
+                none = self.plain(cmd, bps)
+                budget = none["peak"] // 2
+                pa = self.passive(cmd, bps, budget)
+                gu = self.guided(cmd, bps, budget)
+                sim = gu["simulated"]
+                ok = pa["checksum"] == none["checksum"] == gu["checksum"]
+                t0, tp = none["steady_step_seconds"], pa["steady_step_seconds"]
+                if gu.get("per_it") and sim:
+                    tg = gu["steady_step_seconds"]
+                    lines.append("| %s | %s | %.3f s | %.3f s | %.3f s | %.2f | %.2f | %.2f | %s |" % (
+                        name, "unthrottled" if bps == 0 else "%.3g GB/s" % (bps / 1e9), t0, tp, tg,
+                        sim["step_time_us"] / sim["ideal_step_time_us"], tg / t0, tg / tp,
+                        "equal" if ok else "DIFFER"))
+                else:
+                    lines.append("| %s | %s | %.3f s | %.3f s | never guided | - | - | - | %s |" % (
+                        name, "unthrottled" if bps == 0 else "%.3g GB/s" % (bps / 1e9), t0, tp,
+                        "equal" if ok else "DIFFER"))
+                sys.stderr.write("  %s on %s: done\n" % (name, bps or "unthrottled"))
+
     def launch_bench(self, lines):
         if not os.path.exists(self.lpb):
             lines.append("\n(gswap_launch_path_bench is not built: Google Benchmark missing)")
@@ -377,7 +414,7 @@ def main():
     ap.add_argument("--build", default=os.environ.get("GSWAP_BUILD_DIR", os.path.join(root, "build")))
     ap.add_argument("--quick", action="store_true", help="fewer iterations and one budget (a smoke run)")
     ap.add_argument("--no-launch-bench", action="store_true")
-    ap.add_argument("--only", choices=["minitrain", "shuffled", "issue", "launch"])
+    ap.add_argument("--only", choices=["minitrain", "shuffled", "issue", "fast", "launch"])
     a = ap.parse_args()
     b = Bench(os.path.abspath(a.build), a.quick)
     lines = ["## Guided execution on the simulated GPU (scripts/bench-guided.py)", "",
@@ -398,6 +435,11 @@ def main():
                        h100_shuffled(dims, 512), 8 if a.quick else 10, fractions, lines)
         if a.only in (None, "issue") and not a.quick:
             b.issue_config(lines)
+        if a.only in (None, "fast") and not a.quick:
+            b.fast_links([("minitrain", [b.minitrain, "--layers", "12", "--width", "256", "--batch", "4096",
+                                         "--iters", "10"]),
+                          ("shuffled_train", [b.shuffled, "--dims", "1024,1024,1024,1024,1024", "--batch",
+                                              "512", "--iters", "10"])], lines)
         if a.only in (None, "launch") and not a.no_launch_bench:
             b.launch_bench(lines)
     finally:
