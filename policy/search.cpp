@@ -1,14 +1,13 @@
 // search.cpp: seeded local search over plans, scored by the simulator (see search.h).
 //
 // A plan is a set of evictions, at most one per (region, gap between two accesses). The gaps of
-// every evictable region are enumerated once; a move edits one entry (exchanges it for another
-// gap's, or, for a persistent region, adds all of its gaps at once) and is kept if the simulated
-// step gets shorter. Moves are drawn from a seeded generator with plain modulo arithmetic, so the
-// sequence is the same on every platform.
+// every evictable region are enumerated once; a move edits one entry (or, for a persistent
+// region, adds all of its gaps at once) and is kept if the simulated step gets shorter. Moves
+// are drawn from a seeded generator with plain modulo arithmetic, so the sequence is the same on
+// every platform.
 #include "policy/search.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -40,8 +39,6 @@ class Search {
   Search(const Analysis& a, std::uint64_t budget, const SearchOptions& o)
       : a_(a), t_(*a.trace), budget_(budget), o_(o), rng_(o.seed) {
     start_ms_ = o_.now_ms ? o_.now_ms() : 0;
-    over_.assign(a_.n + 1, 0);
-    for (std::size_t i = 0; i < a_.n; ++i) over_[i + 1] = over_[i] + (a_.live_bytes[i] > budget);
     for (std::size_t r = 0; r < t_.regions.size(); ++r) {
       if (!a_.evictable(r)) continue;
       const auto& acc = a_.accesses[r];
@@ -241,14 +238,7 @@ class Search {
     if (g.b == kNoLaunch) return e;
     const SwapTiming st = swap_timing(a_, t_.regions[g.r].bytes, g.e, g.b);
     e.trigger = st.in_trigger;
-    if (g.b > g.e) {
-      // A prefetch issued while the copy-out is still running cancels the eviction, so the
-      // restore starts no earlier than the first launch after the copy-out's end on the ideal
-      // timeline (the back-access itself when the copy outlasts the iteration, as on a slow
-      // link). The trigger moves bring it earlier where the real timeline allows.
-      const std::size_t out_done = a_.first_start_at_or_after(st.swap_out_end_us);
-      e.trigger = std::clamp(std::max(e.trigger, out_done), g.e + 1, g.b);
-    }
+    if (g.b > g.e) e.trigger = std::clamp(e.trigger, g.e + 1, g.b);
     e.swap_in_us = st.swap_in_us;
     return e;
   }
@@ -260,49 +250,9 @@ class Search {
     return std::nullopt;
   }
 
-  // The launches a gap spans, where its region may be off the device: one range, or two for a
-  // gap that wraps. Ranges are inclusive; an empty one has first > last.
-  using Range = std::pair<std::size_t, std::size_t>;
-  std::array<Range, 2> spans(const Gap& g) const {
-    constexpr Range kEmpty{1, 0};
-    if (g.b == kNoLaunch) return {Range{g.e + 1, a_.last_live[g.r]}, kEmpty};
-    if (g.b <= g.e) return {Range{g.e + 1, a_.n - 1}, g.b > 0 ? Range{0, g.b - 1} : kEmpty};
-    return {Range{g.e + 1, g.b - 1}, kEmpty};
-  }
-
-  // Whether some launch over the budget lies in both gaps: only there can one eviction stand in
-  // for the other.
-  bool share_peak(const Gap& x, const Gap& y) const {
-    for (auto [lx, hx] : spans(x))
-      for (auto [ly, hy] : spans(y)) {
-        const std::size_t lo = std::max(lx, ly), hi = std::min(hx, hy);
-        if (lx <= hx && ly <= hy && lo <= hi && over_[hi + 1] > over_[lo]) return true;
-      }
-    return false;
-  }
-
   // Edits `p` by one move; false when the move drawn does not apply.
   bool move(Plan& p, const SimResult& last) {
-    const std::size_t kind = pick(11);
-    if (kind == 10 && !p.entries.empty()) {
-      // Exchange an eviction for one of another gap that relieves some of the same launches over
-      // the budget (a smaller region, or one whose copy-out is done sooner). Dropping the first
-      // and adding the second are each worse alone, by a demand eviction or a second copy on the
-      // link, so annealing alone rarely crosses from one to the other.
-      const std::size_t k = pick(p.entries.size());
-      const PlanEntry& e = p.entries[k];
-      const Gap cur{a_.index.at(e.region), e.evict_after, e.back_access};
-      std::vector<std::size_t> cand;
-      for (std::size_t gi = 0; gi < gaps_.size(); ++gi) {
-        const Gap& g = gaps_[gi];
-        if (!(g.r == cur.r && g.e == cur.e) && share_peak(cur, g)) cand.push_back(gi);
-      }
-      if (cand.empty()) return false;
-      const Gap& g = gaps_[cand[pick(cand.size())]];
-      if (find(p, g)) return false;
-      p.entries[k] = entry_for(g, recomputable(g) && pick(2) == 0);
-      return true;
-    }
+    const std::size_t kind = pick(10);
     if (p.entries.empty() || kind < 2) {  // add an eviction
       const Gap& g = gaps_[pick(gaps_.size())];
       if (find(p, g)) return false;
@@ -373,7 +323,6 @@ class Search {
   double start_ms_ = 0;
   std::vector<Gap> gaps_;
   std::vector<std::vector<std::size_t>> persistent_;  // per persistent region: its gaps
-  std::vector<std::size_t> over_;  // over_[i]: launches before i whose live bytes exceed the budget
   std::optional<Best> best_;
   std::size_t evaluations_ = 0, improvements_ = 0;
   bool out_of_time_ = false;

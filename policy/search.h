@@ -53,13 +53,12 @@ struct SearchResult {
 // Seeds: the greedy hybrid plan (and its swap-only form), recompute-only, Belady's
 // traffic-minimising plan, DELTA, vDNN and no plan at all, each after a few rounds of the feedback
 // rule; the best by simulated step time is then improved by local moves: shift a trigger, move an
-// eviction to another gap of the same region, add or drop an eviction, exchange an eviction for
-// one of another gap over some of the same launches, trade swap for recompute or back, take a
-// persistent region off the device between all of its uses (and across the iteration boundary).
-// A swap added by a move restores no earlier than its copy-out ends on the ideal timeline. Moves
-// are accepted by simulated annealing: a worse plan now and then, less often as the search goes on,
-// and back to the best plan after a while without progress. A plan with demand evictions loses ties
-// to one that fits, but a faster one wins (and is reported with fits == false).
+// eviction to another gap of the same region, add or drop an eviction, trade swap for recompute or
+// back, take a persistent region off the device between all of its uses (and across the iteration
+// boundary). Moves are accepted by simulated annealing: a worse plan now and then, less often as
+// the search goes on, and back to the best plan after a while without progress. A plan with demand
+// evictions loses ties to one that fits, but a faster one wins (and is reported with fits ==
+// false).
 SearchResult search_plan(const Analysis& a, std::uint64_t budget, const SearchOptions& options);
 
 // The daemon's entry point: analyses one iteration's trace and returns the best plan found

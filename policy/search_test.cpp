@@ -1,18 +1,15 @@
 // search_test.cpp: the search is deterministic for a seed, anytime (stops on its clock, its
-// evaluation cap or a cancellation flag, with the best plan so far), never worse than the plan it
-// was seeded with, and near the exact optimum on small iterations.
+// evaluation cap or a cancellation flag, with the best plan so far), and never worse than the
+// plan it was seeded with.
 #include "policy/search.h"
 
 #include <atomic>
-#include <random>
 
 #include <gtest/gtest.h>
 
 #include "policy/capuchin.h"
 #include "policy/corpus.h"
-#include "policy/exact.h"
 #include "policy/reference_traces.h"
-#include "policy/test_traces.h"
 
 namespace gswap::policy {
 namespace {
@@ -126,36 +123,6 @@ TEST(SearchTest, SwapOnlySearchChoosesNoRecomputation) {
   o.allow_recompute = false;
   const SearchResult r = search_plan(a, a.peak_bytes / 2, o);
   for (const PlanEntry& e : r.plan.entries) EXPECT_EQ(e.kind, EvictKind::kSwap);
-}
-
-TEST(SearchTest, NearTheExactOptimumOnSmallIterations) {
-  // The first twenty small random iterations of `policy_bench --exact`, searched as there (2,000
-  // plans, seed 1): within 5% of the MILP optimum, or else no slower than its schedule runs in the
-  // simulator (where the model allows what the simulator does not, such as a restore that starts
-  // while the copy-out that makes room for it is still running). Before new swaps waited for
-  // their copy-out and evictions could be exchanged, two of them missed both by 7% and 14%.
-  std::mt19937_64 rng(1);
-  int solved = 0;
-  for (int k = 0; solved < 20 && k < 200; ++k) {
-    const Trace t = testing::random_trace(rng);
-    const Analysis a = analyze(t);
-    if (a.peak_bytes <= a.max_working_set) continue;
-    const std::uint64_t budget = a.max_working_set + rng() % (a.peak_bytes - a.max_working_set + 1);
-    if (a.n > 32) continue;
-    ExactOptions eo;
-    eo.time_limit_s = 60;
-    const ExactResult ex = solve_exact(a, budget, eo);
-    if (!ex.optimal) continue;
-    ++solved;
-    const double sim_optimum = simulate(a, ex.plan, budget).step_time_us;
-    SearchOptions o;
-    o.max_evaluations = 2000;
-    const SearchResult r = search_plan(a, budget, o);
-    EXPECT_LE(r.sim.step_time_us, std::max(ex.step_us * 1.05, sim_optimum * (1 + 1e-9)))
-        << "iteration " << k << ": optimum " << ex.step_us << ", its schedule simulated "
-        << sim_optimum;
-  }
-  EXPECT_EQ(solved, 20);
 }
 
 }  // namespace
