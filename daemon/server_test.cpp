@@ -34,6 +34,115 @@ namespace {
 
 const std::uint8_t kUuid[16] = {0xaa, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 
+// A library client as the daemon sees it: allocations, launches with their timings, and the plan
+// area it reads back.
+struct FakeLibrary {
+  unsigned char* base = nullptr;
+  std::uint64_t bytes = 0;
+  const proto::ShmHeader* hdr = nullptr;
+  proto::RingProducer ring;
+  std::uint64_t seq = 1;
+
+  void map(int shm, std::uint64_t n) {
+    bytes = n;
+    base =
+        static_cast<unsigned char*>(mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, shm, 0));
+    hdr = reinterpret_cast<const proto::ShmHeader*>(base);
+    auto* rc = reinterpret_cast<proto::RingControl*>(base + hdr->ring_control_offset);
+    ring = proto::RingProducer(&rc->head, &rc->tail,
+                               reinterpret_cast<proto::EventRecord*>(base + hdr->ring_offset),
+                               hdr->ring_capacity);
+  }
+  ~FakeLibrary() {
+    if (base) munmap(base, bytes);
+  }
+  bool push(const proto::EventRecord& e) { return ring.push(&e, 1); }
+  // The plan area, read as the library reads it.
+  bool plan(proto::PlanHeader* h, std::vector<proto::PlanEntry>* entries) {
+    auto* block = reinterpret_cast<proto::PlanBlock*>(base + hdr->plan_offset);
+    auto* area = reinterpret_cast<std::atomic<std::uint64_t>*>(block + 1);
+    std::vector<std::uint64_t> words(proto::kPlanHeaderWords +
+                                     std::size_t{hdr->plan_capacity} * proto::kPlanEntryWords);
+    if (!proto::seqlock_read(&block->seq, area, words.data(), words.size())) return false;
+    std::memcpy(h, words.data(), sizeof *h);
+    entries->resize(h->num_entries);
+    std::memcpy(entries->data(), words.data() + proto::kPlanHeaderWords,
+                h->num_entries * sizeof(proto::PlanEntry));
+    return true;
+  }
+  // The status block, written as the library writes it.
+  void status(const proto::StatusPayload& st) {
+    auto* block = reinterpret_cast<proto::StatusBlock*>(base + hdr->status_offset);
+    std::uint64_t words[proto::kStatusWords];
+    std::memcpy(words, &st, sizeof words);
+    proto::seqlock_write(&block->seq, block->words, words, proto::kStatusWords);
+  }
+
+  // n regions of 64 MiB, ids 1 to n.
+  void regions(std::uint64_t n) {
+    for (std::uint64_t id = 1; id <= n; ++id) {
+      proto::EventRecord e{};
+      e.type = static_cast<std::uint16_t>(proto::EventType::kAlloc);
+      e.seq = seq++;
+      e.w[0] = id;
+      e.w[1] = id << 32;
+      e.w[2] = 64ull << 20;
+      ASSERT_TRUE(push(e));
+    }
+  }
+  // A launch of `function` touching regions a and b, timed 100 us; a copy (function
+  // kCopyFunction) is an upload into a.
+  void access(std::uint64_t function, std::uint64_t a, std::uint64_t b) {
+    if (function == proto::kCopyFunction) {
+      proto::EventRecord c{};
+      c.type = static_cast<std::uint16_t>(proto::EventType::kCopy);
+      c.seq = seq;
+      c.w[1] = a;
+      c.w[2] = 4096;
+      c.w[3] = proto::kCopyLinkToDevice;
+      ASSERT_TRUE(push(c));
+    }
+    proto::EventRecord e{};
+    e.type = static_cast<std::uint16_t>(proto::EventType::kLaunch);
+    e.seq = seq++;
+    e.count = 2;
+    e.w[0] = function;
+    e.w[1] = a;
+    e.w[2] = b;
+    ASSERT_TRUE(push(e));
+    proto::EventRecord g{};
+    g.type = static_cast<std::uint16_t>(proto::EventType::kGpuTiming);
+    g.seq = e.seq;
+    g.w[0] = device_ns;
+    g.w[1] = 100000;
+    device_ns += 100000;
+    if (timed) timings.push_back(g);
+    while (timings.size() > timing_lag) {
+      ASSERT_TRUE(push(timings.front()));
+      timings.pop_front();
+    }
+  }
+  std::uint64_t device_ns = 0;
+  // Timings are sent once the device is done: this many launches after their own; none while
+  // `timed` is false (the library times launches only while the daemon measures).
+  std::size_t timing_lag = 0;
+  bool timed = true;
+  std::deque<proto::EventRecord> timings;
+
+  // Four regions, then 256 iterations of 8 accesses: access k touches regions k%4+1 and
+  // (k+1)%4+1; the last is an upload, the others kernels. The server ticks every 32 iterations.
+  static std::uint64_t function_at(std::uint64_t k) {
+    return k == 7 ? proto::kCopyFunction : 101 + 2 * k;
+  }
+  void regions_and_iterations(Server& server) {
+    regions(4);
+    for (int it = 0; it < 256; ++it) {
+      for (std::uint64_t k = 0; k < 8; ++k) access(function_at(k), k % 4 + 1, (k + 1) % 4 + 1);
+      if (it % 32 == 31) server.tick(0);
+    }
+  }
+};
+
 class ServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -77,6 +186,17 @@ class ServerTest : public ::testing::Test {
     std::memcpy(h.gpu_uuid, kUuid, 16);
     std::strcpy(h.exe, "trainer");
     return h;
+  }
+
+  // Connects a library client that asks for `budget` bytes (0: none) and maps its shared memory
+  // into lib; *fd and *shm are the socket and the memfd, for the test to close.
+  void connect_library(std::uint64_t budget, FakeLibrary* lib, int* fd, int* shm) {
+    *fd = connect_raw();
+    proto::Hello h = hello();
+    h.requested_budget_bytes = budget;
+    proto::HelloReply r = exchange(*fd, &h, sizeof h, shm);
+    ASSERT_EQ(r.status, 0);
+    lib->map(*shm, r.shm_bytes);
   }
 
   // Sends a hello and returns the reply; *shm_fd gets the passed memfd (or -1).
@@ -216,124 +336,11 @@ TEST_F(ServerTest, ClientExitIsReaped) {
   EXPECT_EQ(server_->num_clients(), 0u);
 }
 
-// A library client as the daemon sees it: allocations, launches with their timings, and the plan
-// area it reads back.
-struct FakeLibrary {
-  unsigned char* base = nullptr;
-  std::uint64_t bytes = 0;
-  const proto::ShmHeader* hdr = nullptr;
-  proto::RingProducer ring;
-  std::uint64_t seq = 1;
-
-  void map(int shm, std::uint64_t n) {
-    bytes = n;
-    base =
-        static_cast<unsigned char*>(mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, shm, 0));
-    hdr = reinterpret_cast<const proto::ShmHeader*>(base);
-    auto* rc = reinterpret_cast<proto::RingControl*>(base + hdr->ring_control_offset);
-    ring = proto::RingProducer(&rc->head, &rc->tail,
-                               reinterpret_cast<proto::EventRecord*>(base + hdr->ring_offset),
-                               hdr->ring_capacity);
-  }
-  ~FakeLibrary() {
-    if (base) munmap(base, bytes);
-  }
-  bool push(const proto::EventRecord& e) { return ring.push(&e, 1); }
-  // The plan area, read as the library reads it.
-  bool plan(proto::PlanHeader* h, std::vector<proto::PlanEntry>* entries) {
-    auto* block = reinterpret_cast<proto::PlanBlock*>(base + hdr->plan_offset);
-    auto* area = reinterpret_cast<std::atomic<std::uint64_t>*>(block + 1);
-    std::vector<std::uint64_t> words(proto::kPlanHeaderWords +
-                                     std::size_t{hdr->plan_capacity} * proto::kPlanEntryWords);
-    if (!proto::seqlock_read(&block->seq, area, words.data(), words.size())) return false;
-    std::memcpy(h, words.data(), sizeof *h);
-    entries->resize(h->num_entries);
-    std::memcpy(entries->data(), words.data() + proto::kPlanHeaderWords,
-                h->num_entries * sizeof(proto::PlanEntry));
-    return true;
-  }
-  // The status block, written as the library writes it.
-  void status(const proto::StatusPayload& st) {
-    auto* block = reinterpret_cast<proto::StatusBlock*>(base + hdr->status_offset);
-    std::uint64_t words[proto::kStatusWords];
-    std::memcpy(words, &st, sizeof words);
-    proto::seqlock_write(&block->seq, block->words, words, proto::kStatusWords);
-  }
-
-  // n regions of 64 MiB, ids 1 to n.
-  void regions(std::uint64_t n) {
-    for (std::uint64_t id = 1; id <= n; ++id) {
-      proto::EventRecord e{};
-      e.type = static_cast<std::uint16_t>(proto::EventType::kAlloc);
-      e.seq = seq++;
-      e.w[0] = id;
-      e.w[1] = id << 32;
-      e.w[2] = 64ull << 20;
-      ASSERT_TRUE(push(e));
-    }
-  }
-  // A launch of `function` touching regions a and b, timed 100 us; a copy (function
-  // kCopyFunction) is an upload into a.
-  void access(std::uint64_t function, std::uint64_t a, std::uint64_t b) {
-    if (function == proto::kCopyFunction) {
-      proto::EventRecord c{};
-      c.type = static_cast<std::uint16_t>(proto::EventType::kCopy);
-      c.seq = seq;
-      c.w[1] = a;
-      c.w[2] = 4096;
-      c.w[3] = proto::kCopyLinkToDevice;
-      ASSERT_TRUE(push(c));
-    }
-    proto::EventRecord e{};
-    e.type = static_cast<std::uint16_t>(proto::EventType::kLaunch);
-    e.seq = seq++;
-    e.count = 2;
-    e.w[0] = function;
-    e.w[1] = a;
-    e.w[2] = b;
-    ASSERT_TRUE(push(e));
-    proto::EventRecord g{};
-    g.type = static_cast<std::uint16_t>(proto::EventType::kGpuTiming);
-    g.seq = e.seq;
-    g.w[0] = device_ns;
-    g.w[1] = 100000;
-    device_ns += 100000;
-    if (timed) timings.push_back(g);
-    while (timings.size() > timing_lag) {
-      ASSERT_TRUE(push(timings.front()));
-      timings.pop_front();
-    }
-  }
-  std::uint64_t device_ns = 0;
-  // Timings are sent once the device is done: this many launches after their own; none while
-  // `timed` is false (the library times launches only while the daemon measures).
-  std::size_t timing_lag = 0;
-  bool timed = true;
-  std::deque<proto::EventRecord> timings;
-
-  // Four regions, then 256 iterations of 8 accesses: access k touches regions k%4+1 and
-  // (k+1)%4+1; the last is an upload, the others kernels. The server ticks every 32 iterations.
-  static std::uint64_t function_at(std::uint64_t k) {
-    return k == 7 ? proto::kCopyFunction : 101 + 2 * k;
-  }
-  void regions_and_iterations(Server& server) {
-    regions(4);
-    for (int it = 0; it < 256; ++it) {
-      for (std::uint64_t k = 0; k < 8; ++k) access(function_at(k), k % 4 + 1, (k + 1) % 4 + 1);
-      if (it % 32 == 31) server.tick(0);
-    }
-  }
-};
-
 TEST_F(ServerTest, MeasuresPlansAndPublishesAGuidedPlan) {
-  int fd = connect_raw();
-  proto::Hello h = hello();
-  h.requested_budget_bytes = 128ull << 20;  // two of the four 64 MiB regions at a time
-  int shm = -1;
-  proto::HelloReply r = exchange(fd, &h, sizeof h, &shm);
-  ASSERT_EQ(r.status, 0);
   FakeLibrary lib;
-  lib.map(shm, r.shm_bytes);
+  int fd = -1, shm = -1;
+  // The budget: two of the four 64 MiB regions at a time.
+  ASSERT_NO_FATAL_FAILURE(connect_library(128ull << 20, &lib, &fd, &shm));
   // On connection the daemon asks for kernel timings.
   proto::PlanHeader ph{};
   std::vector<proto::PlanEntry> entries;
@@ -457,14 +464,9 @@ TEST_F(ServerTest, MeasuresPlansAndPublishesAGuidedPlan) {
 // with uploads too: the window gswapd first sees begins with more uploads in a row than any
 // iteration has. A plan must start where the library will find its signature again.
 TEST_F(ServerTest, APlanStartsWhereEveryIterationStarts) {
-  int fd = connect_raw();
-  proto::Hello h = hello();
-  h.requested_budget_bytes = 192ull << 20;
-  int shm = -1;
-  proto::HelloReply r = exchange(fd, &h, sizeof h, &shm);
-  ASSERT_EQ(r.status, 0);
   FakeLibrary lib;
-  lib.map(shm, r.shm_bytes);
+  int fd = -1, shm = -1;
+  ASSERT_NO_FATAL_FAILURE(connect_library(192ull << 20, &lib, &fd, &shm));
   lib.timing_lag = 20;
   lib.regions(4);
   for (std::uint64_t k = 0; k < 4; ++k) lib.access(proto::kCopyFunction, k + 1, k + 1);
@@ -508,14 +510,10 @@ TEST_F(ServerTest, APlanStartsWhereEveryIterationStarts) {
 // layer by layer, and the plan for that "iteration" of one layer moves nothing. The library then
 // swaps all the same, so gswapd measures again and plans the whole iteration.
 TEST_F(ServerTest, APlanThatMovesNothingWhileTheLibrarySwapsIsMeasuredAgain) {
-  int fd = connect_raw();
-  proto::Hello h = hello();
-  h.requested_budget_bytes = 256ull << 20;  // four of the 42 regions
-  int shm = -1;
-  proto::HelloReply r = exchange(fd, &h, sizeof h, &shm);
-  ASSERT_EQ(r.status, 0);
   FakeLibrary lib;
-  lib.map(shm, r.shm_bytes);
+  int fd = -1, shm = -1;
+  // The budget: four of the 42 regions.
+  ASSERT_NO_FATAL_FAILURE(connect_library(256ull << 20, &lib, &fd, &shm));
   constexpr std::uint64_t kLayers = 40, kLength = 1 + 3 * kLayers + 1;
   lib.regions(kLayers + 2);
   proto::StatusPayload st{};
@@ -570,14 +568,10 @@ TEST_F(ServerTest, APlanThatMovesNothingWhileTheLibrarySwapsIsMeasuredAgain) {
 // changes from one status read to the next. Plans are made for the most it reported: a plan is
 // never thrown away because the figure moved while it was being made.
 TEST_F(ServerTest, FixedBytesThatComeAndGoDoNotKeepAPlanFromLanding) {
-  int fd = connect_raw();
-  proto::Hello h = hello();
-  h.requested_budget_bytes = 192ull << 20;  // two of the four regions and room to spare
-  int shm = -1;
-  proto::HelloReply r = exchange(fd, &h, sizeof h, &shm);
-  ASSERT_EQ(r.status, 0);
   FakeLibrary lib;
-  lib.map(shm, r.shm_bytes);
+  int fd = -1, shm = -1;
+  // The budget: two of the four regions and room to spare.
+  ASSERT_NO_FATAL_FAILURE(connect_library(192ull << 20, &lib, &fd, &shm));
   proto::StatusPayload st{};
   st.fixed_bytes = 3ull << 19;  // 1.5 MiB
   lib.status(st);
