@@ -205,7 +205,7 @@ class Client : public proto::EventSink {
     bool armed = false;
     std::int64_t since_ms = 0;
     std::uint64_t swapped_out = 0;
-    unsigned remeasures = 0;  // times the client was measured again for swapping anyway
+    unsigned remeasures = 0;  // times measured again: a plan made from part of the iteration
   };
   IdleWatch& idle_watch() { return idle_watch_; }
 

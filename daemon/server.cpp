@@ -40,10 +40,10 @@ constexpr std::int64_t kHandshakeTimeoutMs = 5000;
 // One planning pass stays near-linear in the iteration's length (issue 12); beyond this the
 // trace window could not hold two iterations anyway.
 constexpr std::size_t kMaxPlannedLaunches = 250000;
-// After a plan that moved nothing: how long swaps already under way may still count, and how
-// often a client that swaps anyway is measured again.
+// After a plan that moved nothing: how long swaps already under way may still count. How often a
+// client whose plan was made from part of its iteration is measured again.
 constexpr std::int64_t kIdleGraceMs = 500;
-constexpr unsigned kMaxIdleRemeasures = 3;
+constexpr unsigned kMaxRemeasures = 3;
 // Time the planner thread may spend checking one round of feedback entry by entry.
 constexpr double kFeedbackCheckMs = 50;
 // Connections that have not said hello yet: at most kMaxPendingPerPeer from one process and
@@ -227,7 +227,7 @@ void Server::tick(int timeout_ms) {
       const std::uint64_t out = c.counters().status.swapped_out;
       if (now - idle.since_ms < kIdleGraceMs) {
         idle.swapped_out = out;
-      } else if (out > idle.swapped_out && idle.remeasures < kMaxIdleRemeasures) {
+      } else if (out > idle.swapped_out && idle.remeasures < kMaxRemeasures) {
         log_->info(
             "pid {}: the plan moved nothing, yet the library swapped {} bytes out; measuring "
             "again",
@@ -236,6 +236,18 @@ void Server::tick(int timeout_ms) {
         measure_again(c, "none: measuring again (the library swapped with nothing planned)");
         continue;
       }
+    }
+    // The same mistake with a plan that moves something: followed layer by layer, it never
+    // diverges, and only one "iteration" (a layer) in measure_every is timed. The launch window
+    // shows the whole iteration by now, at least twice as long: measure again.
+    const std::size_t planned = c.planned_from().trace.launches.size();
+    if (c.published().mode == proto::PlanMode::kGuided && !c.planning() && planned &&
+        c.iteration().length >= 2 * planned && idle.remeasures < kMaxRemeasures) {
+      log_->info("pid {}: the plan follows {} launches, the iteration has {}; measuring again",
+                 c.pid(), planned, c.iteration().length);
+      ++idle.remeasures;
+      measure_again(c, "none: measuring again (the iteration is longer than the plan's)");
+      continue;
     }
     if (std::optional<MeasuredIteration> m = c.take_measured(gpu_.total_bytes)) {
       // A plan is made again when the iteration changed: its length, or, once the plan is
