@@ -132,9 +132,25 @@ void Client::sample_counters() {
   counter_samples_.push_back(CounterSample{now, st.resident, st.applied_budget, st.pinned});
 }
 
+void Client::arm_idle_watch(std::int64_t now_ms) {
+  idle_armed_ = true;
+  idle_since_ms_ = now_ms;
+  idle_swapped_out_ = counters_.status.swapped_out;
+}
+
+std::uint64_t Client::swapped_while_idle(std::int64_t now_ms, std::int64_t grace_ms) {
+  const std::uint64_t out = counters_.status.swapped_out;
+  if (!idle_armed_) return 0;
+  if (now_ms - idle_since_ms_ < grace_ms) {
+    idle_swapped_out_ = out;
+    return 0;
+  }
+  return out > idle_swapped_out_ ? out - idle_swapped_out_ : 0;
+}
+
 void Client::publish(std::uint64_t budget, PublishedPlan plan) {
   budget_ = budget;
-  idle_watch_.armed = false;
+  idle_armed_ = false;
   if (plan.entries.size() > limits_.plan_capacity) plan.entries.resize(limits_.plan_capacity);
   if (plan.signature.size() > proto::kSignatureLength)
     plan.signature.resize(proto::kSignatureLength);

@@ -198,16 +198,15 @@ class Client : public proto::EventSink {
   std::uint64_t fixed_reserve() const { return fixed_reserve_; }
   bool take_fixed_reserve_rose() { return std::exchange(fixed_reserve_rose_, false); }
 
-  // After a plan that moved nothing (everything fitted): whether the library still swaps. Armed
-  // when that plan is published; `swapped_out` is the library's figure at the end of a grace
-  // period (swaps already under way then still count up). publish() disarms it.
-  struct IdleWatch {
-    bool armed = false;
-    std::int64_t since_ms = 0;
-    std::uint64_t swapped_out = 0;
-    unsigned remeasures = 0;  // times measured again: a plan made from part of the iteration
-  };
-  IdleWatch& idle_watch() { return idle_watch_; }
+  // After a plan that moved nothing (everything fitted): whether the library still swaps.
+  // arm_idle_watch() when such a plan is published (publish() disarms it); swapped_while_idle()
+  // is what the library swapped out since `grace_ms` after that (swaps already under way then
+  // still count up), 0 when unarmed.
+  void arm_idle_watch(std::int64_t now_ms);
+  std::uint64_t swapped_while_idle(std::int64_t now_ms, std::int64_t grace_ms);
+  // Times the client was measured again because its plan was made from part of its iteration.
+  unsigned remeasures() const { return remeasures_; }
+  void count_remeasure() { ++remeasures_; }
 
   // Plan feedback: lateness per entry of the current generation, and divergences since.
   std::vector<EntryLateness>& lateness() { return lateness_; }
@@ -325,7 +324,10 @@ class Client : public proto::EventSink {
   bool feedback_pending_ = false;
   std::uint64_t fixed_reserve_ = 0;
   bool fixed_reserve_rose_ = false;
-  IdleWatch idle_watch_;
+  bool idle_armed_ = false;
+  std::int64_t idle_since_ms_ = 0;
+  std::uint64_t idle_swapped_out_ = 0;
+  unsigned remeasures_ = 0;
   policy::Plan current_plan_;
   std::vector<std::size_t> entry_of_published_;
   std::uint64_t measured_token_ = 0;

@@ -222,30 +222,24 @@ void Server::tick(int timeout_ms) {
     // iteration was not the program's (a stretch of identical layers, seen before the first
     // iteration had ended, repeats too). The launch window by now holds whole iterations: measure
     // again, keeping it, a few times at most.
-    Client::IdleWatch& idle = c.idle_watch();
-    if (idle.armed) {
-      const std::uint64_t out = c.counters().status.swapped_out;
-      if (now - idle.since_ms < kIdleGraceMs) {
-        idle.swapped_out = out;
-      } else if (out > idle.swapped_out && idle.remeasures < kMaxRemeasures) {
-        log_->info(
-            "pid {}: the plan moved nothing, yet the library swapped {} bytes out; measuring "
-            "again",
-            c.pid(), out - idle.swapped_out);
-        ++idle.remeasures;
-        measure_again(c, "none: measuring again (the library swapped with nothing planned)");
-        continue;
-      }
+    if (std::uint64_t out = c.swapped_while_idle(now, kIdleGraceMs);
+        out && c.remeasures() < kMaxRemeasures) {
+      log_->info(
+          "pid {}: the plan moved nothing, yet the library swapped {} bytes out; measuring again",
+          c.pid(), out);
+      c.count_remeasure();
+      measure_again(c, "none: measuring again (the library swapped with nothing planned)");
+      continue;
     }
     // The same mistake with a plan that moves something: followed layer by layer, it never
     // diverges, and only one "iteration" (a layer) in measure_every is timed. The launch window
     // shows the whole iteration by now, at least twice as long: measure again.
     const std::size_t planned = c.planned_from().trace.launches.size();
     if (c.published().mode == proto::PlanMode::kGuided && !c.planning() && planned &&
-        c.iteration().length >= 2 * planned && idle.remeasures < kMaxRemeasures) {
+        c.iteration().length >= 2 * planned && c.remeasures() < kMaxRemeasures) {
       log_->info("pid {}: the plan follows {} launches, the iteration has {}; measuring again",
                  c.pid(), planned, c.iteration().length);
-      ++idle.remeasures;
+      c.count_remeasure();
       measure_again(c, "none: measuring again (the iteration is longer than the plan's)");
       continue;
     }
@@ -625,9 +619,7 @@ void Server::publish_guided(Client& c, const policy::Plan& plan, const std::stri
     // does the library swapping all the same (tick).
     PublishedPlan passive;
     c.publish(c.budget(), passive);
-    c.idle_watch().armed = true;
-    c.idle_watch().since_ms = now_ms();
-    c.idle_watch().swapped_out = c.counters().status.swapped_out;
+    c.arm_idle_watch(now_ms());
     return;
   }
   c.publish(c.budget(), std::move(p));

@@ -19,9 +19,9 @@
 // whichever thread holds a try-lock for the duration of one call; a call that finds it held skips
 // the plan for that access (counted), so threads never wait for each other. Accesses up to the
 // next planned position skip the try-lock altogether (quiet_below_), so concurrent launches that
-// have nothing to do do not contend on it. load() takes the same
-// lock (waiting for the one call that may hold it) to carry the regions bound so far in this
-// iteration over to a new plan of the same shape (feedback republishes plans mid-iteration).
+// have nothing to do do not contend on it. load() takes the same lock (waiting for the one call
+// that may hold it) to carry the regions bound so far in this iteration over to a new plan of the
+// same shape (feedback republishes plans mid-iteration).
 #pragma once
 
 #include <atomic>
