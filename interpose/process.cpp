@@ -74,6 +74,7 @@ Residency* g_res = nullptr;
 LruVictims* g_victims = nullptr;
 ProcessPlanActions* g_actions = nullptr;
 PlanExecutor* g_exec = nullptr;
+bool g_time_all = false;  // GSWAP_TIMELINE: every access timed, guided iterations too
 
 Region* ProcessPlanActions::region_by_id(std::uint64_t id) {
   return g_res->find_by_id(id);
@@ -294,6 +295,7 @@ CUresult init_process() {
   static std::atomic<bool> daemon_recording{false};
   if (timeline::enabled()) {
     // Every call numbered and every kernel timed from the start, daemon or not.
+    g_time_all = true;
     g_fast->ordered.store(true, std::memory_order_relaxed);
     load_plan(proto::PlanHeader{}, nullptr, 0);
   }
@@ -442,8 +444,9 @@ void plan_before(std::uint64_t seq, std::uint64_t function, const TouchSet& t, C
   // Timing of kernels, copies and memsets (the program's own copies take device time and link
   // time the planner must see): an event on the access's stream on each side of it, never while
   // a stream captures (an event recorded there would join the graph). Stream memory operations
-  // are not timed: a wait on a value lasts as long as the host makes it.
-  if (!step->step.measure || function == proto::kMemOpFunction ||
+  // are not timed: a wait on a value lasts as long as the host makes it. With GSWAP_TIMELINE on,
+  // every access is timed, guided iterations too: the timeline shows them.
+  if (!(step->step.measure || g_time_all) || function == proto::kMemOpFunction ||
       g_fast->capturing.load(std::memory_order_relaxed) > 0)
     return;
   Device::Event start = g_res->timings().take();

@@ -5,6 +5,8 @@ that writes one (libgswap's GSWAP_TIMELINE, `gswapctl trace dump --timeline`, `g
 
   timeline_check.py FILE                 validate; print a summary (tracks, copies, bytes) as JSON
   timeline_check.py --same-tracks A B    validate both; their device tracks and counters must match
+  timeline_check.py --covers A B         validate both; A has every device track of B (and maybe
+                                         more), and the same counters
 
 Rules checked: the document is {"traceEvents": [...]} (plus optional fields); every event has name,
 ph and pid; every event but metadata has ts; every event but metadata and counters has tid (a
@@ -134,10 +136,12 @@ def validate(path):
 
 
 def main(argv):
-    if len(argv) == 4 and argv[1] == "--same-tracks":
+    if len(argv) == 4 and argv[1] in ("--same-tracks", "--covers"):
         a, b = validate(argv[2]), validate(argv[3])
         for what in ("device_tracks", "counters"):
-            if a[what] != b[what]:
+            ok = (set(a[what]) >= set(b[what]) if argv[1] == "--covers" and what == "device_tracks"
+                  else a[what] == b[what])
+            if not ok:
                 fail(f"{what} differ:\n  {argv[2]}: {a[what]}\n  {argv[3]}: {b[what]}")
         print(json.dumps({"device_tracks": a["device_tracks"], "counters": a["counters"]}))
         return 0

@@ -122,6 +122,8 @@ assert tl["producer"] is None or tl["producer"] == "libgswap", tl
 assert 0.99 * inn <= tl["restore_bytes"] <= inn and inn > 0, (tl["restore_bytes"], inn)
 assert 0 < tl["swap_out_bytes"] <= out, (tl["swap_out_bytes"], out)  # as above: completed ones
 PY
-python3 "$TESTS/timeline_check.py" --same-tracks "$RT/lib.json" "$RT/measured.json" >/dev/null ||
-  fail "the library's and gswapd's timelines have different tracks"
+# The library's timeline goes on after gswapd's was taken (the checksum's read-back on stream 0 at
+# the end): it has every track gswapd's has.
+python3 "$TESTS/timeline_check.py" --covers "$RT/lib.json" "$RT/measured.json" >/dev/null ||
+  fail "the library's timeline lacks tracks gswapd's has"
 echo "PASS timeline"
