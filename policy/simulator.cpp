@@ -22,6 +22,8 @@ struct RState {
   bool kept = false;       // an intermediate kept after a collective recomputation
   std::uint32_t gen = 0;
   double ready = 0;                 // kIn: when the swap-in completes
+  double release = 0;               // kOut, or freed while occupying: when its memory goes back
+  double on_host = 0;               // when its copy-out lands (a restore cannot start earlier)
   double last_use_end = 0;          // end of the last launch that touched it
   std::size_t protect = kNoLaunch;  // == current stamp: needed by the launch being prepared
   std::size_t entry = kNoLaunch;    // the plan entry that evicted it last
@@ -106,6 +108,10 @@ class Sim {
         if (rs_[r].st == St::kIn && rs_[r].ready <= T) rs_[r].st = St::kResident;
         if (rs_[r].st != St::kResident) ++res_.access_violations;
       }
+      // The library issues a trigger's prefetch when the launch is enqueued, after its own
+      // allocations: what still does not fit takes the memory of a swap-out or free in flight.
+      // (At T, when the launch has its memory: what was released to give it that is gone.)
+      try_prefetches(T, 0, /*donors=*/true);
       // The program's own copy over the link waits for the copy engine of its direction (FIFO,
       // shared with gswap's swaps) and holds it for its duration.
       double* engine = l.link == CopyLink::kToDevice ? &h2d_free_
@@ -287,6 +293,8 @@ class Sim {
     const double dur = static_cast<double>(t_.regions[r].bytes) / bw_out_;
     const double start = std::max({T, d2h_free_, s.last_use_end});
     d2h_free_ = start + dur;
+    s.release = s.on_host = d2h_free_;
+    leaving_.push_back(r);
     res_.d2h_busy_us += dur;
     res_.swapped_out_bytes += t_.regions[r].bytes;
     s.st = St::kOut;
@@ -297,11 +305,12 @@ class Sim {
     heap_.push({d2h_free_, r, s.gen});
   }
 
-  // Memory already acquired; planned: a prefetch the plan started (else on demand).
-  void swap_in(std::size_t r, double T, bool planned) {
+  // Memory already acquired; planned: a prefetch the plan started (else on demand). The copy
+  // starts once the engine is free, the host copy exists, and memory handed over is free.
+  void swap_in(std::size_t r, double T, bool planned, double not_before = 0) {
     RState& s = rs_[r];
     const double dur = static_cast<double>(t_.regions[r].bytes) / bw_in_;
-    const double start = std::max(T, h2d_free_);
+    const double start = std::max({T, h2d_free_, s.on_host, not_before});
     h2d_free_ = start + dur;
     res_.h2d_busy_us += dur;
     res_.swapped_in_bytes += t_.regions[r].bytes;
@@ -333,8 +342,11 @@ class Sim {
   }
 
   // Starts deferred and newly triggered prefetches, soonest back-access first, while they fit
-  // next to what the current launch needs. Never stalls compute.
-  void try_prefetches(double T, std::uint64_t reserve) {
+  // next to what the current launch needs. Never stalls compute. With `donors`, as the library
+  // does once the launch's own memory is taken, a prefetch that does not fit takes the memory of
+  // a swap-out or free of the same size still in flight (the one that lands first), its copy
+  // starting after that one's; memory taken so is no longer on its way back to the budget.
+  void try_prefetches(double T, std::uint64_t reserve, bool donors = false) {
     if (deferred_.empty()) return;
     process(T);
     std::sort(deferred_.begin(), deferred_.end(), [&](std::size_t x, std::size_t y) {
@@ -362,11 +374,34 @@ class Sim {
         res_.peak_resident_bytes = std::max(res_.peak_resident_bytes, used_);
         note_memory(T, static_cast<std::int64_t>(b), 0);
         swap_in(r, T, true);
+      } else if (std::size_t d = donors ? donor_for(b) : kNoLaunch; d != kNoLaunch) {
+        RState& g = rs_[d];
+        ++g.gen;  // its release is this restore's memory now
+        g.occupying = false;
+        if (g.st == St::kOut) g.st = St::kHost;
+        ++res_.donated_restores;
+        swap_in(r, T, true, g.release);
       } else {
         keep.push_back(k);
       }
     }
     deferred_ = std::move(keep);
+  }
+
+  // A region of `bytes` whose swap-out or free is in flight, its memory not yet back: the one
+  // that lands first. kNoLaunch when none.
+  std::size_t donor_for(std::uint64_t bytes) {
+    std::size_t best = kNoLaunch;
+    std::size_t n = 0;
+    for (std::size_t r : leaving_) {
+      const RState& s = rs_[r];
+      if (!s.occupying || (s.st != St::kOut && s.st != St::kFreed)) continue;  // landed, or back
+      leaving_[n++] = r;
+      if (t_.regions[r].bytes == bytes && (best == kNoLaunch || s.release < rs_[best].release))
+        best = r;
+    }
+    leaving_.resize(n);
+    return best;
   }
 
   bool ensure_resident(std::size_t r, double& T, int depth) {
@@ -455,6 +490,8 @@ class Sim {
     if (s.occupying && s.st != St::kOut && s.st != St::kDropped) {
       ++s.gen;
       heap_.push({end, r, s.gen});
+      s.release = end;
+      leaving_.push_back(r);
     }
     // Its host copy goes with it.
     if (s.st == St::kHost || s.st == St::kOut)
@@ -479,6 +516,7 @@ class Sim {
   std::priority_queue<Release, std::vector<Release>, std::greater<Release>> heap_;
   std::vector<std::vector<std::size_t>> evict_after_, evict_at_, trigger_at_, allocs_, frees_;
   std::vector<std::size_t> deferred_;
+  std::vector<std::size_t> leaving_;  // swapped out or freed with memory not back yet (lazily)
   // Kept intermediates by last use (least recent on top), pruned lazily; ties by region index.
   struct KeptItem {
     double last_use_end;

@@ -5,6 +5,9 @@
 // an eviction frees memory only when its copy is done. The budget is never exceeded: an allocation
 // or restore that does not fit waits for the earliest unfinished swap-out, and when none is in
 // flight, evicts the least recently used resident region on demand (the passive LRU behaviour).
+// A planned prefetch that does not fit once its trigger launch has its own memory takes, as the
+// library does, the memory of a same-sized swap-out or free still in flight (a donor): its copy
+// starts after the donor's, and that memory no longer comes back to the budget.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +32,7 @@ struct SimResult {
   std::uint64_t swapped_out_bytes = 0, swapped_in_bytes = 0, recomputed_bytes = 0;
   std::size_t demand_evictions = 0;   // evictions the plan did not ask for
   std::size_t demand_restores = 0;    // restores that stalled a launch because nothing prefetched
+  std::size_t donated_restores = 0;   // prefetches given the memory of a swap-out still in flight
   std::size_t access_violations = 0;  // launches started with a region absent; must stay 0
   // Per plan entry: how long its back-access waited for a swap-in still in flight (0 when on
   // time). This is the "observed lateness" the feedback rule consumes.

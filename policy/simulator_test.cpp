@@ -126,6 +126,38 @@ TEST(SimulatorTest, RestoreBeforeSwapOutEndsCancelsTheEviction) {
   EXPECT_DOUBLE_EQ(s.stall_us, 0.0);
 }
 
+// A prefetch with no room at its trigger takes the memory of a same-sized swap-out still in flight
+// (a donor), as the library does: its copy starts when the donor's ends, not at a later launch.
+TEST(SimulatorTest, APrefetchTakesTheMemoryOfASwapOutInFlight) {
+  Trace t = empty_trace(10, 10.0, 4.0 * kMiB / 25e-6);  // 25 us per 4 MiB
+  RegionId x = add_region(t, 4 * kMiB, 0, 9, {0, 9});
+  RegionId y = add_region(t, 4 * kMiB, 0, -1, {6});  // persistent, on the host between uses
+  Analysis a = analyze(t);
+  Plan p;
+  p.entries.push_back({x, EvictKind::kSwap, 0, kNoLaunch, 8, 9, 25.0});
+  p.entries.push_back({y, EvictKind::kSwap, 6, kNoLaunch, 2, 6, 25.0});  // a wrap
+  SimEvents ev;
+  SimResult s = simulate(a, p, 5 * kMiB, &ev);
+  ASSERT_TRUE(s.feasible) << s.reason;
+  EXPECT_EQ(s.demand_evictions, 0u);
+  EXPECT_LE(s.peak_resident_bytes, 5 * kMiB);
+  // x leaves 10..35; y's prefetch (launch 2, at 20) takes x's memory: in 35..60, on time for
+  // launch 6. y leaves 70..95; x's prefetch (launch 8) takes y's: in 95..120, launch 9 waits.
+  EXPECT_EQ(s.donated_restores, 2u);
+  EXPECT_EQ(s.lateness_us[1], 0.0);
+  EXPECT_DOUBLE_EQ(s.lateness_us[0], 30.0);
+  EXPECT_DOUBLE_EQ(s.step_time_us, 130.0);
+  EXPECT_DOUBLE_EQ(s.stall_us, 30.0);
+  ASSERT_EQ(ev.copies.size(), 4u);
+  EXPECT_TRUE(ev.copies[1].to_device);
+  EXPECT_DOUBLE_EQ(ev.copies[1].start_us, 35.0);
+  EXPECT_DOUBLE_EQ(ev.copies[3].start_us, 95.0);
+  // The memory curve never passes the budget: a donor's memory changes hands, it is not freed.
+  std::int64_t resident = static_cast<std::int64_t>(ev.resident_at_start), peak = resident;
+  for (const SimEvents::Memory& m : ev.memory) peak = std::max(peak, resident += m.device_delta);
+  EXPECT_LE(peak, static_cast<std::int64_t>(5 * kMiB));
+}
+
 TEST(SimulatorTest, DemandEvictionIsLeastRecentlyUsed) {
   // At launch 2 one of `old` (used at 0) and `recent` (used at 1) must go; `recent` is needed
   // again at 3, so evicting it instead of `old` would cost a restore.

@@ -10,6 +10,7 @@
 #include "policy/chrome_trace.h"
 #include "policy/memory_plot.h"
 #include "policy/reference_traces.h"
+#include "policy/search.h"
 #include "policy/sim_timeline.h"
 #include "policy/test_traces.h"
 
@@ -118,6 +119,28 @@ TEST(SimTimelineTest, HoldsWhatTheSimulatorCounts) {
     for (double v : s.in_bytes) si += v;
     EXPECT_NEAR(so, static_cast<double>(p->sim.swapped_out_bytes), 1 + 1e-9 * so) << name;
     EXPECT_NEAR(si, static_cast<double>(p->sim.swapped_in_bytes), 1 + 1e-9 * si) << name;
+  }
+}
+
+// The searched plans of random traces (prefetches deferred, donors, demand evictions): the memory
+// curve, replayed in time order, stays within the budget.
+TEST(SimTimelineTest, TheMemoryCurveOfSearchedPlansStaysWithinTheBudget) {
+  std::mt19937_64 rng(11);
+  for (int i = 0; i < 150; ++i) {
+    Trace t = testing::random_trace(rng);
+    Analysis a = analyze(t);
+    for (double f : {0.5, 0.7}) {
+      const auto budget = static_cast<std::uint64_t>(static_cast<double>(a.peak_bytes) * f);
+      SearchOptions o;
+      o.max_evaluations = 100;
+      o.seed = static_cast<std::uint64_t>(i);
+      SearchResult r = search_plan(a, budget, o);
+      SimEvents ev;
+      SimResult s = simulate(a, r.plan, budget, &ev);
+      if (!s.feasible) continue;
+      MemoryCurves m = memory_curves(a, ev, s.step_time_us);
+      EXPECT_LE(m.peak_resident, budget) << "trace " << i << " at " << f;
+    }
   }
 }
 

@@ -146,6 +146,7 @@ void run(const Options& o) {
                         {"h2d_busy_us", s.h2d_busy_us},
                         {"d2h_busy_us", s.d2h_busy_us},
                         {"demand_evictions", s.demand_evictions},
+                        {"donated_restores", s.donated_restores},
                         {"plan_entries", ev.plan.entries.size()},
                         {"plan_fits", ev.plan.fits},
                         {"plan_time_ms", ev.plan_time_ms},
@@ -176,6 +177,7 @@ void run(const Options& o) {
     row("h2d busy", us(s.h2d_busy_us));
     row("d2h busy", us(s.d2h_busy_us));
     row("demand evictions", std::to_string(s.demand_evictions));
+    row("donated restores", std::to_string(s.donated_restores));
     row("plan entries", std::to_string(ev.plan.entries.size()));
     row("plan fits", ev.plan.fits ? "yes" : "no");
     row("plan time", fmt::format("{:.2f} ms", ev.plan_time_ms));
