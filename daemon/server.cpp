@@ -567,6 +567,14 @@ void Server::publish_guided(Client& c, const policy::Plan& plan, const std::stri
     return m.trace.launches[std::max(i, first_usable)].seq - m.first_seq;
   };
   auto function = [&](std::size_t i) { return m.functions[std::max(i, first_usable)]; };
+  // The calls between launch i and the launch before it (the last of the iteration before, for
+  // the first).
+  auto back_lead = [&](std::size_t i) {
+    std::uint64_t prev = i ? m.trace.launches[i - 1].seq
+                           : m.trace.launches[n - 1].seq - m.seq_length;  // wraps below zero
+    std::uint64_t calls = m.trace.launches[i].seq - prev - 1;
+    return static_cast<std::uint16_t>(std::min<std::uint64_t>(calls, 0xffff));
+  };
   std::unordered_map<policy::RegionId, const policy::Region*> regions;
   for (const policy::Region& r : m.trace.regions) regions[r.id] = &r;
   std::vector<std::size_t> entry_of;
@@ -576,7 +584,7 @@ void Server::publish_guided(Client& c, const policy::Plan& plan, const std::stri
     if (it == regions.end() || e.evict_after >= n) continue;
     const policy::Region& reg = *it->second;
     proto::PlanEntry w{};
-    w.action = static_cast<std::uint32_t>(e.kind == policy::EvictKind::kSwap
+    w.action = static_cast<std::uint16_t>(e.kind == policy::EvictKind::kSwap
                                               ? proto::PlanAction::kSwap
                                               : proto::PlanAction::kRecompute);
     bool persistent = reg.alloc_seq < m.first_seq &&
@@ -606,8 +614,11 @@ void Server::publish_guided(Client& c, const policy::Plan& plan, const std::stri
       w.trigger = offset(e.trigger);
       w.trigger_function = function(e.trigger);
     }
-    w.back_access = e.back_access != policy::kNoLaunch && e.back_access < n ? offset(e.back_access)
-                                                                            : proto::kNoOffset;
+    w.back_access = proto::kNoOffset;
+    if (e.back_access != policy::kNoLaunch && e.back_access < n) {
+      w.back_access = offset(e.back_access);
+      w.back_lead = back_lead(std::max(e.back_access, first_usable));
+    }
     p.entries.push_back(w);
     entry_of.push_back(k);
   }
@@ -823,7 +834,7 @@ nlohmann::json Server::policy_json(const Client& c) const {
     const proto::PlanEntry& e = plan[i];
     nlohmann::json j = {
         {"action",
-         e.action == static_cast<std::uint32_t>(proto::PlanAction::kSwap) ? "swap" : "recompute"},
+         e.action == static_cast<std::uint16_t>(proto::PlanAction::kSwap) ? "swap" : "recompute"},
         {"evict_after", e.evict_after},
         {"evict_kernel", c.name_of_kernel(e.evict_function)},
         {"trigger", off(e.trigger)},
@@ -831,6 +842,7 @@ nlohmann::json Server::policy_json(const Client& c) const {
                                ? nlohmann::json(nullptr)
                                : nlohmann::json(c.name_of_kernel(e.trigger_function))},
         {"back_access", off(e.back_access)}};
+    if (e.back_access != proto::kNoOffset) j["back_lead"] = e.back_lead;
     if (e.region_id) {
       j["region"] = e.region_id;
       std::string name = c.name_of_region(e.region_id);

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <future>
 #include <random>
 #include <sstream>
@@ -137,10 +138,19 @@ struct FakeLibrary {
   void regions_and_iterations(Server& server) {
     regions(4);
     for (int it = 0; it < 256; ++it) {
-      for (std::uint64_t k = 0; k < 8; ++k) access(function_at(k), k % 4 + 1, (k + 1) % 4 + 1);
+      for (std::uint64_t k = 0; k < 8; ++k) {
+        if (calls_before_access) {  // calls gswapd is not told of (small allocations)
+          seq += k;
+          calls_before[seq] = k;
+        }
+        access(function_at(k), k % 4 + 1, (k + 1) % 4 + 1);
+      }
       if (it % 32 == 31) server.tick(0);
     }
   }
+  // Whether access k follows k calls of its own; calls_before: the seq of each such access -> k.
+  bool calls_before_access = false;
+  std::map<std::uint64_t, std::uint64_t> calls_before;
 };
 
 class ServerTest : public ::testing::Test {
@@ -458,6 +468,41 @@ TEST_F(ServerTest, MeasuresPlansAndPublishesAGuidedPlan) {
   server_->tick(0);
   ASSERT_TRUE(lib.plan(&ph, &entries));
   EXPECT_EQ(ph.mode, static_cast<std::uint32_t>(proto::PlanMode::kMeasure));
+  close(shm);
+  close(fd);
+}
+
+// Calls between launches (allocations, frees) prepare the launch after them: each plan entry says
+// how many come right before its back-access, so the library lets them take memory first.
+TEST_F(ServerTest, APlanSaysWhichCallsPrepareEachBackAccess) {
+  FakeLibrary lib;
+  lib.calls_before_access = true;
+  int fd = -1, shm = -1;
+  ASSERT_NO_FATAL_FAILURE(connect_library(128ull << 20, &lib, &fd, &shm));
+  lib.regions_and_iterations(*server_);
+  proto::PlanHeader ph{};
+  std::vector<proto::PlanEntry> entries;
+  for (int i = 0; i < 500 && ph.mode != static_cast<std::uint32_t>(proto::PlanMode::kGuided); ++i) {
+    server_->tick(2);
+    ASSERT_TRUE(lib.plan(&ph, &entries));
+  }
+  ASSERT_EQ(ph.mode, static_cast<std::uint32_t>(proto::PlanMode::kGuided));
+  EXPECT_EQ(ph.seq_length, 8u + 28u);
+  nlohmann::json pol = server_->handle_request({{"cmd", "policy"}, {"pid", getpid()}});
+  const std::uint64_t first = pol["clients"][0]["iteration_first_seq"].get<std::uint64_t>();
+  std::size_t with_back = 0, led = 0;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const proto::PlanEntry& e = entries[i];
+    if (e.back_access == proto::kNoOffset) continue;
+    ++with_back;
+    auto it = lib.calls_before.find(first + e.back_access);
+    ASSERT_NE(it, lib.calls_before.end()) << "entry " << i << ": no access at its back_access";
+    EXPECT_EQ(e.back_lead, it->second) << "entry " << i;
+    EXPECT_EQ(pol["clients"][0]["entries"][i]["back_lead"], it->second);
+    led += e.back_lead > 0;
+  }
+  EXPECT_GT(with_back, 0u);
+  EXPECT_GT(led, 0u);
   close(shm);
   close(fd);
 }

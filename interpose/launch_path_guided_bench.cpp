@@ -43,7 +43,7 @@ class CountingActions : public PlanActions {
     moves.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
-  bool prefetch(Region*, std::uint64_t, std::uint64_t) override {
+  bool prefetch(Region*, std::uint64_t, std::uint64_t, std::uint64_t) override {
     moves.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
@@ -105,7 +105,7 @@ struct Fixture {
     for (std::uint32_t i = 0; i < kEntries; ++i) {
       e[i].region_id = i + 1;
       e[i].bind_offset = proto::kNoOffset;
-      e[i].action = static_cast<std::uint32_t>(proto::PlanAction::kSwap);
+      e[i].action = static_cast<std::uint16_t>(proto::PlanAction::kSwap);
       e[i].evict_after = 10 * i + 3;
       e[i].evict_function = function_at(10 * i + 3);
       e[i].trigger = 10 * i + 6;

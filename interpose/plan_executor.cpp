@@ -63,12 +63,12 @@ void PlanExecutor::load(const proto::PlanHeader& h, const proto::PlanEntry* entr
     };
     for (std::uint32_t i = 0; i < n; ++i) {
       const proto::PlanEntry& e = entries[i];
-      if (e.action != static_cast<std::uint32_t>(proto::PlanAction::kSwap) &&
-          e.action != static_cast<std::uint32_t>(proto::PlanAction::kRecompute))
+      if (e.action != static_cast<std::uint16_t>(proto::PlanAction::kSwap) &&
+          e.action != static_cast<std::uint16_t>(proto::PlanAction::kRecompute))
         continue;
       Entry& x = p->entries[i];
       // A drop is undone by recomputation at the next access (residency); it has no prefetch.
-      x.drop = e.action == static_cast<std::uint32_t>(proto::PlanAction::kRecompute);
+      x.drop = e.action == static_cast<std::uint16_t>(proto::PlanAction::kRecompute);
       if (e.region_id) {
         x.region_id = e.region_id;
         if (Region* r = actions_.region_by_id(e.region_id)) {
@@ -87,7 +87,11 @@ void PlanExecutor::load(const proto::PlanHeader& h, const proto::PlanEntry* entr
         x.has_trigger = true;
         at(e.trigger, Action{i, kPrefetch, e.trigger_function});
       }
-      if (e.back_access != proto::kNoOffset && !x.drop) at(e.back_access, Action{i, kBack, 0});
+      if (e.back_access != proto::kNoOffset && !x.drop) {
+        x.back_offset = e.back_access;
+        x.back_lead = e.back_lead;
+        at(e.back_access, Action{i, kBack, 0});
+      }
     }
     // Grouped by offset; within one offset binds come first (a region bound and evicted by the
     // same access).
@@ -123,6 +127,15 @@ void PlanExecutor::load(const proto::PlanHeader& h, const proto::PlanEntry* entr
     retired_[next_retired_].reset(old);
     next_retired_ = (next_retired_ + 1) % 8;
   }
+}
+
+// When e's region is needed, for a prefetch at offset `off` of the current iteration: the call
+// number of the first call that prepares its back-access (the allocations and frees just before
+// that launch), in the next iteration when the back-access's offset is not after the trigger's
+// (a wrap).
+std::uint64_t PlanExecutor::due_seq(const Compiled& p, const Entry& e, std::uint64_t off) const {
+  if (e.back_offset == proto::kNoOffset) return ~0ull;
+  return start_ + e.back_offset - e.back_lead + (e.back_offset <= off ? p.seq_length : 0);
 }
 
 std::uint64_t PlanExecutor::shape_of(const Compiled& p) {
@@ -233,7 +246,8 @@ void PlanExecutor::before(std::uint64_t seq, std::uint64_t function, const Touch
             break;
           case kPrefetch:
             if (r && r->id == id &&
-                !actions_.prefetch(r, id, plan_tag::make(p->generation, a.entry)))
+                !actions_.prefetch(r, id, plan_tag::make(p->generation, a.entry),
+                                   due_seq(*p, e, off)))
               counters_.skipped.fetch_add(1, std::memory_order_relaxed);
             break;
           case kBack:

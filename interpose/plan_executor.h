@@ -43,7 +43,9 @@ class PlanActions {
                                                        // thread, at load)
   // A planned eviction: a swap-out, or a drop to be recomputed (drop: the plan's kRecompute).
   virtual bool evict(Region* r, std::uint64_t id, std::uint64_t tag, bool drop) = 0;
-  virtual bool prefetch(Region* r, std::uint64_t id, std::uint64_t tag) = 0;
+  // A planned prefetch; due: the call number from which its back-access is prepared (~0 when it
+  // has none), which orders it against other prefetches and against calls waiting for memory.
+  virtual bool prefetch(Region* r, std::uint64_t id, std::uint64_t tag, std::uint64_t due) = 0;
   virtual void lateness(std::uint64_t generation, std::uint64_t entry, std::uint64_t late_ns,
                         bool missed) = 0;
   virtual void divergence(std::uint64_t generation, std::uint64_t offset, std::uint64_t expected,
@@ -114,6 +116,8 @@ class PlanExecutor {
     std::uint64_t region_id = 0;  // persistent
     std::uint64_t bind_offset = proto::kNoOffset;
     std::uint32_t bind_slot = 0;
+    std::uint64_t back_offset = proto::kNoOffset;  // its back-access
+    std::uint16_t back_lead = 0;                   // calls that prepare the back-access
     bool has_trigger = false;
     bool drop = false;  // PlanAction::kRecompute
     std::atomic<Region*> region{nullptr};
@@ -135,6 +139,7 @@ class PlanExecutor {
 
   void start_iteration(Compiled& p, std::uint64_t start);
   static std::uint64_t shape_of(const Compiled& p);
+  std::uint64_t due_seq(const Compiled& p, const Entry& e, std::uint64_t off) const;
   static void carry_bindings(const Compiled& from, Compiled* to);
   void diverge(Compiled& p, std::uint64_t offset, std::uint64_t expected, std::uint64_t got);
 

@@ -44,6 +44,7 @@ class FakeActions : public PlanActions {
  public:
   std::map<std::uint64_t, Region*> live;
   std::vector<Call> evicts, prefetches, drops;  // drops: evictions that drop (kRecompute)
+  std::vector<std::uint64_t> dues;              // per prefetch: its back-access's call number
   std::vector<Late> lateness_reports;
   std::vector<Divergence> divergences;
   int iterations = 0;
@@ -61,10 +62,11 @@ class FakeActions : public PlanActions {
     r->plan_tag.store(tag | plan_tag::kEvicted);
     return true;
   }
-  bool prefetch(Region* r, std::uint64_t id, std::uint64_t tag) override {
+  bool prefetch(Region* r, std::uint64_t id, std::uint64_t tag, std::uint64_t due) override {
     if (during_prefetch) during_prefetch();
     if (refuse) return false;
     prefetches.push_back({r, id, tag});
+    dues.push_back(due);
     r->plan_tag.store(tag | plan_tag::kPrefetched);
     return true;
   }
@@ -108,7 +110,7 @@ proto::PlanHeader guided(std::uint64_t generation, std::uint64_t seq_length,
 
 proto::PlanEntry swap_entry() {
   proto::PlanEntry e{};
-  e.action = static_cast<std::uint32_t>(proto::PlanAction::kSwap);
+  e.action = static_cast<std::uint16_t>(proto::PlanAction::kSwap);
   e.bind_offset = kNoOffset;
   e.evict_after = kNoOffset;
   e.trigger = kNoOffset;
@@ -214,6 +216,7 @@ TEST(PlanExecutor, PersistentRegionEvictedAfterItsAccessAndPrefetchedAtItsTrigge
   EXPECT_EQ(fake.evicts[0].tag, plan_tag::make(1, 0));
   ASSERT_EQ(fake.prefetches.size(), 1u);
   EXPECT_EQ(fake.prefetches[0].tag, plan_tag::make(1, 0));
+  EXPECT_EQ(fake.dues[0], 1001u + 8) << "the back-access's call number orders the prefetch";
   // The back-access found the region still tagged by its prefetch: on time, reported, untagged.
   ASSERT_EQ(fake.lateness_reports.size(), 1u);
   EXPECT_EQ(fake.lateness_reports[0].generation, 1u);
@@ -230,6 +233,36 @@ TEST(PlanExecutor, PersistentRegionEvictedAfterItsAccessAndPrefetchedAtItsTrigge
   EXPECT_EQ(fake.prefetches.size(), 2u);
   EXPECT_EQ(exec.counters().guided_iterations.load(), 1u);
   EXPECT_EQ(exec.counters().divergences.load(), 0u);
+  EXPECT_EQ(fake.dues[1], 1011u + 8);
+}
+
+TEST(PlanExecutor, APrefetchForTheNextIterationIsDueThere) {
+  FakeActions fake;
+  Regions regions;
+  Region* w = regions.make(7);
+  fake.live[7] = w;
+  PlanExecutor exec(fake);
+  proto::PlanEntry e = swap_entry();
+  e.region_id = 7;
+  e.evict_after = 4;  // a wrap: out after the last forward kernel, back at the next upload
+  e.trigger = 9;
+  e.back_access = 1;
+  e.back_lead = 1;  // the upload at offset 0 prepares it (as an allocation would)
+  exec.load(guided(1, kLen, kSignature, 1), &e, 1);
+  proto::PlanEntry none = swap_entry();  // and one with no back-access: never due
+  none.region_id = 7;
+  none.evict_after = 4;
+  none.trigger = 6;
+  Driver d{exec};
+  d.iteration({{1, {w}}, {4, {w}}});
+  ASSERT_EQ(fake.dues.size(), 1u);
+  EXPECT_EQ(fake.dues[0], 1000u + kLen + 1 - 1);
+  proto::PlanEntry both[2] = {e, none};
+  exec.load(guided(2, kLen, kSignature, 2), both, 2);
+  d.iteration({{1, {w}}, {4, {w}}});
+  ASSERT_EQ(fake.dues.size(), 3u);
+  EXPECT_EQ(fake.dues[1], ~0ull);
+  EXPECT_EQ(fake.dues[2], 1010u + kLen + 1 - 1);
 }
 
 TEST(PlanExecutor, PerIterationRegionBoundAtItsFirstAccessEveryIteration) {
@@ -371,7 +404,7 @@ TEST(PlanExecutor, RecomputeEntriesAskForADropAndNoPrefetch) {
   fake.live[7] = w;
   PlanExecutor exec(fake);
   proto::PlanEntry e = swap_entry();
-  e.action = static_cast<std::uint32_t>(proto::PlanAction::kRecompute);
+  e.action = static_cast<std::uint16_t>(proto::PlanAction::kRecompute);
   e.region_id = 7;
   e.evict_after = 3;
   e.evict_function = kFwd;
@@ -642,7 +675,7 @@ TEST(PlanExecutor, ConcurrentLaunchesWhilePlansAreReloaded) {
       evicts.fetch_add(1);
       return true;
     }
-    bool prefetch(Region*, std::uint64_t, std::uint64_t) override { return true; }
+    bool prefetch(Region*, std::uint64_t, std::uint64_t, std::uint64_t) override { return true; }
     void lateness(std::uint64_t, std::uint64_t, std::uint64_t, bool) override {}
     void divergence(std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t) override {}
   } counting;

@@ -47,7 +47,7 @@ class ProcessPlanActions final : public PlanActions {
  public:
   Region* region_by_id(std::uint64_t id) override;
   bool evict(Region* r, std::uint64_t id, std::uint64_t tag, bool drop) override;
-  bool prefetch(Region* r, std::uint64_t id, std::uint64_t tag) override;
+  bool prefetch(Region* r, std::uint64_t id, std::uint64_t tag, std::uint64_t due) override;
   void lateness(std::uint64_t generation, std::uint64_t entry, std::uint64_t late_ns,
                 bool missed) override {
     telemetry::lateness(generation, entry, late_ns, missed);
@@ -82,8 +82,9 @@ Region* ProcessPlanActions::region_by_id(std::uint64_t id) {
 bool ProcessPlanActions::evict(Region* r, std::uint64_t id, std::uint64_t tag, bool drop) {
   return drop ? g_res->plan_drop(r, id, tag) : g_res->plan_evict(r, id, tag);
 }
-bool ProcessPlanActions::prefetch(Region* r, std::uint64_t id, std::uint64_t tag) {
-  return g_res->plan_prefetch(r, id, tag);
+bool ProcessPlanActions::prefetch(Region* r, std::uint64_t id, std::uint64_t tag,
+                                  std::uint64_t due) {
+  return g_res->plan_prefetch(r, id, tag, due);
 }
 
 bool ready() {

@@ -38,6 +38,22 @@ std::uint64_t round_up(std::uint64_t v, std::uint64_t a) {
   return (v + a - 1) / a * a;
 }
 
+// One call waiting for memory, by the call number it will have: listed (in a vector the caller
+// guards) while it waits, so that planned prefetches due after it leave it the memory that comes
+// back (Residency::memory_owed_before).
+struct OwedScope {
+  std::vector<std::uint64_t>& waiting;
+  std::uint64_t seq;
+  bool on = false;
+  void begin() {
+    if (!on) waiting.push_back(seq);
+    on = true;
+  }
+  ~OwedScope() {
+    if (on) waiting.erase(std::find(waiting.begin(), waiting.end(), seq));
+  }
+};
+
 // How long a call waits for regions other threads pin only between their check and their enqueue
 // before it calls a shortage out of memory.
 constexpr std::uint64_t kTransientPinNs = 100'000'000;
@@ -391,6 +407,7 @@ CUresult Residency::wait_for_room(std::unique_lock<std::mutex>& lock, std::uint6
   std::uint64_t deadline = monotonic_ns() + kTransientPinNs;
   WaitScope waited(*this, "memory");
   Progress stuck(completed_);
+  OwedScope owed{allocations_waiting_, fast_.seq.load()};
   for (;;) {
     // During a capture nothing leaves (fact 8): the allocation goes above the budget, and the
     // swapper gives the excess back when the capture ends.
@@ -405,6 +422,7 @@ CUresult Residency::wait_for_room(std::unique_lock<std::mutex>& lock, std::uint6
     }
     // Only an allocation over the budget waits, and only for swap-outs in flight (vDNN++).
     waited.begin();
+    owed.begin();
     if (stuck.check(completed_)) return stuck_oom();
     wait_progress(lock, 5000);
   }
@@ -485,6 +503,8 @@ CUresult Residency::obtain_handle(std::unique_lock<std::mutex>& lock, std::uint6
   std::uint64_t deadline = monotonic_ns() + kTransientPinNs;
   WaitScope waited(*this, "memory for an allocation");
   Progress stuck(completed_);
+  // While it waits, planned prefetches due after it leave it the memory that comes back.
+  OwedScope owed{allocations_waiting_, fast_.seq.load()};
   for (;;) {
     Room room = make_room(bytes, gate_.capturing());
     if (room == Room::kReady) {
@@ -509,6 +529,7 @@ CUresult Residency::obtain_handle(std::unique_lock<std::mutex>& lock, std::uint6
     }
     // Only an allocation over the budget waits, and only for swap-outs in flight (vDNN++).
     waited.begin();
+    owed.begin();
     if (stuck.check(completed_)) return stuck_oom();
     wait_progress(lock, 5000);
   }
@@ -727,7 +748,7 @@ CUresult Residency::request_restores(std::unique_lock<std::mutex>& lock, TouchSe
       // (A dropped region gets memory only: the caller recomputes it, see recompute.cpp.)
       bool already = false;
       for (const Wanted& w : wanted_) already = already || w.region == r;
-      if (!already) wanted_.push_back({r, r->gen, deadline});
+      if (!already) wanted_.push_back({r, r->gen, deadline, fast_.seq.load()});
       r->restore_error = CUDA_SUCCESS;
       asked = true;
     }
@@ -816,8 +837,8 @@ bool Residency::plan_evict(Region* r, std::uint64_t id, std::uint64_t tag) {
   return queue_.push(Command{CommandType::kPlanEvict, r, 0, id, tag});
 }
 
-bool Residency::plan_prefetch(Region* r, std::uint64_t id, std::uint64_t tag) {
-  return queue_.push(Command{CommandType::kPrefetch, r, 0, id, tag});
+bool Residency::plan_prefetch(Region* r, std::uint64_t id, std::uint64_t tag, std::uint64_t due) {
+  return queue_.push(Command{CommandType::kPrefetch, r, 0, id, tag, due});
 }
 
 Region* Residency::find_by_id(std::uint64_t id) {

@@ -149,12 +149,13 @@ class Residency {
   // --- plan execution (launch path: lock-free, never waits) ----------------------------------
   // A planned swap-out of r (if it is still region `id` and may leave), after the access the
   // caller has just enqueued; a planned prefetch (if it is out, and fits the budget: a prefetch
-  // that does not fit is deferred, never forced). False when the queue is full.
+  // that does not fit is deferred, never forced; due: its back-access's call number, see
+  // issue_prefetch). False when the queue is full.
   bool plan_evict(Region* r, std::uint64_t id, std::uint64_t tag);
   // A planned drop of r after the access just enqueued: swapped instead when r is not (or no
   // longer) registered as recomputable in full.
   bool plan_drop(Region* r, std::uint64_t id, std::uint64_t tag);
-  bool plan_prefetch(Region* r, std::uint64_t id, std::uint64_t tag);
+  bool plan_prefetch(Region* r, std::uint64_t id, std::uint64_t tag, std::uint64_t due);
   // While a plan is followed the swapper polls its queue every 100 us instead of sleeping.
   void set_guided(bool on) { guided_.store(on, std::memory_order_relaxed); }
   // A live region by id (a plan naming persistent regions), or nullptr.
@@ -180,10 +181,12 @@ class Residency {
     std::uint64_t gen;  // kEvict, kFree: the region's gen when asked
     std::uint64_t id;   // kPlanEvict, kPrefetch: the region's id when asked
     std::uint64_t tag;  // kPlanEvict, kPrefetch: the plan entry (plan_executor.h's plan_tag)
+    std::uint64_t due = ~0ull;  // kPrefetch: the call number of the back-access
   };
   struct Prefetch {
     Region* region;
     std::uint64_t id, tag, deadline_ns;
+    std::uint64_t due;  // the call number of its back-access: served soonest first
   };
   struct InFlight {
     Region* region;
@@ -195,6 +198,7 @@ class Residency {
     Region* region;
     std::uint64_t gen;
     std::uint64_t deadline_ns;  // OOM if no room by then (regions pinned only for an instant)
+    std::uint64_t seq;          // the call number reached when it was asked for
   };
   // Pushes the regions' context for the scope when the thread has another or none (fact 9).
   class Context {
@@ -283,7 +287,11 @@ class Residency {
   bool room_without_eviction(std::uint64_t bytes);
   void report_copy(bool to_device, Region* r, std::uint64_t s0, std::uint64_t s1, bool planned);
   void report_host_copy(bool to_device, Region* r, std::uint64_t t0, std::uint64_t t1);
-  bool issue_prefetch(std::unique_lock<std::mutex>& lock, Region* r, std::uint64_t tag);
+  bool issue_prefetch(std::unique_lock<std::mutex>& lock, Region* r, std::uint64_t tag,
+                      std::uint64_t due);
+  void prefetched(Region* r, std::uint64_t tag);
+  bool memory_owed_before(std::uint64_t due) const;
+  void want_prefetch(Region* r, std::uint64_t tag, std::uint64_t due);
   void report_back_access(Region* r, bool late_unknown);
 
   // Recomputation (recompute.cpp), mutex_ held unless said.
@@ -343,7 +351,9 @@ class Residency {
   std::vector<InFlight> restore_flight_;     // H2D copies, in restore-stream order
   std::vector<Wanted> wanted_;               // restores asked for, waiting for room
   std::vector<Region*> deferred_frees_;      // freed during a capture
-  std::vector<Prefetch> prefetches_wanted_;  // planned prefetches waiting for room
+  std::vector<Prefetch> prefetches_wanted_;  // planned prefetches waiting for room, by due
+  // Call numbers at which allocations wait for memory now (one per waiting call).
+  std::vector<std::uint64_t> allocations_waiting_;
 
   // Bytes of device memory gswap holds or has handed out (see used()).
   std::uint64_t resident_ = 0, evicting_ = 0, freeing_ = 0, pooled_ = 0, arena_bytes_ = 0;

@@ -125,6 +125,84 @@ TEST(Residency, TheBudgetAfterACaptureBeginsQueuedPlannedSwapOutsFirst) {
   EXPECT_TRUE(env.holds(b, kMiB, 2));
 }
 
+// Memory that comes back while an allocation waits for it goes to the allocation, unless a planned
+// prefetch is needed before that allocation's call. Returns the region prefetched and the one
+// the allocation would evict on demand (least recently used) once the prefetch took its memory.
+struct OwedRun {
+  std::uint32_t prefetched, other;
+  ResidencyStats stats;
+};
+OwedRun prefetch_while_an_allocation_waits(std::uint64_t due) {
+  Env env(2 * kMiB);
+  CUdeviceptr z = env.alloc(kMiB);
+  env.fill(z, kMiB, 7);
+  CUdeviceptr x = env.alloc(kMiB), y = env.alloc(kMiB);  // z leaves
+  EXPECT_EQ(env.state(z), kRegionHost);
+  EXPECT_EQ(env.launch({x}), CUDA_SUCCESS);
+  EXPECT_EQ(env.launch({y}), CUDA_SUCCESS);
+  env.dev.hold(env.stream);  // y's users have not finished: its planned swap-out cannot complete
+  Region* ry = env.region(y);
+  EXPECT_TRUE(env.res.plan_evict(ry, ry->id, plan_tag::make(1, 0)));
+  env.fast.seq.store(500);  // the allocation below is call 500
+  std::atomic<bool> allocated{false};
+  std::thread app([&] {
+    env.alloc(kMiB);  // waits for y's memory
+    allocated = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(allocated.load());
+  Region* rz = env.region(z);
+  EXPECT_TRUE(env.res.plan_prefetch(rz, rz->id, plan_tag::make(1, 1), due));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the waiting call steps the queue
+  env.dev.release_stream(env.stream);
+  app.join();
+  env.res.drain();
+  OwedRun r{env.state(z), env.state(x), env.res.stats()};
+  if (r.prefetched != kRegionHost) EXPECT_TRUE(env.holds(z, kMiB, 7));
+  return r;
+}
+
+TEST(Residency, APrefetchDueAfterAWaitingAllocationLeavesItTheMemory) {
+  OwedRun r = prefetch_while_an_allocation_waits(/*due=*/10'000);
+  EXPECT_EQ(r.prefetched, kRegionHost);  // deferred: it waits for room
+  EXPECT_EQ(r.other, kRegionResident);   // nothing evicted on demand for the allocation
+  EXPECT_EQ(r.stats.evictions, 2u);      // z at the start, y as planned
+  EXPECT_EQ(r.stats.prefetches, 0u);
+  EXPECT_LE(r.stats.used, 2 * kMiB);
+}
+
+TEST(Residency, APrefetchDueBeforeAWaitingAllocationTakesTheMemoryFirst) {
+  OwedRun r = prefetch_while_an_allocation_waits(/*due=*/100);
+  EXPECT_EQ(r.prefetched, kRegionResident);  // in y's memory, on its way out
+  EXPECT_EQ(r.other, kRegionHost);           // the allocation made room on demand
+  EXPECT_EQ(r.stats.evictions, 3u);
+  EXPECT_EQ(r.stats.prefetches, 1u);
+  EXPECT_LE(r.stats.used, 2 * kMiB);
+}
+
+// Prefetches deferred for want of memory start soonest back-access first, whatever the order
+// their triggers came in.
+TEST(Residency, DeferredPrefetchesStartSoonestBackAccessFirst) {
+  Env env(2 * kMiB);
+  CUdeviceptr a = env.alloc(kMiB), b = env.alloc(kMiB);
+  env.fill(a, kMiB, 8);
+  env.fill(b, kMiB, 9);
+  CUdeviceptr c = env.alloc(kMiB), d = env.alloc(kMiB);  // a and b leave
+  ASSERT_EQ(env.state(a), kRegionHost);
+  ASSERT_EQ(env.state(b), kRegionHost);
+  Region *ra = env.region(a), *rb = env.region(b), *rc = env.region(c);
+  ASSERT_TRUE(env.res.plan_prefetch(ra, ra->id, plan_tag::make(1, 0), 200));
+  ASSERT_TRUE(env.res.plan_prefetch(rb, rb->id, plan_tag::make(1, 1), 100));
+  ASSERT_TRUE(env.res.plan_evict(rc, rc->id, plan_tag::make(1, 2)));  // room for one
+  env.res.drain();
+  EXPECT_EQ(env.state(b), kRegionResident);
+  EXPECT_TRUE(env.holds(b, kMiB, 9));
+  EXPECT_EQ(env.state(a), kRegionHost);
+  EXPECT_EQ(env.state(c), kRegionHost);
+  EXPECT_EQ(env.state(d), kRegionResident);
+  EXPECT_EQ(env.res.stats().prefetches, 1u);
+}
+
 TEST(Residency, RestoreInFlightIsWaitedForOnTheStream) {
   Env env(kMiB);
   CUdeviceptr a = env.alloc(kMiB);

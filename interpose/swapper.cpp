@@ -302,7 +302,7 @@ bool Residency::run_commands(std::unique_lock<std::mutex>& lock) {
       return;
     }
     if (c.type == CommandType::kPrefetch) {
-      if (r->id == c.id) did = issue_prefetch(lock, r, c.tag) || did;
+      if (r->id == c.id) did = issue_prefetch(lock, r, c.tag, c.due) || did;
       return;
     }
     if (r->gen != c.gen) return;  // stale: the region moved on since
@@ -616,29 +616,25 @@ bool Residency::complete_in_flight(std::unique_lock<std::mutex>&) {
 // A planned prefetch: r comes back from the host if it fits the budget now, without evicting
 // anything for it; otherwise it waits (prefetches_wanted_) until it fits, its back-access brings
 // it back on demand, or its time is up. A swap-out not completed yet is simply cancelled.
-bool Residency::issue_prefetch(std::unique_lock<std::mutex>& lock, Region* r, std::uint64_t tag) {
+bool Residency::issue_prefetch(std::unique_lock<std::mutex>& lock, Region* r, std::uint64_t tag,
+                               std::uint64_t due) {
   if (r->swapper_busy || !may_evict_now()) return false;
   std::uint32_t st = r->state.load();
   if (st == kRegionEvicting) {
     if (r->handle_given) return false;  // its memory went to another restore: wait until out
     rescue(r);
-  } else if (st != kRegionHost) {
-    return false;  // already back (or freed)
-  } else if (room_without_eviction(r->mapped)) {
-    if (issue_restore(lock, r) != CUDA_SUCCESS) return false;
-  } else if (Region* donor = donor_for(r->mapped)) {
-    // Memory already on its way out (a planned swap-out, a free): taking it forces nothing.
-    if (issue_restore(lock, r, donor) != CUDA_SUCCESS) return false;
-  } else {
-    for (const Prefetch& p : prefetches_wanted_)
-      if (p.region == r) return false;
-    prefetches_wanted_.push_back({r, r->id, tag, monotonic_ns() + 1'000'000'000ull});
-    return false;
+    prefetched(r, tag);
+    return true;
   }
+  if (st != kRegionHost) return false;  // already back (or freed)
+  want_prefetch(r, tag, due);
+  return serve_prefetches(lock);
+}
+
+void Residency::prefetched(Region* r, std::uint64_t tag) {
   r->plan_tag.store(tag | plan_tag::kEvicted | plan_tag::kPrefetched, std::memory_order_relaxed);
   r->last_use.store(lru_tick(), std::memory_order_relaxed);  // not the next LRU victim
   ++prefetches_;
-  return true;
 }
 
 // Whether `bytes` more fit the budget with nothing evicted: a pooled handle of that size is
@@ -652,6 +648,29 @@ bool Residency::room_without_eviction(std::uint64_t bytes) {
   return used() + bytes <= b;
 }
 
+// Queues a prefetch that cannot start now (once per region), keeping the queue by due.
+void Residency::want_prefetch(Region* r, std::uint64_t tag, std::uint64_t due) {
+  for (const Prefetch& p : prefetches_wanted_)
+    if (p.region == r) return;
+  auto at = std::upper_bound(prefetches_wanted_.begin(), prefetches_wanted_.end(), due,
+                             [](std::uint64_t d, const Prefetch& p) { return d < p.due; });
+  prefetches_wanted_.insert(at, {r, r->id, tag, monotonic_ns() + 1'000'000'000ull, due});
+}
+
+// Whether a call numbered before `due` waits for memory: an allocation, or a restore asked for
+// on demand that has not started.
+bool Residency::memory_owed_before(std::uint64_t due) const {
+  for (std::uint64_t s : allocations_waiting_)
+    if (s < due) return true;
+  for (const Wanted& w : wanted_)
+    if (w.seq < due) return true;
+  return false;
+}
+
+// Starts waiting prefetches, soonest back-access first, each that fits now (in free memory, or
+// in memory already on its way out: a planned swap-out's, a free's, which forces nothing). Memory
+// goes first to what is needed first: a prefetch also waits while a call before its back-access
+// (an allocation, a restore on demand) waits for memory.
 bool Residency::serve_prefetches(std::unique_lock<std::mutex>& lock) {
   bool did = false;
   std::uint64_t now = monotonic_ns();
@@ -659,13 +678,20 @@ bool Residency::serve_prefetches(std::unique_lock<std::mutex>& lock) {
     Prefetch p = prefetches_wanted_[i];
     Region* r = p.region;
     bool gone = r->id != p.id || r->state.load() != kRegionHost || now > p.deadline_ns;
-    if (!gone &&
-        (r->swapper_busy || (!room_without_eviction(r->mapped) && !donor_for(r->mapped)))) {
+    if (!gone && (r->swapper_busy || memory_owed_before(p.due))) {
+      ++i;
+      continue;
+    }
+    Region* donor = nullptr;
+    bool room = !gone && room_without_eviction(r->mapped);
+    if (!gone && !room && !(donor = donor_for(r->mapped))) {
       ++i;
       continue;
     }
     prefetches_wanted_.erase(prefetches_wanted_.begin() + static_cast<std::ptrdiff_t>(i));
-    if (!gone) did = issue_prefetch(lock, r, p.tag) || did;
+    if (gone || issue_restore(lock, r, donor) != CUDA_SUCCESS) continue;
+    prefetched(r, p.tag);
+    did = true;
   }
   return did;
 }

@@ -19,7 +19,7 @@
 
 namespace gswap::proto {
 
-inline constexpr std::uint32_t kProtocolVersion = 3;
+inline constexpr std::uint32_t kProtocolVersion = 4;
 
 // Magic numbers: ASCII tags, so a hexdump says what it is.
 inline constexpr std::uint32_t kHelloMagic = 0x48575347;        // "GSWH" little-endian
@@ -298,7 +298,7 @@ static_assert(sizeof(PlanHeader) == 192);
 static_assert(offsetof(PlanHeader, signature) == 56);
 inline constexpr std::size_t kPlanHeaderWords = sizeof(PlanHeader) / 8;
 
-enum class PlanAction : std::uint32_t { kSwap = 1, kRecompute = 2 };
+enum class PlanAction : std::uint16_t { kSwap = 1, kRecompute = 2 };
 
 // One planned eviction and its return. The region is named either by id (a region alive across
 // iterations: weights, optimiser state) or, for one allocated anew every iteration, by the access
@@ -309,7 +309,10 @@ struct PlanEntry {
   std::uint64_t region_id;    // persistent region, 0 for a per-iteration one
   std::uint64_t bind_offset;  // per-iteration: the seq offset of its first access
   std::uint32_t bind_slot;    // per-iteration: its index among that access's regions
-  std::uint32_t action;       // PlanAction
+  std::uint16_t action;       // PlanAction
+  // Calls (allocations, frees) between the launch before the back-access and the back-access:
+  // they prepare the back-access, so a prefetch does not make them wait for memory.
+  std::uint16_t back_lead;
   std::uint64_t evict_after;  // seq offset of the access after which it leaves
   std::uint64_t evict_function;
   std::uint64_t trigger;  // seq offset of the access before which its restore starts
