@@ -838,7 +838,9 @@ bool Residency::plan_evict(Region* r, std::uint64_t id, std::uint64_t tag) {
 }
 
 bool Residency::plan_prefetch(Region* r, std::uint64_t id, std::uint64_t tag, std::uint64_t due) {
-  return queue_.push(Command{CommandType::kPrefetch, r, 0, id, tag, due});
+  // The trigger's call number rides in gen, which a prefetch does not use otherwise.
+  return queue_.push(
+      Command{CommandType::kPrefetch, r, fast_.seq.load(std::memory_order_relaxed), id, tag, due});
 }
 
 Region* Residency::find_by_id(std::uint64_t id) {

@@ -178,15 +178,16 @@ class Residency {
   struct Command {
     CommandType type;
     Region* region;
-    std::uint64_t gen;  // kEvict, kFree: the region's gen when asked
+    std::uint64_t gen;  // kEvict, kFree: the region's gen when asked; kPrefetch: the call number
     std::uint64_t id;   // kPlanEvict, kPrefetch: the region's id when asked
     std::uint64_t tag;  // kPlanEvict, kPrefetch: the plan entry (plan_executor.h's plan_tag)
-    std::uint64_t due = ~0ull;  // kPrefetch: the call number of the back-access
+    std::uint64_t due = ~0ull;  // kPrefetch: the call number of the back-access (see Prefetch)
   };
   struct Prefetch {
     Region* region;
     std::uint64_t id, tag, deadline_ns;
-    std::uint64_t due;  // the call number of its back-access: served soonest first
+    std::uint64_t due;     // the call number its back-access is prepared from: soonest first
+    std::uint64_t before;  // calls numbered below this that wait for memory go first
   };
   struct InFlight {
     Region* region;
@@ -288,10 +289,10 @@ class Residency {
   void report_copy(bool to_device, Region* r, std::uint64_t s0, std::uint64_t s1, bool planned);
   void report_host_copy(bool to_device, Region* r, std::uint64_t t0, std::uint64_t t1);
   bool issue_prefetch(std::unique_lock<std::mutex>& lock, Region* r, std::uint64_t tag,
-                      std::uint64_t due);
+                      std::uint64_t due, std::uint64_t trigger);
   void prefetched(Region* r, std::uint64_t tag);
   bool memory_owed_before(std::uint64_t due) const;
-  void want_prefetch(Region* r, std::uint64_t tag, std::uint64_t due);
+  void want_prefetch(Region* r, std::uint64_t tag, std::uint64_t due, std::uint64_t trigger);
   void report_back_access(Region* r, bool late_unknown);
 
   // Recomputation (recompute.cpp), mutex_ held unless said.

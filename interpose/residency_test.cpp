@@ -126,13 +126,15 @@ TEST(Residency, TheBudgetAfterACaptureBeginsQueuedPlannedSwapOutsFirst) {
 }
 
 // Memory that comes back while an allocation waits for it goes to the allocation, unless a planned
-// prefetch is needed before that allocation's call. Returns the region prefetched and the one
-// the allocation would evict on demand (least recently used) once the prefetch took its memory.
+// prefetch is needed before that allocation's call or not long after it (the allocation's call in
+// the second half of the prefetch's window, from its trigger to its due point). Returns the state
+// of the region prefetched and of the one the allocation would evict on demand (least recently
+// used) once the prefetch took its memory.
 struct OwedRun {
   std::uint32_t prefetched, other;
   ResidencyStats stats;
 };
-OwedRun prefetch_while_an_allocation_waits(std::uint64_t due) {
+OwedRun prefetch_while_an_allocation_waits(std::uint64_t due, std::uint64_t trigger = 500) {
   Env env(2 * kMiB);
   CUdeviceptr z = env.alloc(kMiB);
   env.fill(z, kMiB, 7);
@@ -152,6 +154,7 @@ OwedRun prefetch_while_an_allocation_waits(std::uint64_t due) {
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_FALSE(allocated.load());
   Region* rz = env.region(z);
+  env.fast.seq.store(trigger);
   EXPECT_TRUE(env.res.plan_prefetch(rz, rz->id, plan_tag::make(1, 1), due));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the waiting call steps the queue
   env.dev.release_stream(env.stream);
@@ -173,6 +176,16 @@ TEST(Residency, APrefetchDueAfterAWaitingAllocationLeavesItTheMemory) {
 
 TEST(Residency, APrefetchDueBeforeAWaitingAllocationTakesTheMemoryFirst) {
   OwedRun r = prefetch_while_an_allocation_waits(/*due=*/100);
+  EXPECT_EQ(r.prefetched, kRegionResident);  // in y's memory, on its way out
+  EXPECT_EQ(r.other, kRegionHost);           // the allocation made room on demand
+  EXPECT_EQ(r.stats.evictions, 3u);
+  EXPECT_EQ(r.stats.prefetches, 1u);
+  EXPECT_LE(r.stats.used, 2 * kMiB);
+}
+
+// Triggered at call 400 and due at 520: the allocation (call 500) is in the second half.
+TEST(Residency, APrefetchDueSoonAfterAWaitingAllocationTakesTheMemoryFirst) {
+  OwedRun r = prefetch_while_an_allocation_waits(/*due=*/520, /*trigger=*/400);
   EXPECT_EQ(r.prefetched, kRegionResident);  // in y's memory, on its way out
   EXPECT_EQ(r.other, kRegionHost);           // the allocation made room on demand
   EXPECT_EQ(r.stats.evictions, 3u);

@@ -302,7 +302,7 @@ bool Residency::run_commands(std::unique_lock<std::mutex>& lock) {
       return;
     }
     if (c.type == CommandType::kPrefetch) {
-      if (r->id == c.id) did = issue_prefetch(lock, r, c.tag, c.due) || did;
+      if (r->id == c.id) did = issue_prefetch(lock, r, c.tag, c.due, c.gen) || did;
       return;
     }
     if (r->gen != c.gen) return;  // stale: the region moved on since
@@ -617,7 +617,7 @@ bool Residency::complete_in_flight(std::unique_lock<std::mutex>&) {
 // anything for it; otherwise it waits (prefetches_wanted_) until it fits, its back-access brings
 // it back on demand, or its time is up. A swap-out not completed yet is simply cancelled.
 bool Residency::issue_prefetch(std::unique_lock<std::mutex>& lock, Region* r, std::uint64_t tag,
-                               std::uint64_t due) {
+                               std::uint64_t due, std::uint64_t trigger) {
   if (r->swapper_busy || !may_evict_now()) return false;
   std::uint32_t st = r->state.load();
   if (st == kRegionEvicting) {
@@ -627,7 +627,7 @@ bool Residency::issue_prefetch(std::unique_lock<std::mutex>& lock, Region* r, st
     return true;
   }
   if (st != kRegionHost) return false;  // already back (or freed)
-  want_prefetch(r, tag, due);
+  want_prefetch(r, tag, due, trigger);
   return serve_prefetches(lock);
 }
 
@@ -648,29 +648,34 @@ bool Residency::room_without_eviction(std::uint64_t bytes) {
   return used() + bytes <= b;
 }
 
-// Queues a prefetch that cannot start now (once per region), keeping the queue by due.
-void Residency::want_prefetch(Region* r, std::uint64_t tag, std::uint64_t due) {
+// Queues a prefetch triggered at call `trigger` (once per region), keeping the queue by due. It
+// yields to calls waiting for memory in the first half of its window (trigger to due): they are
+// needed long before it, and it has the time to follow them. Those in the second half are about
+// as urgent, and the prefetch, asked for first, goes first.
+void Residency::want_prefetch(Region* r, std::uint64_t tag, std::uint64_t due,
+                              std::uint64_t trigger) {
   for (const Prefetch& p : prefetches_wanted_)
     if (p.region == r) return;
+  std::uint64_t before = due != ~0ull && trigger < due ? trigger + (due - trigger) / 2 : due;
   auto at = std::upper_bound(prefetches_wanted_.begin(), prefetches_wanted_.end(), due,
                              [](std::uint64_t d, const Prefetch& p) { return d < p.due; });
-  prefetches_wanted_.insert(at, {r, r->id, tag, monotonic_ns() + 1'000'000'000ull, due});
+  prefetches_wanted_.insert(at, {r, r->id, tag, monotonic_ns() + 1'000'000'000ull, due, before});
 }
 
-// Whether a call numbered before `due` waits for memory: an allocation, or a restore asked for
-// on demand that has not started.
-bool Residency::memory_owed_before(std::uint64_t due) const {
+// Whether a call numbered below `seq` waits for memory: an allocation, or a restore asked for on
+// demand that has not started.
+bool Residency::memory_owed_before(std::uint64_t seq) const {
   for (std::uint64_t s : allocations_waiting_)
-    if (s < due) return true;
+    if (s < seq) return true;
   for (const Wanted& w : wanted_)
-    if (w.seq < due) return true;
+    if (w.seq < seq) return true;
   return false;
 }
 
 // Starts waiting prefetches, soonest back-access first, each that fits now (in free memory, or
 // in memory already on its way out: a planned swap-out's, a free's, which forces nothing). Memory
-// goes first to what is needed first: a prefetch also waits while a call before its back-access
-// (an allocation, a restore on demand) waits for memory.
+// goes first to what is needed first: a prefetch also waits while a call well before its
+// back-access (an allocation, a restore on demand; see want_prefetch) waits for memory.
 bool Residency::serve_prefetches(std::unique_lock<std::mutex>& lock) {
   bool did = false;
   std::uint64_t now = monotonic_ns();
@@ -678,7 +683,7 @@ bool Residency::serve_prefetches(std::unique_lock<std::mutex>& lock) {
     Prefetch p = prefetches_wanted_[i];
     Region* r = p.region;
     bool gone = r->id != p.id || r->state.load() != kRegionHost || now > p.deadline_ns;
-    if (!gone && (r->swapper_busy || memory_owed_before(p.due))) {
+    if (!gone && (r->swapper_busy || memory_owed_before(p.before))) {
       ++i;
       continue;
     }
