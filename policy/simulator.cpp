@@ -395,14 +395,17 @@ class Sim {
     deferred_ = std::move(keep);
   }
 
-  // Whether a launch between the current one and entry k's back-access allocates: the library
-  // (its host ahead of the device) then has that allocation waiting for memory, and a prefetch
-  // needed later leaves it what comes back.
+  // Whether a launch after the current one, in the first half of entry k's window (its trigger
+  // to its back-access), allocates: the library (its host ahead of the device) then has that
+  // allocation waiting for memory, and the prefetch leaves it what comes back.
   bool allocation_first(std::size_t k) const {
-    const std::size_t b = plan_.entries[k].back_access, i = stamp_ - 1;
-    const std::size_t next = next_alloc_[i];
-    if (b == kNoLaunch || b <= i) return next < a_.n || first_alloc_ < b;  // due next iteration
-    return next < b;
+    const PlanEntry& e = plan_.entries[k];
+    const std::size_t n = a_.n, i = stamp_ - 1;
+    const std::size_t trigger = e.trigger,
+                      back = e.back_access <= trigger ? e.back_access + n : e.back_access;
+    const std::size_t mid = trigger + (back - trigger) / 2;
+    const std::size_t next = next_alloc_[i] < n ? next_alloc_[i] : first_alloc_ + n;
+    return next < mid;
   }
 
   // A region of `bytes` whose swap-out or free is in flight, its memory not yet back: the one
