@@ -163,12 +163,6 @@ class Sim {
       if (!a_.live_at_start[r]) allocs_[a_.first_live[r]].push_back(r);
       if (!a_.live_at_end[r]) frees_[a_.last_live[r]].push_back(r);
     }
-    next_alloc_.assign(a_.n, a_.n);  // next_alloc_[i]: the first launch after i that allocates
-    for (std::size_t i = a_.n; i-- > 1;)
-      next_alloc_[i - 1] = allocs_[i].empty() ? next_alloc_[i] : i;
-    first_alloc_ = a_.n;
-    for (std::size_t i = 0; i < a_.n && first_alloc_ == a_.n; ++i)
-      if (!allocs_[i].empty()) first_alloc_ = i;
   }
 
   void init_state() {
@@ -380,8 +374,7 @@ class Sim {
         res_.peak_resident_bytes = std::max(res_.peak_resident_bytes, used_);
         note_memory(T, static_cast<std::int64_t>(b), 0);
         swap_in(r, T, true);
-      } else if (std::size_t d = donors && !allocation_first(k) ? donor_for(b) : kNoLaunch;
-                 d != kNoLaunch) {
+      } else if (std::size_t d = donors ? donor_for(b) : kNoLaunch; d != kNoLaunch) {
         RState& g = rs_[d];
         ++g.gen;  // its release is this restore's memory now
         g.occupying = false;
@@ -393,19 +386,6 @@ class Sim {
       }
     }
     deferred_ = std::move(keep);
-  }
-
-  // Whether a launch after the current one, in the first half of entry k's window (its trigger
-  // to its back-access), allocates: the library (its host ahead of the device) then has that
-  // allocation waiting for memory, and the prefetch leaves it what comes back.
-  bool allocation_first(std::size_t k) const {
-    const PlanEntry& e = plan_.entries[k];
-    const std::size_t n = a_.n, i = stamp_ - 1;
-    const std::size_t trigger = e.trigger,
-                      back = e.back_access <= trigger ? e.back_access + n : e.back_access;
-    const std::size_t mid = trigger + (back - trigger) / 2;
-    const std::size_t next = next_alloc_[i] < n ? next_alloc_[i] : first_alloc_ + n;
-    return next < mid;
   }
 
   // A region of `bytes` whose swap-out or free is in flight, its memory not yet back: the one
@@ -536,9 +516,7 @@ class Sim {
   std::priority_queue<Release, std::vector<Release>, std::greater<Release>> heap_;
   std::vector<std::vector<std::size_t>> evict_after_, evict_at_, trigger_at_, allocs_, frees_;
   std::vector<std::size_t> deferred_;
-  std::vector<std::size_t> leaving_;     // swapped out or freed with memory not back yet (lazily)
-  std::vector<std::size_t> next_alloc_;  // per launch: the next launch that allocates (or n)
-  std::size_t first_alloc_ = 0;          // the first launch that allocates (or n)
+  std::vector<std::size_t> leaving_;  // swapped out or freed with memory not back yet (lazily)
   // Kept intermediates by last use (least recent on top), pruned lazily; ties by region index.
   struct KeptItem {
     double last_use_end;

@@ -7,9 +7,7 @@
 // flight, evicts the least recently used resident region on demand (the passive LRU behaviour).
 // A planned prefetch that does not fit once its trigger launch has its own memory takes, as the
 // library does, the memory of a same-sized swap-out or free still in flight (a donor): its copy
-// starts after the donor's, and that memory no longer comes back to the budget. Not when a launch
-// in the first half of its window (trigger to back-access) allocates: the library leaves that
-// allocation the memory first.
+// starts after the donor's, and that memory no longer comes back to the budget.
 #pragma once
 
 #include <cstdint>

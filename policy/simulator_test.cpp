@@ -158,29 +158,6 @@ TEST(SimulatorTest, APrefetchTakesTheMemoryOfASwapOutInFlight) {
   EXPECT_LE(peak, static_cast<std::int64_t>(5 * kMiB));
 }
 
-// The same, with an allocation in the first half of y's window (launch 3 of 2..6) that needs x's
-// memory: the library's host, ahead of the device, has that allocation waiting for it, and y's
-// prefetch leaves it that memory. y starts once the allocation is freed (no demand eviction).
-TEST(SimulatorTest, APrefetchLeavesASwapOutsMemoryToAnEarlierAllocation) {
-  Trace t = empty_trace(10, 10.0, 4.0 * kMiB / 25e-6);
-  RegionId x = add_region(t, 4 * kMiB, 0, 9, {0, 9});
-  RegionId y = add_region(t, 4 * kMiB, 0, -1, {6});
-  add_region(t, 3 * kMiB / 2, 3, 3, {3});  // allocated at launch 3, freed after it
-  Analysis a = analyze(t);
-  Plan p;
-  p.entries.push_back({x, EvictKind::kSwap, 0, kNoLaunch, 8, 9, 25.0});
-  p.entries.push_back({y, EvictKind::kSwap, 6, kNoLaunch, 2, 6, 25.0});
-  SimResult s = simulate(a, p, 5 * kMiB);
-  ASSERT_TRUE(s.feasible) << s.reason;
-  EXPECT_EQ(s.demand_evictions, 0u);
-  // Launch 3 waits for x's copy-out (35) and runs 35..45; y comes in 45..70, 5 us late for
-  // launch 6. x's prefetch (launch 8, no allocation after it) takes y's memory: in 105..130.
-  EXPECT_EQ(s.donated_restores, 1u);
-  EXPECT_DOUBLE_EQ(s.lateness_us[1], 5.0);
-  EXPECT_DOUBLE_EQ(s.lateness_us[0], 30.0);
-  EXPECT_DOUBLE_EQ(s.step_time_us, 140.0);
-}
-
 TEST(SimulatorTest, DemandEvictionIsLeastRecentlyUsed) {
   // At launch 2 one of `old` (used at 0) and `recent` (used at 1) must go; `recent` is needed
   // again at 3, so evicting it instead of `old` would cost a restore.
