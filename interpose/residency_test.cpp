@@ -174,8 +174,7 @@ TEST(Residency, APrefetchDueAfterAWaitingAllocationLeavesItTheMemory) {
   EXPECT_LE(r.stats.used, 2 * kMiB);
 }
 
-TEST(Residency, APrefetchDueBeforeAWaitingAllocationTakesTheMemoryFirst) {
-  OwedRun r = prefetch_while_an_allocation_waits(/*due=*/100);
+void expect_the_prefetch_took_the_memory(const OwedRun& r) {
   EXPECT_EQ(r.prefetched, kRegionResident);  // in y's memory, on its way out
   EXPECT_EQ(r.other, kRegionHost);           // the allocation made room on demand
   EXPECT_EQ(r.stats.evictions, 3u);
@@ -183,14 +182,14 @@ TEST(Residency, APrefetchDueBeforeAWaitingAllocationTakesTheMemoryFirst) {
   EXPECT_LE(r.stats.used, 2 * kMiB);
 }
 
+TEST(Residency, APrefetchDueBeforeAWaitingAllocationTakesTheMemoryFirst) {
+  expect_the_prefetch_took_the_memory(prefetch_while_an_allocation_waits(/*due=*/100));
+}
+
 // Triggered at call 400 and due at 520: the allocation (call 500) is in the second half.
 TEST(Residency, APrefetchDueSoonAfterAWaitingAllocationTakesTheMemoryFirst) {
-  OwedRun r = prefetch_while_an_allocation_waits(/*due=*/520, /*trigger=*/400);
-  EXPECT_EQ(r.prefetched, kRegionResident);  // in y's memory, on its way out
-  EXPECT_EQ(r.other, kRegionHost);           // the allocation made room on demand
-  EXPECT_EQ(r.stats.evictions, 3u);
-  EXPECT_EQ(r.stats.prefetches, 1u);
-  EXPECT_LE(r.stats.used, 2 * kMiB);
+  expect_the_prefetch_took_the_memory(
+      prefetch_while_an_allocation_waits(/*due=*/520, /*trigger=*/400));
 }
 
 // Prefetches deferred for want of memory start soonest back-access first, whatever the order
