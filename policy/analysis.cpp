@@ -63,13 +63,28 @@ Analysis analyze(const Trace& trace) {
       small_diff[a.first_live[r]] += static_cast<std::int64_t>(trace.regions[r].bytes);
       small_diff[a.last_live[r] + 1] -= static_cast<std::int64_t>(trace.regions[r].bytes);
     }
+  // Evictable regions no entry can move off: before their first use in the iteration (unless
+  // carried over from the previous one, which a wrap entry evicts), or all along when unused.
+  std::vector<std::int64_t> fresh_diff(a.n + 1, 0);
+  for (std::size_t r = 0; r < nr; ++r) {
+    if (a.first_live[r] > a.last_live[r] ||
+        trace.regions[r].bytes < trace.device.min_evictable_bytes)
+      continue;
+    const auto& acc = a.accesses[r];
+    if (!acc.empty() && (a.live_at_start[r] || acc.front() == a.first_live[r])) continue;
+    const std::size_t to = acc.empty() ? a.last_live[r] : acc.front() - 1;
+    fresh_diff[a.first_live[r]] += static_cast<std::int64_t>(trace.regions[r].bytes);
+    fresh_diff[to + 1] -= static_cast<std::int64_t>(trace.regions[r].bytes);
+  }
   a.live_bytes.assign(a.n, 0);
   a.working_set.assign(a.n, 0);
   a.min_resident.assign(a.n, 0);
-  std::int64_t cur = 0, small = 0;
+  a.unplannable.assign(a.n, 0);
+  std::int64_t cur = 0, small = 0, fresh = 0;
   for (std::size_t i = 0; i < a.n; ++i) {
     cur += diff[i];
     small += small_diff[i];
+    fresh += fresh_diff[i];
     a.live_bytes[i] = static_cast<std::uint64_t>(cur);
     if (a.live_bytes[i] > a.peak_bytes) a.peak_bytes = a.live_bytes[i], a.peak_launch = i;
     for (std::size_t r : a.touched[i]) a.working_set[i] += trace.regions[r].bytes;
@@ -85,6 +100,11 @@ Analysis analyze(const Trace& trace) {
     if (a.min_resident[i] > a.max_min_resident) {
       a.max_min_resident = a.min_resident[i];
       a.max_min_resident_launch = i;
+    }
+    a.unplannable[i] = static_cast<std::uint64_t>(fresh);
+    if (a.min_resident[i] + a.unplannable[i] > a.max_min_planned) {
+      a.max_min_planned = a.min_resident[i] + a.unplannable[i];
+      a.max_min_planned_launch = i;
     }
   }
   a.start_us.assign(a.n, 0);
@@ -116,12 +136,31 @@ std::string size_text(std::uint64_t bytes) {
 }
 }  // namespace
 
+namespace {
+
+std::string launch_name(const Analysis& a, std::size_t i) {
+  const Launch& l = a.trace->launches[i];
+  return "launch " + std::to_string(i) + " (seq " + std::to_string(l.seq) + ", kernel " + l.kernel +
+         ")";
+}
+
+}  // namespace
+
+std::string unplannable_budget_reason(const Analysis& a, std::uint64_t budget) {
+  if (a.max_min_planned <= budget) return {};
+  const std::size_t i = a.max_min_planned_launch;
+  return launch_name(a, i) + " needs " + std::to_string(a.min_resident[i]) +
+         " bytes resident while " + std::to_string(a.unplannable[i]) +
+         " bytes of regions allocated before it and not used yet (or not used at all) are live "
+         "beside it: " +
+         std::to_string(a.min_resident[i] + a.unplannable[i]) + " bytes, more than the budget of " +
+         std::to_string(budget) +
+         " bytes; a plan evicts a region only after an access, so the simulator evicts those "
+         "on demand";
+}
+
 std::string impossible_budget_reason(const Analysis& a, std::uint64_t budget) {
-  auto name = [&](std::size_t i) {
-    const Launch& l = a.trace->launches[i];
-    return "launch " + std::to_string(i) + " (seq " + std::to_string(l.seq) + ", kernel " +
-           l.kernel + ")";
-  };
+  auto name = [&](std::size_t i) { return launch_name(a, i); };
   if (a.max_working_set > budget)
     return name(a.max_working_set_launch) + " touches " + std::to_string(a.max_working_set) +
            " bytes, more than the budget of " + std::to_string(budget) + " bytes";

@@ -39,6 +39,14 @@ struct Analysis {
   std::vector<std::uint64_t> min_resident;
   std::uint64_t max_min_resident = 0;
   std::size_t max_min_resident_launch = 0;
+  // Per launch: bytes live beside it that no plan entry can take off the device, since an entry
+  // evicts a region after an access: regions allocated but not used yet in the iteration, and
+  // regions the iteration never uses. The simulator (and the library) evict those on demand
+  // only. A budget below the maximum of min_resident + unplannable is possible, but no plan fits
+  // it without demand evictions.
+  std::vector<std::uint64_t> unplannable;
+  std::uint64_t max_min_planned = 0;  // max over launches of min_resident + unplannable
+  std::size_t max_min_planned_launch = 0;
   // Ideal timeline: each launch starts when its stream is free and not before the previous launch
   // started (the host issues in order). Simulator and lower bound use the same rule.
   std::vector<double> start_us, end_us;
@@ -56,5 +64,10 @@ Analysis analyze(const Trace& trace);
 // Empty when every launch fits; otherwise a message naming the launch whose working set (with
 // the small regions that are never evicted) exceeds the budget.
 std::string impossible_budget_reason(const Analysis& a, std::uint64_t budget);
+
+// Empty when a plan can fit the budget; otherwise a message naming the launch beside which
+// regions not used yet (or not at all) leave too little room for its working set: no plan fits
+// without the simulator evicting those regions on demand.
+std::string unplannable_budget_reason(const Analysis& a, std::uint64_t budget);
 
 }  // namespace gswap::policy

@@ -52,6 +52,25 @@ TEST(AnalysisTest, LifetimesAndLiveBytes) {
   EXPECT_NE(impossible_budget_reason(a, 3 * kMiB).find("launch 0"), std::string::npos);
 }
 
+// A region allocated before its first use, or never used, takes memory that no plan entry can
+// free (an entry evicts after an access): the budget is possible, but no plan fits it.
+TEST(AnalysisTest, RegionsNotUsedYetLeaveTooLittleRoomForAPlan) {
+  Trace t = empty_trace(5, 10.0, 1e9);
+  add_region(t, 4 * kMiB, 0, -1, {0, 4});  // carried over: a wrap entry can evict it
+  add_region(t, 4 * kMiB, 1, -1, {3});     // allocated before launch 1, first used at 3
+  add_region(t, 3 * kMiB, 1, 2, {1, 2});
+  add_region(t, 2 * kMiB, 2, 2, {});  // allocated and freed around launch 2, never used
+  Analysis a = analyze(t);
+  EXPECT_EQ(a.unplannable, (std::vector<std::uint64_t>{0, 4 * kMiB, 6 * kMiB, 0, 0}));
+  EXPECT_EQ(a.max_min_planned, 9 * kMiB);
+  EXPECT_EQ(a.max_min_planned_launch, 2u);
+  EXPECT_TRUE(impossible_budget_reason(a, 8 * kMiB).empty());
+  const std::string why = unplannable_budget_reason(a, 8 * kMiB);
+  EXPECT_NE(why.find("launch 2"), std::string::npos) << why;
+  EXPECT_NE(why.find("not used yet"), std::string::npos) << why;
+  EXPECT_TRUE(unplannable_budget_reason(a, 9 * kMiB).empty());
+}
+
 TEST(AnalysisTest, IdealTimelineRunsStreamsConcurrentlyInIssueOrder) {
   Trace t = empty_trace(4, 10.0, 1e9);
   t.launches[1].stream = 1;  // overlaps launch 0

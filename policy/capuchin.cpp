@@ -317,7 +317,9 @@ class Planner {
     if (o_.allow_swap) repair(plan);
     if (cur_.max_all() > budget_) {
       plan.fits = false;
-      plan.reason = "no further eviction helps; the simulator evicts the rest on demand";
+      plan.reason = unplannable_budget_reason(a_, static_cast<std::uint64_t>(budget_));
+      if (plan.reason.empty())
+        plan.reason = "no further eviction helps; the simulator evicts the rest on demand";
     }
     return plan;
   }

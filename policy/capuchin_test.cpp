@@ -27,6 +27,26 @@ struct SwapFixture {
   }
 };
 
+// Where regions allocated before their first use leave too little room, the plan says so, and
+// the simulator evicts on demand what the plan could not.
+TEST(CapuchinTest, ABudgetBelowWhatNoPlanCanEvictIsReported) {
+  Trace t = empty_trace(5, 10.0, 1e9);
+  add_region(t, 4 * kMiB, 0, -1, {0, 4});
+  add_region(t, 4 * kMiB, 1, 3, {3});  // allocated before launch 1, first used at 3
+  add_region(t, 3 * kMiB, 1, 2, {1, 2});
+  Analysis a = analyze(t);
+  const std::uint64_t budget = 6 * kMiB;  // launches 1 and 2 need 3 + 4 MiB
+  const Plan p = plan_capuchin(a, budget);
+  ASSERT_TRUE(p.feasible);
+  EXPECT_FALSE(p.fits);
+  EXPECT_EQ(p.reason, unplannable_budget_reason(a, budget));
+  const SimResult s = simulate(a, p, budget);
+  EXPECT_GT(s.demand_evictions, 0u);
+  const Plan q = plan_capuchin(a, 7 * kMiB);
+  EXPECT_TRUE(q.fits) << q.reason;
+  EXPECT_EQ(simulate(a, q, 7 * kMiB).demand_evictions, 0u);
+}
+
 TEST(CapuchinTest, FreeTimeAndInTrigger) {
   SwapFixture f;
   Analysis a = analyze(f.t);

@@ -153,6 +153,8 @@ void run(const Options& o) {
                         {"search_evaluations", evaluations},
                         {"recompute", !o.no_recompute}};
     if (!feasible) j["error"] = reason;
+    if (feasible && !ev.plan.fits && !ev.plan.reason.empty())
+      j["plan_fits_reason"] = ev.plan.reason;
     std::cout << j.dump() << "\n";
   } else if (feasible) {
     auto row = [](const std::string& k, const std::string& v) {
@@ -183,6 +185,8 @@ void run(const Options& o) {
     row("plan time", fmt::format("{:.2f} ms", ev.plan_time_ms));
     if (evaluations) row("plans simulated", std::to_string(evaluations));
     row("recompute", o.no_recompute ? "off (--no-recompute)" : "as registered");
+    if (!ev.plan.fits && !ev.plan.reason.empty())
+      std::cout << "the plan does not fit: " << ev.plan.reason << "\n";
   }
   if (!feasible)
     throw std::runtime_error("budget of " + std::to_string(budget) +
