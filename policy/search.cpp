@@ -164,8 +164,8 @@ class Search {
   void finish(SearchResult& res, bool simulated) {
     res.plan.policy = "capuchin";
     if (simulated) res.plan.fits = res.sim.feasible && res.sim.demand_evictions == 0;
-    if (!res.plan.fits) {  // regions not used yet leaving no room, else what the seed says
-      std::string why = unplannable_budget_reason(a_, budget_);
+    if (!res.plan.fits && res.plan.feasible) {  // regions not used yet leaving no room, else
+      std::string why = unplannable_budget_reason(a_, budget_);  // what the seed says
       if (!why.empty()) res.plan.reason = std::move(why);
       if (res.plan.reason.empty())
         res.plan.reason = "the best plan found still needs demand evictions";
