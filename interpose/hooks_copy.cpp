@@ -16,6 +16,18 @@ namespace {
 // unless the caller says otherwise (an array side).
 constexpr std::uint64_t kLinkFromSides = ~0ull;
 
+// Whether n bytes from p start in a region and run past its end. The driver refuses such a
+// copy or memset (CUDA_ERROR_INVALID_VALUE); behind a region lie the rest of its granule and a
+// guard granule of gswap's reservation, which the driver would accept while the region is
+// resident, and whose bytes no swap keeps.
+bool past_end(const RegionMap& map, CUdeviceptr p, std::size_t n) {
+  if (!n) return false;
+  const Region* r = map.find(p);
+  if (!r) return false;
+  const std::uint64_t off = p - r->base;
+  return off > r->size || n > r->size - off;
+}
+
 // dst/src: the device bytes written and read (0, 0 for a host or array side).
 // function: how the access appears in gswapd's trace (a copy or a memset).
 // link: proto::kCopyLink..., or kLinkFromSides.
@@ -26,6 +38,7 @@ CUresult access(CUdeviceptr dst, std::size_t dn, CUdeviceptr src, std::size_t sn
                 std::uint64_t link = kLinkFromSides) {
   FastState& fs = fast();
   if (!fs.active.load(std::memory_order_acquire)) return enqueue();
+  if (past_end(fs.map, dst, dn) || past_end(fs.map, src, sn)) return CUDA_ERROR_INVALID_VALUE;
   TouchSet t;
   t.add_range(fs.map, dst, dn);
   t.add_range(fs.map, src, sn);

@@ -68,6 +68,7 @@ CUresult hook_cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
 CUresult hook_cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdeviceptr p) {
   // A region is a slice of gswap's one reservation: the driver would describe the reservation.
   if (region_range(p, base, size)) return CUDA_SUCCESS;
+  if (region_slack(p)) return CUDA_ERROR_NOT_FOUND;  // as for memory nobody allocated
   return real().cuMemGetAddressRange_v2(base, size, p);
 }
 
@@ -187,6 +188,7 @@ CUresult region_attribute(CUpointer_attribute a, void* data, const RegionFacts& 
 CUresult hook_cuPointerGetAttribute(void* data, CUpointer_attribute a, CUdeviceptr p) {
   RegionFacts f;
   if (region_facts(p, &f)) return region_attribute(a, data, f, false);
+  if (region_slack(p)) return CUDA_ERROR_INVALID_VALUE;  // as for memory nobody allocated
   return real().cuPointerGetAttribute(data, a, p);
 }
 

@@ -423,6 +423,12 @@ bool region_range(CUdeviceptr p, CUdeviceptr* base, std::size_t* size) {
   return true;
 }
 
+bool region_slack(CUdeviceptr p) {
+  if (!g_fast) return false;
+  Region* r = g_fast->map.find(p);
+  return r && r->state.load() != kRegionFree && p >= r->base + r->size;
+}
+
 bool region_owner(CUcontext* ctx, CUdevice* device) {
   if (!g_res->device_ready()) return false;
   *ctx = g_res->context();

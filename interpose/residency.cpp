@@ -558,7 +558,8 @@ CUresult Residency::alloc_region(CUdeviceptr* out, std::uint64_t bytes, CUstream
     bool capturing = false;
     if (dev_.is_capturing(stream, &capturing) == CUDA_SUCCESS && capturing) return CUDA_SUCCESS;
   }
-  std::uint64_t mapped = round_up(bytes, granularity_);
+  // A size within a granule of 2^64 would round up to 0: it is larger than any budget.
+  std::uint64_t mapped = bytes > ~0ull - 2 * granularity_ ? ~0ull : round_up(bytes, granularity_);
   // One unmapped guard granule follows every region, assigned to it in the map, so that a
   // one-past-the-end pointer names this region and never the next one (param_scan.h).
   std::uint64_t va_bytes = mapped + granularity_;

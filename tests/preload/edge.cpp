@@ -13,6 +13,10 @@
 //   edge MODULE.so indirect      a kernel follows an array of device pointers uploaded with
 //                                cuMemcpyHtoD; the regions it names stay resident while others swap
 //   edge MODULE.so init          cuInit only (a refused configuration makes it fail)
+//   edge MODULE.so bounds        sizes near 2^64 are refused with CUDA_ERROR_OUT_OF_MEMORY; copies
+//                                and memsets past the end of an allocation are refused with
+//                                CUDA_ERROR_INVALID_VALUE, and addresses there are nobody's, as
+//                                without gswap, resident or swapped out
 //
 // The budget comes from GSWAP_BUDGET; sizes are chosen from the MiB figure passed in GSWAP_BUDGET.
 #include <sys/wait.h>
@@ -179,11 +183,64 @@ int run_indirect(unsigned long long region_bytes) {
   return 0;
 }
 
+#define EXPECT_RESULT(call, want)                                                             \
+  do {                                                                                        \
+    CUresult e_ = (call);                                                                     \
+    if (e_ != (want)) {                                                                       \
+      std::fprintf(stderr, "%s:%d: %s returned %d, expected %d\n", __FILE__, __LINE__, #call, \
+                   (int)e_, (int)(want));                                                     \
+      return 1;                                                                               \
+    }                                                                                         \
+  } while (0)
+
+int check_bounds(CUdeviceptr b, std::size_t size) {
+  unsigned char host[64] = {};
+  EXPECT_RESULT(cuMemcpyHtoD(b + size - 10, host, 10), CUDA_SUCCESS);
+  EXPECT_RESULT(cuMemcpyHtoD(b + size - 10, host, 20), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_RESULT(cuMemcpyDtoH(host, b + size - 10, 20), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_RESULT(cuMemcpyDtoD(b, b + size - 10, 20), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_RESULT(cuMemsetD8(b + size, 1, 1), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_RESULT(cuMemsetD8Async(b + size - 1, 1, 2, nullptr), CUDA_ERROR_INVALID_VALUE);
+  CUdeviceptr base = 0;
+  std::size_t got = 0;
+  EXPECT_RESULT(cuMemGetAddressRange(&base, &got, b + size - 1), CUDA_SUCCESS);
+  if (base != b || got != size) {
+    std::fprintf(stderr, "bounds: address range %zu bytes, expected %zu\n", got, size);
+    return 1;
+  }
+  EXPECT_RESULT(cuMemGetAddressRange(&base, &got, b + size), CUDA_ERROR_NOT_FOUND);
+  unsigned type = 0;
+  EXPECT_RESULT(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, b + size),
+                CUDA_ERROR_INVALID_VALUE);
+  return 0;
+}
+
+int run_bounds(unsigned long long region_bytes) {
+  CUdeviceptr p = 0;
+  EXPECT_RESULT(cuMemAlloc(&p, ~std::size_t{0}), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_RESULT(cuMemAlloc(&p, ~std::size_t{0} - (1u << 20)), CUDA_ERROR_OUT_OF_MEMORY);
+  // Not a whole number of granules: the region's last granule runs past its end.
+  const std::size_t size = region_bytes / 2 + 123;
+  CUdeviceptr b[3];
+  for (auto& x : b) PCHECK(cuMemAlloc(&x, size));
+  for (CUdeviceptr x : b) PCHECK(cuMemsetD8(x, 7, size));
+  if (check_bounds(b[0], size)) return 1;
+  // b[0] is swapped out once the other two have been used (each takes half the budget).
+  for (CUdeviceptr x : {b[1], b[2]}) PCHECK(launch_add(g_add, nullptr, x, size / 4, 1));
+  PCHECK(cuCtxSynchronize());
+  if (check_bounds(b[0], size)) return 1;
+  for (CUdeviceptr x : b) PCHECK(cuMemFree(x));
+  std::printf("bounds: refused as the driver refuses, resident or not\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: edge MODULE.so oom|fork|swap|graph|indirect|init [region-MiB]\n");
+    std::fprintf(
+        stderr,
+        "usage: edge MODULE.so oom|fork|swap|graph|indirect|bounds|init [region-MiB]\n");
     return 2;
   }
   std::string mode = argv[2];
@@ -204,6 +261,7 @@ int main(int argc, char** argv) {
   if (mode == "swap") return run_swap(region_bytes);
   if (mode == "graph") return run_graph(region_bytes);
   if (mode == "indirect") return run_indirect(region_bytes);
+  if (mode == "bounds") return run_bounds(region_bytes);
   std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
   return 2;
 }
