@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <optional>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -55,8 +56,10 @@ struct OwedScope {
 };
 
 // How long a call waits for regions other threads pin only between their check and their enqueue
-// before it calls a shortage out of memory.
-constexpr std::uint64_t kTransientPinNs = 100'000'000;
+// (or the swapper holds while it issues a restore) before it calls a shortage out of memory.
+// Generous: on a loaded machine the threads holding them may not run for a while, and a
+// synchronous call holds its pins until its copy or memset is done.
+constexpr std::uint64_t kTransientPinNs = 1'000'000'000;
 // How long an allocation waits for swap-outs and frees in flight when none of them completes:
 // one ordered after work that waits for the host (a stream waiting on a value the caller sets
 // only later) would otherwise never return. Far longer than any one copy takes.
@@ -408,6 +411,7 @@ CUresult Residency::wait_for_room(std::unique_lock<std::mutex>& lock, std::uint6
   WaitScope waited(*this, "memory");
   Progress stuck(completed_);
   OwedScope owed{allocations_waiting_, fast_.seq.load()};
+  std::optional<RestorerLock> restorers;
   for (;;) {
     // During a capture nothing leaves (fact 8): the allocation goes above the budget, and the
     // swapper gives the excess back when the capture ends.
@@ -415,7 +419,7 @@ CUresult Residency::wait_for_room(std::unique_lock<std::mutex>& lock, std::uint6
     if (room == Room::kReady) return CUDA_SUCCESS;
     if (room == Room::kNone) {
       if (monotonic_ns() < deadline && held_only_by_pins(live_)) {
-        wait_progress(lock, 500);
+        wait_for_pins(lock, restorers, deadline);
         continue;
       }
       return CUDA_ERROR_OUT_OF_MEMORY;
@@ -426,6 +430,24 @@ CUresult Residency::wait_for_room(std::unique_lock<std::mutex>& lock, std::uint6
     if (stuck.check(completed_)) return stuck_oom();
     wait_progress(lock, 5000);
   }
+}
+
+// An allocation finds every byte it could take pinned by launches of other threads. Pins last
+// from a launch's check to its enqueue, but launches on other threads follow one another through
+// the restorer lock, each pinning its working set anew, and an allocation that only polled could
+// wait behind them until its deadline. So it takes the restorer lock (once, releasing the mutex
+// while it waits for it), which lets the pins held now go and holds new launches back until the
+// allocation has its memory; its deadline starts again from there.
+void Residency::wait_for_pins(std::unique_lock<std::mutex>& lock,
+                              std::optional<RestorerLock>& restorers, std::uint64_t& deadline) {
+  if (!restorers) {
+    lock.unlock();
+    restorers.emplace(*this);
+    lock.lock();
+    deadline = monotonic_ns() + kTransientPinNs;
+    return;
+  }
+  wait_progress(lock, 500);
 }
 
 // Lets the swapper make progress: waits for it, or does its work here when it has no thread.
@@ -505,6 +527,7 @@ CUresult Residency::obtain_handle(std::unique_lock<std::mutex>& lock, std::uint6
   Progress stuck(completed_);
   // While it waits, planned prefetches due after it leave it the memory that comes back.
   OwedScope owed{allocations_waiting_, fast_.seq.load()};
+  std::optional<RestorerLock> restorers;
   for (;;) {
     Room room = make_room(bytes, gate_.capturing());
     if (room == Room::kReady) {
@@ -518,7 +541,7 @@ CUresult Residency::obtain_handle(std::unique_lock<std::mutex>& lock, std::uint6
       if (v) begin_evict(v);
     } else if (room == Room::kNone) {
       if (monotonic_ns() >= deadline || !held_only_by_pins(live_)) return CUDA_ERROR_OUT_OF_MEMORY;
-      wait_progress(lock, 500);
+      wait_for_pins(lock, restorers, deadline);
       continue;
     } else if (async) {
       if (Region* d = donor_for(bytes)) {

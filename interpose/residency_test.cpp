@@ -161,7 +161,9 @@ OwedRun prefetch_while_an_allocation_waits(std::uint64_t due, std::uint64_t trig
   app.join();
   env.res.drain();
   OwedRun r{env.state(z), env.state(x), env.res.stats()};
-  if (r.prefetched != kRegionHost) EXPECT_TRUE(env.holds(z, kMiB, 7));
+  if (r.prefetched != kRegionHost) {
+    EXPECT_TRUE(env.holds(z, kMiB, 7));
+  }
   return r;
 }
 

@@ -28,12 +28,13 @@ inline bool may_leave(const Region* r, const void*) {
 }
 
 // Whether some region could leave but for a launch's pin (held only between a launch's check
-// and its enqueue): a shortage is then worth a short wait before it is called out of memory.
+// and its enqueue) or the swapper's work on it (a restore being issued, outside the mutex): a
+// shortage is then worth a short wait before it is called out of memory.
 inline bool held_only_by_pins(const std::vector<Region*>& live) {
   for (const Region* r : live)
     if (!r->must_stay && r->graph_holds == 0 &&
         mapped_state(r->state.load(std::memory_order_relaxed)) &&
-        r->pins.load(std::memory_order_relaxed) != 0)
+        (r->pins.load(std::memory_order_relaxed) != 0 || r->swapper_busy))
       return true;
   return false;
 }

@@ -17,6 +17,9 @@
 //                                and memsets past the end of an allocation are refused with
 //                                CUDA_ERROR_INVALID_VALUE, and addresses there are nobody's, as
 //                                without gswap, resident or swapped out
+//   edge MODULE.so contend       four threads, each launching on two regions of its own that
+//                                together fill the budget, and freeing and allocating one of them
+//                                again: every call waits its turn, none runs out of memory
 //
 // The budget comes from GSWAP_BUDGET; sizes are chosen from the MiB figure passed in GSWAP_BUDGET.
 #include <sys/wait.h>
@@ -26,12 +29,14 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "preload_common.h"
 
 namespace {
 
-CUfunction g_add, g_touch3, g_add_indirect;
+CUfunction g_add, g_touch3, g_add_indirect, g_add_from;
 
 struct Three {
   CUdeviceptr p[3];
@@ -234,13 +239,68 @@ int run_bounds(unsigned long long region_bytes) {
   return 0;
 }
 
+int run_contend(unsigned long long region_bytes) {
+  constexpr int kThreads = 4, kIters = 12;
+  CUcontext ctx = nullptr;
+  PCHECK(cuCtxGetCurrent(&ctx));
+  const unsigned long long n = region_bytes / 4;
+  int failures[kThreads] = {};
+  auto work = [&](int id) {
+    int& failed = failures[id];
+    auto check = [&](CUresult e, const char* what) {
+      if (e == CUDA_SUCCESS) return true;
+      std::fprintf(stderr, "contend: thread %d: %s returned %d\n", id, what, (int)e);
+      failed = 1;
+      return false;
+    };
+    if (!check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent")) return;
+    CUstream s;
+    CUdeviceptr a, b;
+    if (!check(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate") ||
+        !check(cuMemAlloc(&a, region_bytes), "cuMemAlloc") ||
+        !check(cuMemAlloc(&b, region_bytes), "cuMemAlloc") ||
+        !check(cuMemsetD32(a, 0, n), "cuMemsetD32") ||
+        !check(cuMemsetD32(b, id + 1, n), "cuMemsetD32"))
+      return;
+    unsigned adds = 0;
+    for (int it = 0; it < kIters; ++it) {
+      if (!check(launch_add_from(g_add_from, s, a, b, n), "cuLaunchKernel")) return;
+      ++adds;
+      if (it % 3 == 2) {
+        if (!check(cuStreamSynchronize(s), "cuStreamSynchronize") ||
+            !check(cuMemFree(a), "cuMemFree") ||
+            !check(cuMemAlloc(&a, region_bytes), "cuMemAlloc") ||
+            !check(cuMemsetD32(a, 0, n), "cuMemsetD32"))
+          return;
+        adds = 0;
+      }
+    }
+    unsigned got = 0;
+    if (!check(cuStreamSynchronize(s), "cuStreamSynchronize")) return;
+    if (!all_equal(a, n, adds * (id + 1), &got)) {
+      std::fprintf(stderr, "contend: thread %d: got %u, expected %u\n", id, got, adds * (id + 1));
+      failed = 1;
+    }
+    check(cuMemFree(a), "cuMemFree");
+    check(cuMemFree(b), "cuMemFree");
+    check(cuStreamDestroy(s), "cuStreamDestroy");
+  };
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) threads.emplace_back(work, i);
+  for (auto& t : threads) t.join();
+  for (int f : failures)
+    if (f) return 1;
+  std::printf("contend: %d threads, no call out of memory, data intact\n", kThreads);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(
         stderr,
-        "usage: edge MODULE.so oom|fork|swap|graph|indirect|bounds|init [region-MiB]\n");
+        "usage: edge MODULE.so oom|fork|swap|graph|indirect|bounds|contend|init [region-MiB]\n");
     return 2;
   }
   std::string mode = argv[2];
@@ -256,12 +316,14 @@ int main(int argc, char** argv) {
   PCHECK(cuModuleGetFunction(&g_add, mod, "add"));
   PCHECK(cuModuleGetFunction(&g_touch3, mod, "touch3"));
   PCHECK(cuModuleGetFunction(&g_add_indirect, mod, "add_indirect"));
+  PCHECK(cuModuleGetFunction(&g_add_from, mod, "add_from"));
   if (mode == "oom") return run_oom(region_bytes);
   if (mode == "fork") return run_fork(region_bytes);
   if (mode == "swap") return run_swap(region_bytes);
   if (mode == "graph") return run_graph(region_bytes);
   if (mode == "indirect") return run_indirect(region_bytes);
   if (mode == "bounds") return run_bounds(region_bytes);
+  if (mode == "contend") return run_contend(region_bytes);
   std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
   return 2;
 }
