@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <new>
 
@@ -214,6 +215,25 @@ bool open_log(const char* path, int* fd) {
   return true;
 }
 
+// Whether GSWAP_TIMELINE's file can be written at exit: its directory must exist and be
+// writable now (false with errno otherwise), so a bad path is refused at cuInit like a bad log
+// file, not found out when the run is over.
+bool timeline_writable(const char* path) {
+  if (!path || !*path) return true;
+  const char* slash = std::strrchr(path, '/');
+  if (!slash) return ::access(".", W_OK | X_OK) == 0;
+  if (slash == path) return ::access("/", W_OK | X_OK) == 0;
+  char dir[4096];
+  std::size_t n = static_cast<std::size_t>(slash - path);
+  if (n >= sizeof dir) {
+    errno = ENAMETOOLONG;
+    return false;
+  }
+  std::memcpy(dir, path, n);
+  dir[n] = 0;
+  return ::access(dir, W_OK | X_OK) == 0;
+}
+
 }  // namespace
 
 // The state exists from the moment the library is loaded, so a hook called before (or after a
@@ -256,6 +276,14 @@ CUresult init_process() {
     return g->init_result;
   }
   log_configure(g->config.log_level, fd);
+  if (!timeline_writable(g->config.timeline)) {
+    GSWAP_LOG(kError,
+              "refusing to start: GSWAP_TIMELINE=\"%s\" cannot be written (%s); every cuInit "
+              "fails with CUDA_ERROR_INVALID_VALUE",
+              g->config.timeline, strerror(errno));
+    g->init_result = CUDA_ERROR_INVALID_VALUE;
+    return g->init_result;
+  }
 
   // Framework allocators (frameworks.h): expandable segments are refused like a bad setting;
   // a caching allocator is named once and gswap works at segment granularity.
