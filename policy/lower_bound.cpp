@@ -65,7 +65,7 @@ class ReleaseSchedule {
 
 }  // namespace
 
-LowerBound lower_bound(const Analysis& a, std::uint64_t budget) {
+LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visits) {
   LowerBound lb;
   const Trace& t = *a.trace;
   std::unordered_map<std::uint32_t, double> stream_total;
@@ -84,11 +84,15 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget) {
     d[std::min(to, n - 1) + 1] -= b;
   };
   std::vector<std::size_t> recomputable;
+  std::vector<std::int64_t> drc(n + 1, 0);  // recomputable bytes live (see itemize below)
   for (std::size_t r = 0; r < t.regions.size(); ++r) {
     if (a.first_live[r] > a.last_live[r]) continue;
     const auto b = static_cast<std::int64_t>(t.regions[r].bytes);
     const bool rc = t.regions[r].recompute.has_value();
-    if (rc) recomputable.push_back(r);
+    if (rc) {
+      recomputable.push_back(r);
+      add(drc, a.first_live[r], a.last_live[r], b);
+    }
     const auto& acc = a.accesses[r];
     const std::size_t lo = a.first_live[r], hi = a.last_live[r];
     if (acc.empty()) {
@@ -110,7 +114,18 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget) {
   // skipped (the bound stays valid, only looser) where that would be slow.
   std::size_t over = 0;
   for (std::size_t i = 0; i < n; ++i) over += a.live_bytes[i] > budget;
-  const bool refine = static_cast<double>(over) * static_cast<double>(t.regions.size()) <= 5e7;
+  const bool refine =
+      static_cast<double>(over) * static_cast<double>(t.regions.size()) <= max_visits;
+  // Listing the recomputation items visits every recomputable region at every launch over the
+  // budget. Where that would be slow, every recomputable region live at a launch and not touched
+  // by it leaves for free instead (a cost of 0 only lowers the bound).
+  const bool itemize =
+      static_cast<double>(over) * static_cast<double>(recomputable.size()) <= max_visits;
+  // Fewer points on the alpha grid for long iterations; any grid keeps the bound a bound.
+  const int steps = over <= 20'000 ? 256 : 32;
+  std::int64_t rc_live = 0;
+  const std::vector<std::size_t> no_items;
+  std::vector<double> cum_bytes, cum_cost;       // prefix sums of the sorted items
   std::vector<std::pair<double, double>> outs;   // (release: ideal end of the last write, bytes)
   std::vector<std::pair<double, double>> wraps;  // B: (ideal end of the last access, bytes)
   ReleaseSchedule out_sched, wrap_sched;
@@ -119,7 +134,7 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget) {
   const double bw_out = t.device.d2h_bytes_per_s / 1e6, bw_in = t.device.h2d_bytes_per_s / 1e6;
   std::vector<std::pair<double, double>> items;  // (cost per byte, bytes)
   for (std::size_t i = 0; i < n; ++i) {
-    f += dfree[i], A += dA[i], B += dB[i], C += dC[i];
+    f += dfree[i], A += dA[i], B += dB[i], C += dC[i], rc_live += drc[i];
     const Launch& l = t.launches[i];
     double& cb = before[l.stream];
     const double c_before = cb, c_after = stream_total[l.stream] - cb - l.dur_us;
@@ -131,7 +146,12 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget) {
     // Recompute items (and recomputable regions that are free to leave at i).
     std::int64_t extra_free = 0;
     items.clear();
-    for (std::size_t r : recomputable) {
+    if (!itemize) {
+      extra_free = rc_live;
+      for (std::size_t r : a.touched[i])
+        if (t.regions[r].recompute) extra_free -= static_cast<std::int64_t>(t.regions[r].bytes);
+    }
+    for (std::size_t r : itemize ? recomputable : no_items) {
       if (a.first_live[r] > i || a.last_live[r] < i) continue;
       const auto& acc = a.accesses[r];
       auto next = std::upper_bound(acc.begin(), acc.end(), i);
@@ -179,15 +199,19 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget) {
     double rc_total = 0;
     for (auto& it : items) rc_total += it.second;
     const double amax = std::min(X, rc_total);
+    cum_bytes.resize(items.size());
+    cum_cost.resize(items.size());
+    for (std::size_t k = 0; k < items.size(); ++k) {
+      cum_bytes[k] = (k ? cum_bytes[k - 1] : 0) + items[k].second;
+      cum_cost[k] = (k ? cum_cost[k - 1] : 0) + items[k].second * items[k].first;
+    }
     auto R = [&](double alpha) {  // cheapest recompute time for alpha bytes
-      double cost = 0;
-      for (auto& [per_byte, bytes] : items) {
-        if (alpha <= 0) break;
-        double take = std::min(alpha, bytes);
-        cost += take * per_byte;
-        alpha -= take;
-      }
-      return cost;
+      if (alpha <= 0 || items.empty()) return 0.0;
+      const auto k = static_cast<std::size_t>(
+          std::lower_bound(cum_bytes.begin(), cum_bytes.end(), alpha) - cum_bytes.begin());
+      if (k == items.size()) return cum_cost.back();
+      const double b0 = k ? cum_bytes[k - 1] : 0, c0 = k ? cum_cost[k - 1] : 0;
+      return c0 + (alpha - b0) * items[k].first;
     };
     // Of the y bytes swapped, yB come from B (no copy-out before i: they started the iteration
     // on the host, so a wrap entry copies them out after their last access in this iteration,
@@ -211,14 +235,13 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget) {
       return std::max(g1(lo), g2(hi));
     };
     std::vector<double> grid = {0, amax};
-    double acc_bytes = 0;
-    for (auto& it : items) {
-      acc_bytes += it.second;
-      if (acc_bytes < amax) grid.push_back(acc_bytes);
-    }
-    constexpr int kSteps = 256;
-    for (int k = 1; k < kSteps; ++k) grid.push_back(amax * k / kSteps);
+    const std::size_t stride = std::max<std::size_t>(1, items.size() / 1024);
+    for (std::size_t k = 0; k < items.size(); k += stride)
+      if (cum_bytes[k] < amax) grid.push_back(cum_bytes[k]);
+    if (amax > 0)
+      for (int k = 1; k < steps; ++k) grid.push_back(amax * k / steps);
     std::sort(grid.begin(), grid.end());
+    grid.erase(std::unique(grid.begin(), grid.end()), grid.end());
     double best = 0;
     bool first = true;
     auto consider = [&](double lo_alpha, double hi_alpha) {

@@ -15,6 +15,9 @@ struct LowerBound {
   std::size_t tightest_launch = 0;
 };
 
-LowerBound lower_bound(const Analysis& a, std::uint64_t budget);
+// max_visits: the refinements and the recomputation items each visit regions at every launch
+// over the budget; past this many visits they fall back to coarser terms that are still a
+// bound (policy/README.md). Tests lower it to exercise the fallbacks.
+LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visits = 5e7);
 
 }  // namespace gswap::policy

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
+#include "policy/baselines.h"
 #include "policy/capuchin.h"
 #include "policy/simulator.h"
 #include "policy/test_traces.h"
@@ -78,6 +81,42 @@ TEST(LowerBoundTest, NoExcessMeansCompute) {
   LowerBound lb = lower_bound(a, 12 * kMiB);
   EXPECT_DOUBLE_EQ(lb.bound_us, 100.0);
   EXPECT_DOUBLE_EQ(lb.traffic_us, 0.0);
+}
+
+// Past max_visits the bound drops its refinements and counts every recomputable region as free
+// to leave: looser, never above the full bound, and still below what every policy reaches.
+TEST(LowerBoundTest, TheFallbackForLongIterationsIsStillABound) {
+  std::mt19937_64 rng(7);
+  int compared = 0;
+  for (int k = 0; k < 60; ++k) {
+    Trace t = testing::random_trace(rng);
+    Analysis a = analyze(t);
+    for (int pct : {40, 70}) {
+      const std::uint64_t budget = a.peak_bytes * static_cast<std::uint64_t>(pct) / 100;
+      if (!impossible_budget_reason(a, budget).empty()) continue;
+      const LowerBound full = lower_bound(a, budget);
+      const LowerBound coarse = lower_bound(a, budget, /*max_visits=*/0);
+      EXPECT_LE(coarse.bound_us, full.bound_us * (1 + 1e-9)) << "trace " << k << " at " << pct;
+      EXPECT_GE(coarse.bound_us, a.ideal_step_us * (1 - 1e-9));
+      for (const Plan& p : {plan_capuchin(a, budget), plan_lru(a, budget)}) {
+        const SimResult s = simulate(a, p, budget);
+        if (s.feasible) {
+          EXPECT_GE(s.step_time_us, coarse.bound_us * (1 - 1e-9)) << p.policy;
+        }
+      }
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 40);
+}
+
+// The fixture with X recomputable: the coarse bound lets X leave for free, so only compute is
+// left; the full bound charges its recomputation or its copies.
+TEST(LowerBoundTest, TheFallbackLetsRecomputableRegionsLeaveForFree) {
+  Trace t = fixture(true);
+  Analysis a = analyze(t);
+  EXPECT_DOUBLE_EQ(lower_bound(a, 8 * kMiB, 0).bound_us, 100.0);
+  EXPECT_GT(lower_bound(a, 8 * kMiB).bound_us, 103.5);
 }
 
 }  // namespace
