@@ -63,15 +63,16 @@ Analysis analyze(const Trace& trace) {
       small_diff[a.first_live[r]] += static_cast<std::int64_t>(trace.regions[r].bytes);
       small_diff[a.last_live[r] + 1] -= static_cast<std::int64_t>(trace.regions[r].bytes);
     }
-  // Evictable regions no entry can move off: before their first use in the iteration (unless
-  // carried over from the previous one, which a wrap entry evicts), or all along when unused.
+  // Evictable regions allocated in the iteration that no entry can move off: before their first
+  // use, or all along when unused. (Carried-over regions leave through wrap entries, or are idle.)
   std::vector<std::int64_t> fresh_diff(a.n + 1, 0);
   for (std::size_t r = 0; r < nr; ++r) {
     if (a.first_live[r] > a.last_live[r] ||
         trace.regions[r].bytes < trace.device.min_evictable_bytes)
       continue;
     const auto& acc = a.accesses[r];
-    if (!acc.empty() && (a.live_at_start[r] || acc.front() == a.first_live[r])) continue;
+    if (a.live_at_start[r]) continue;  // a wrap entry evicts it, or it is idle (on the host)
+    if (!acc.empty() && acc.front() == a.first_live[r]) continue;
     const std::size_t to = acc.empty() ? a.last_live[r] : acc.front() - 1;
     fresh_diff[a.first_live[r]] += static_cast<std::int64_t>(trace.regions[r].bytes);
     fresh_diff[to + 1] -= static_cast<std::int64_t>(trace.regions[r].bytes);

@@ -40,10 +40,10 @@ struct Analysis {
   std::uint64_t max_min_resident = 0;
   std::size_t max_min_resident_launch = 0;
   // Per launch: bytes live beside it that no plan entry can take off the device, since an entry
-  // evicts a region after an access: regions allocated but not used yet in the iteration, and
-  // regions the iteration never uses. The simulator (and the library) evict those on demand
-  // only. A budget below the maximum of min_resident + unplannable is possible, but no plan fits
-  // it without demand evictions.
+  // evicts a region after an access: regions allocated in the iteration and not used yet, or
+  // never used (idle regions carried over are on the host, see idle()). The simulator (and the
+  // library) evict those on demand only. A budget below the maximum of min_resident + unplannable
+  // is possible, but no plan fits it without demand evictions.
   std::vector<std::uint64_t> unplannable;
   std::uint64_t max_min_planned = 0;  // max over launches of min_resident + unplannable
   std::size_t max_min_planned_launch = 0;
@@ -52,6 +52,13 @@ struct Analysis {
   std::vector<double> start_us, end_us;
   double ideal_step_us = 0;
 
+  // A region carried over from the previous iteration that this one never touches. Once it has
+  // left the device (the first eviction under pressure) nothing brings it back, so in the steady
+  // state the simulator and the planners keep it on the host whenever the budget is below the
+  // peak: it costs no copy and no memory.
+  bool idle(std::size_t r) const {
+    return live_at_start[r] && accesses[r].empty() && first_live[r] <= last_live[r];
+  }
   bool evictable(std::size_t r) const {
     return trace->regions[r].bytes >= trace->device.min_evictable_bytes && accesses[r].size() > 0;
   }

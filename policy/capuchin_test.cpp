@@ -47,6 +47,27 @@ TEST(CapuchinTest, ABudgetBelowWhatNoPlanCanEvictIsReported) {
   EXPECT_EQ(simulate(a, q, 7 * kMiB).demand_evictions, 0u);
 }
 
+// A region carried over that the iteration never touches stays on the host under pressure: it
+// costs neither memory nor copies, so the plan fits without moving anything else.
+TEST(CapuchinTest, ARegionTheIterationNeverTouchesStaysOnTheHost) {
+  Trace t = empty_trace(4, 10.0, 1e9);
+  add_region(t, 4 * kMiB, 0, -1, {0, 1, 2, 3});
+  add_region(t, 8 * kMiB, 0, -1, {});  // allocated long ago, not used in the iteration
+  add_region(t, 4 * kMiB, 1, 2, {1, 2});
+  Analysis a = analyze(t);
+  EXPECT_TRUE(a.idle(1));
+  const std::uint64_t budget = 8 * kMiB;  // the peak is 16 MiB
+  const Plan p = plan_capuchin(a, budget);
+  EXPECT_TRUE(p.fits) << p.reason;
+  EXPECT_TRUE(p.entries.empty());
+  const SimResult s = simulate(a, p, budget);
+  EXPECT_EQ(s.demand_evictions, 0u);
+  EXPECT_EQ(s.swapped_out_bytes, 0u);
+  EXPECT_DOUBLE_EQ(s.step_time_us, a.ideal_step_us);
+  // At the peak nothing is under pressure: it stays where it is, resident.
+  EXPECT_EQ(simulate(a, Plan{}, a.peak_bytes).peak_resident_bytes, 16 * kMiB);
+}
+
 TEST(CapuchinTest, FreeTimeAndInTrigger) {
   SwapFixture f;
   Analysis a = analyze(f.t);
