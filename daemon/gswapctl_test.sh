@@ -11,8 +11,8 @@
 #   gswapctl_test.sh views GSWAPCTL TESTS_DIR
 #       `simulate --timeline` writes a valid timeline holding the swaps the simulation counts;
 #       `plot` writes an SVG whose budget line and live peak read as the trace's numbers; bad
-#       input (a trace that does not parse, a missing file, an unwritable output) is one line and
-#       exit status 1
+#       input (a trace that does not parse, a missing file, an unwritable output, times too long
+#       to draw, a budget of 0, a trace that is not a regular file) is one line and exit status 1
 set -uo pipefail
 mode=$1
 shift
@@ -153,6 +153,26 @@ PY
     one_line_error "an unwritable timeline" "cannot write $RT/no/t.json" \
       "$ctl" simulate --trace ref:resnet50 --budget 50% --search-ms 0 --json --timeline "$RT/no/t.json"
     one_line_error "plot without a source" "give --pid P or --trace" "$ctl" plot --out "$RT/x.svg"
+    # Traces whose times could not be drawn are refused by the parser, in time (the plot once
+    # looped forever on them); a budget of 0 is a budget, not "draw at the peak".
+    trace() {  # DUR_US BYTES_PER_S
+      printf '{"format": "gswap-trace", "version": 1, "device": {"capacity_bytes": 17179869184, "h2d_bytes_per_s": %s, "d2h_bytes_per_s": %s}, "regions": [{"id": 1, "bytes": 67108864, "alloc_seq": 0}, {"id": 2, "bytes": 67108864, "alloc_seq": 0}], "launches": [{"seq": 0, "start_us": 0, "dur_us": %s, "stream": 0, "regions": [1], "kernel": "k"}, {"seq": 1, "start_us": 0, "dur_us": %s, "stream": 0, "regions": [2], "kernel": "k"}, {"seq": 2, "start_us": 0, "dur_us": %s, "stream": 0, "regions": [1], "kernel": "k"}]}\n' \
+        "$2" "$2" "$1" "$1" "$1"
+    }
+    trace 1e308 5e10 >"$RT/long.json"
+    one_line_error "a duration of 1e308 us" "long.json: launches\[0\].dur_us: 1e\+308 us is longer than" \
+      timeout 20 "$ctl" plot --trace "$RT/long.json" --out "$RT/x.svg"
+    trace 10 1e-300 >"$RT/slow.json"
+    one_line_error "a bandwidth of 1e-300 bytes/s" "slow.json: device.h2d_bytes_per_s: must be at least 1 byte/s" \
+      timeout 20 "$ctl" plot --trace "$RT/slow.json" --budget 50% --out "$RT/x.svg"
+    trace 10 5e10 >"$RT/ok.json"
+    one_line_error "plot --budget 0" "budget of 0 bytes is impossible: launch 0 " \
+      "$ctl" plot --trace "$RT/ok.json" --budget 0 --out "$RT/x.svg"
+    "$ctl" plot --trace "$RT/ok.json" --out "$RT/ok.svg" >/dev/null || fail "plot at the peak failed"
+    one_line_error "a device as the trace" "trace file '/dev/zero' is not a regular file" \
+      timeout 20 "$ctl" plot --trace /dev/zero --out "$RT/x.svg"
+    one_line_error "a directory as the trace" "trace file '$RT' is not a regular file" \
+      "$ctl" simulate --trace "$RT" --budget 50%
     echo "PASS views"
     ;;
   *)

@@ -7,15 +7,12 @@
 // through printable_text() once, where it is received, so nothing downstream has to care.
 #pragma once
 
-#include <string>
-#include <string_view>
+#include "policy/printable_text.h"
 
 namespace gswap::daemon {
 
-// Valid UTF-8 is kept as it is, except control characters (C0, DEL and C1), which become `\xNN`
-// (`\u0085` for C1 characters); a byte that is not part of a valid UTF-8 sequence (including
-// overlong forms and surrogates) becomes `\xNN`. A backslash stays a backslash. The result is
-// valid UTF-8 with no control characters, and a printable string comes back unchanged.
-std::string printable_text(std::string_view raw);
+// The rules are policy/printable_text.h's: valid UTF-8 kept, control characters and invalid
+// bytes as `\xNN`.
+using policy::printable_text;
 
 }  // namespace gswap::daemon

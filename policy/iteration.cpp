@@ -142,4 +142,19 @@ std::optional<PeriodResult> detect_iteration_period(std::span<const std::uint64_
   return std::nullopt;
 }
 
+Trace last_marked_iteration(const Trace& trace) {
+  if (trace.iterations.size() < 2) return trace;
+  const IterationMark m = trace.iterations.back();
+  Trace out;
+  out.device = trace.device;
+  for (const Launch& l : trace.launches)
+    if (l.seq >= m.first_seq && l.seq <= m.last_seq) out.launches.push_back(l);
+  if (out.launches.empty()) return trace;
+  for (const Region& r : trace.regions)
+    if (r.alloc_seq <= m.last_seq && (!r.free_seq || *r.free_seq > m.first_seq))
+      out.regions.push_back(r);
+  out.iterations = {m};
+  return out;
+}
+
 }  // namespace gswap::policy

@@ -6,6 +6,8 @@
 #include <optional>
 #include <span>
 
+#include "policy/trace.h"
+
 namespace gswap::policy {
 
 struct PeriodOptions {
@@ -25,5 +27,11 @@ struct PeriodResult {
 // allocation events. Returns the period, or nothing when no period meets the options.
 std::optional<PeriodResult> detect_iteration_period(std::span<const std::uint64_t> symbols,
                                                     const PeriodOptions& options = {});
+
+// The iteration a trace's planners and simulator work on: with two or more iteration marks, the
+// launches of the last one (its first_seq to last_seq) and the regions live during it, which
+// keep their allocation and free positions (allocated before it: live at its start); otherwise
+// the trace as it is. A mark that selects no launch leaves the trace as it is too.
+Trace last_marked_iteration(const Trace& trace);
 
 }  // namespace gswap::policy

@@ -132,5 +132,27 @@ TEST(IterationTest, TooShortForTwoRepeats) {
   EXPECT_FALSE(detect_iteration_period(s).has_value());
 }
 
+// A trace of three marked iterations is planned and simulated as its last one: its launches, and
+// the regions live in it (the weights from before, its own activations), not the others'.
+TEST(IterationTest, TheLastMarkedIterationIsTheOnePlanned) {
+  Trace t;
+  t.device = {1ull << 30, 1e9, 1e9};
+  for (Seq s = 0; s < 9; ++s) t.launches.push_back({s, 10.0 * s, 10.0, 0, {}, "k"});
+  t.regions.push_back({1, 4 << 20, 0, std::nullopt, std::nullopt});  // weights
+  t.regions.push_back({2, 2 << 20, 0, Seq{2}, std::nullopt});        // iteration 1's
+  t.regions.push_back({3, 2 << 20, 6, Seq{8}, std::nullopt});        // iteration 3's
+  t.iterations = {{0, 2}, {3, 5}, {6, 8}};
+  const Trace last = last_marked_iteration(t);
+  ASSERT_EQ(last.launches.size(), 3u);
+  EXPECT_EQ(last.launches.front().seq, 6u);
+  ASSERT_EQ(last.regions.size(), 2u);
+  EXPECT_EQ(last.regions[0].id, 1u);
+  EXPECT_EQ(last.regions[1].id, 3u);
+  ASSERT_EQ(last.iterations.size(), 1u);
+  EXPECT_EQ(last.iterations[0].first_seq, 6u);
+  t.iterations.resize(1);  // one mark: the trace as it is
+  EXPECT_EQ(last_marked_iteration(t).launches.size(), 9u);
+}
+
 }  // namespace
 }  // namespace gswap::policy

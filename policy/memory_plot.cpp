@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -19,6 +20,9 @@ constexpr const char* kResidentColor = "#1f5fbf";
 constexpr const char* kBudgetColor = "#d62728";
 constexpr const char* kOutColor = "#ff8c1a";
 constexpr const char* kInColor = "#2ca02c";
+// The most ticks an axis draws. nice_step gives at most about ten, but a loop that adds a step
+// until it passes the end must also end where that step is lost to rounding or the end is huge.
+constexpr int kMaxTicks = 64;
 
 std::string xml_escape(const std::string& s) {
   std::string out;
@@ -72,7 +76,7 @@ Unit time_unit(double max_us) {
 }  // namespace
 
 double nice_step(double max, int max_ticks) {
-  if (!(max > 0)) return 1;
+  if (!(max > 0) || !std::isfinite(max)) return 1;
   const double raw = max / std::max(1, max_ticks);
   const double mag = std::pow(10.0, std::floor(std::log10(raw)));
   for (double m : {1.0, 2.0, 5.0, 10.0})
@@ -86,6 +90,12 @@ std::string bytes_label(double bytes, double unit, const char* unit_name) {
 
 std::string render_memory_plot_svg(const MemoryPlot& p) {
   const MemoryCurves& c = p.curves;
+  // An infinite (or nan) iteration has no time axis; the callers' traces are bounded
+  // (trace_json.h), so this is a caller's bug, refused rather than drawn forever.
+  if (!std::isfinite(c.duration_us) || !std::isfinite(p.traffic.bucket_us))
+    throw std::invalid_argument(fmt::format(
+        "memory plot: the iteration lasts {} us (buckets of {} us); only finite times are drawn",
+        c.duration_us, p.traffic.bucket_us));
   const double duration = c.duration_us > 0 ? c.duration_us : 1;
   const double top_max =
       1.08 *
@@ -149,7 +159,9 @@ std::string render_memory_plot_svg(const MemoryPlot& p) {
   const double ystep = nice_step(top_max / bu.size, 8) * bu.size;
   // Grid lines and byte labels of a panel's y axis, from 0 to `max` every `step`.
   auto byte_ticks = [&](const char* cls, double max, double step, auto to_y, const Unit& u) {
-    for (double v = 0; v <= max + 1e-9 * max; v += step) {
+    for (int k = 0; k <= kMaxTicks; ++k) {
+      const double v = k * step;
+      if (v > max + 1e-9 * max) break;
       out("<line class=\"{0}\" x1=\"{1}\" y1=\"{2:.2f}\" x2=\"{3}\" y2=\"{2:.2f}\" "
           "stroke=\"#e3e3e3\"/>\n",
           cls, kLeft, to_y(v), kRight);
@@ -236,7 +248,9 @@ std::string render_memory_plot_svg(const MemoryPlot& p) {
   // Time axis, shared by both panels (labels under the lower one).
   const double xstep = nice_step(duration / tu.size, 10) * tu.size;
   out("<g id=\"time-axis\" font-size=\"11\" fill=\"#333\">\n");
-  for (double t = 0; t <= duration + 1e-9 * duration; t += xstep) {
+  for (int k = 0; k <= kMaxTicks; ++k) {
+    const double t = k * xstep;
+    if (t > duration + 1e-9 * duration) break;
     out("<line class=\"xtick\" x1=\"{0:.2f}\" y1=\"{1}\" x2=\"{0:.2f}\" y2=\"{2}\" "
         "stroke=\"#888\"/>\n",
         x(t), kBottomY1, kBottomY1 + 5);

@@ -22,6 +22,8 @@ struct MemoryPlot {
   SwapTraffic traffic;
 };
 
+// Throws std::invalid_argument when the curves' duration or the traffic's bucket is not finite.
+// Each axis draws at most 64 ticks, whatever its range.
 std::string render_memory_plot_svg(const MemoryPlot& p);
 
 // Tick helpers (exposed for tests): a 1-2-5 step giving at most `max_ticks` ticks up to `max`.

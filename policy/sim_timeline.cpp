@@ -112,24 +112,32 @@ SwapTraffic swap_traffic(const Analysis& a, const SimEvents& ev, double duration
   s.bucket_us = duration_us > 0 ? duration_us / static_cast<double>(buckets) : 1;
   s.out_bytes.assign(buckets, 0);
   s.in_bytes.assign(buckets, 0);
+  // The bucket holding time t, the last one for t at or past the end (or not finite): converting
+  // a double beyond size_t's range would be undefined.
+  const double nb = static_cast<double>(buckets);
+  auto bucket_of = [&](double t) {
+    const double k = std::max(0.0, t) / s.bucket_us;
+    return k < nb ? static_cast<std::size_t>(k) : buckets - 1;
+  };
   for (const SimEvents::Copy& c : ev.copies) {
     const double bytes = static_cast<double>(a.trace->regions[c.region].bytes);
     std::vector<double>& to = c.to_device ? s.in_bytes : s.out_bytes;
     const double len = c.end_us - c.start_us;
     if (len <= 0) {
-      std::size_t k =
-          std::min(buckets - 1, static_cast<std::size_t>(std::max(0.0, c.start_us) / s.bucket_us));
-      to[k] += bytes;
+      to[bucket_of(c.start_us)] += bytes;
       continue;
     }
-    // Spread over the buckets the copy overlaps; a copy running past the end counts in the last.
-    const std::size_t first = static_cast<std::size_t>(std::max(0.0, c.start_us) / s.bucket_us);
-    const std::size_t last = static_cast<std::size_t>(std::max(0.0, c.end_us) / s.bucket_us);
+    // Spread over the buckets the copy overlaps; a copy running past the end counts in the last
+    // (so the loop never runs past the buckets, however long the copy).
+    const std::size_t first = bucket_of(c.start_us);
+    const std::size_t last = bucket_of(c.end_us);
     for (std::size_t k = first; k <= last; ++k) {
       const double lo = std::max(c.start_us, static_cast<double>(k) * s.bucket_us);
-      const double hi = std::min(c.end_us, static_cast<double>(k + 1) * s.bucket_us);
+      const double hi = k == buckets - 1
+                            ? c.end_us
+                            : std::min(c.end_us, static_cast<double>(k + 1) * s.bucket_us);
       if (hi <= lo) continue;
-      to[std::min(k, buckets - 1)] += bytes * (hi - lo) / len;
+      to[k] += bytes * (hi - lo) / len;
     }
   }
   return s;

@@ -18,10 +18,18 @@ inline constexpr int kTraceVersion = 1;
 inline constexpr std::uint64_t kMaxRegionBytes = std::uint64_t{1} << 50;
 inline constexpr std::uint64_t kMaxTotalRegionBytes = std::uint64_t{1} << 60;
 
+// The longest a launch's start_us or dur_us, or a recomputation's cost_us, may be (1e12 us, about
+// 11.6 days), and the slowest a copy bandwidth may be (1 byte/s): every time derived from a trace
+// (the ideal timeline, a swap's copy, a simulated step) is then a finite number of microseconds.
+inline constexpr double kMaxTraceTimeUs = 1e12;
+inline constexpr double kMinBytesPerS = 1.0;
+
 // Parses a trace. On error returns false and sets *error to a message that starts with the JSON
 // path of the offending field, e.g. "launches[3].regions[1]: unknown region 99". Besides types and
-// ranges it checks that sizes stay within the limits above and that every launch touches regions
-// only while they are allocated (alloc_seq <= seq < free_seq).
+// ranges it checks that sizes, times and bandwidths stay within the limits above and that every
+// launch touches regions only while they are allocated (alloc_seq <= seq < free_seq). It never
+// throws on bad text: JSON that nlohmann cannot read (a number that overflows a double included)
+// gives "$: not valid JSON: ...".
 bool parse_trace_json(std::string_view text, Trace* out, std::string* error);
 
 // Serialises a trace; parse_trace_json(write_trace_json(t)) gives back t.

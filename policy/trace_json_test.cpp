@@ -126,6 +126,42 @@ TEST(TraceJsonTest, RejectsWithJsonPath) {
   expect_rejected("[1,2]", "$: expected an object");
 }
 
+// Text nlohmann itself refuses, even by throwing (a number that overflows a double), is reported
+// like any other malformed trace: false and a message, never an exception.
+TEST(TraceJsonTest, NumbersThatOverflowAreRejectedNotThrown) {
+  Trace t;
+  std::string err;
+  bool ok = true;
+  EXPECT_NO_THROW(ok = parse_trace_json(mutate("\"dur_us\": 21.0", "\"dur_us\": 1e400"), &t, &err));
+  EXPECT_FALSE(ok);
+  EXPECT_EQ(err.rfind("$: not valid JSON: ", 0), 0u) << err;
+  EXPECT_NE(err.find("1e400"), std::string::npos) << err;
+  EXPECT_NO_THROW(ok = parse_trace_json(mutate("\"bytes\": 1024", "\"bytes\": -1e999"), &t, &err));
+  EXPECT_FALSE(ok);
+  EXPECT_EQ(err.rfind("$: not valid JSON: ", 0), 0u) << err;
+}
+
+// Times and bandwidths that would make the ideal timeline or a copy's time non-finite (or absurd)
+// are refused: at most 1e12 us per start, duration or recompute cost, at least 1 byte/s.
+TEST(TraceJsonTest, TimesAndBandwidthsStayFinite) {
+  expect_rejected(mutate("\"dur_us\": 21.0", "\"dur_us\": 1e308"),
+                  "launches[0].dur_us: 1e+308 us is longer than a trace time may be");
+  expect_rejected(mutate("\"start_us\": 103.5", "\"start_us\": 1.5e12"),
+                  "launches[0].start_us: 1.5e+12 us is longer");
+  expect_rejected(mutate("\"cost_us\": 40.0", "\"cost_us\": 2e12"),
+                  "regions[1].recompute.cost_us: 2e+12 us is longer");
+  expect_rejected(mutate("\"h2d_bytes_per_s\": 5.0e10", "\"h2d_bytes_per_s\": 1e-300"),
+                  "device.h2d_bytes_per_s: must be at least 1 byte/s, got 1e-300");
+  expect_rejected(mutate("\"d2h_bytes_per_s\": 5.0e10", "\"d2h_bytes_per_s\": 0.5"),
+                  "device.d2h_bytes_per_s: must be at least 1 byte/s");
+  Trace t;
+  std::string err;
+  EXPECT_TRUE(parse_trace_json(mutate("\"dur_us\": 21.0", "\"dur_us\": 1e12"), &t, &err)) << err;
+  EXPECT_TRUE(
+      parse_trace_json(mutate("\"h2d_bytes_per_s\": 5.0e10", "\"h2d_bytes_per_s\": 1"), &t, &err))
+      << err;
+}
+
 // The edges of the limits: a region of exactly 1 PiB and a launch at its alloc_seq and just before
 // its free_seq are accepted; 1,025 regions of 1 PiB hold more than 1 EiB together.
 TEST(TraceJsonTest, LimitsAndLifetimes) {

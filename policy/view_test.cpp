@@ -2,9 +2,12 @@
 // (sim_timeline.h) and the memory plot (memory_plot.h) against the simulator's own figures.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
+#include <stdexcept>
 
 #include "policy/capuchin.h"
 #include "policy/chrome_trace.h"
@@ -181,6 +184,41 @@ TEST(MemoryPlotTest, TicksAreRoundAndLabelled) {
   EXPECT_NE(svg.find("resnet50 &lt;at&gt; 50%"), std::string::npos);
   EXPECT_NE(svg.find(" GiB</text>"), std::string::npos);
   EXPECT_NE(svg.find(" ms</text>"), std::string::npos);
+}
+
+// Every loop of the plot ends, whatever the times: a duration that is not finite is refused, a huge
+// one draws a bounded number of ticks, and a copy running far past the end lands in the last
+// bucket instead of walking the buckets up to it.
+TEST(MemoryPlotTest, LoopsEndWhateverTheTimes) {
+  EXPECT_EQ(nice_step(std::numeric_limits<double>::infinity(), 10), 1);
+  MemoryPlot plot;
+  plot.budget = 1 << 20;
+  plot.traffic.bucket_us = 1;
+  for (double bad : {std::numeric_limits<double>::infinity(), std::nan("")}) {
+    plot.curves.duration_us = bad;
+    EXPECT_THROW(render_memory_plot_svg(plot), std::invalid_argument) << bad;
+  }
+  auto p = plan_at(*reference_trace("resnet50"), 0.5);
+  ASSERT_FALSE(p->ev.copies.empty());
+  SimEvents ev = p->ev;
+  ev.copies.resize(1);
+  ev.copies[0].start_us = 10;
+  ev.copies[0].end_us = 1e300;
+  const SwapTraffic tr = swap_traffic(p->a, ev, 100, 10);
+  ASSERT_EQ(tr.out_bytes.size() + tr.in_bytes.size(), 20u);
+  double total = 0;
+  for (double v : tr.out_bytes) total += v;
+  for (double v : tr.in_bytes) total += v;
+  EXPECT_DOUBLE_EQ(total, static_cast<double>(p->trace.regions[ev.copies[0].region].bytes));
+  plot.curves.duration_us = 1e300;
+  plot.traffic = swap_traffic(p->a, ev, 1e300, 60);
+  const std::string svg = render_memory_plot_svg(plot);
+  std::size_t ticks = 0;
+  for (std::size_t at = svg.find("<text class=\"xtick\""); at != std::string::npos;
+       at = svg.find("<text class=\"xtick\"", at + 1))
+    ++ticks;
+  EXPECT_GE(ticks, 2u);
+  EXPECT_LE(ticks, 65u);
 }
 
 }  // namespace

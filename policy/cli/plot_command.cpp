@@ -4,6 +4,7 @@
 // the caller's command boundary to report.
 #include "policy/cli/plot_command.h"
 
+#include <cmath>
 #include <iostream>
 #include <memory>
 #include <stdexcept>
@@ -12,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "policy/analysis.h"
+#include "policy/printable_text.h"
 #include "policy/cli/simulate_command.h"
 #include "policy/memory_plot.h"
 #include "policy/sim_timeline.h"
@@ -37,17 +39,20 @@ std::string duration_text(double us) {
 
 }  // namespace
 
-std::string plot_svg(const Trace& trace, std::uint64_t budget, const std::string& name,
-                     const std::string& policy, double search_ms) {
+std::string plot_svg(const Trace& trace, std::optional<std::uint64_t> budget_or_peak,
+                     const std::string& name, const std::string& policy, double search_ms) {
   const Analysis a = analyze(trace);
-  if (a.n == 0) throw std::runtime_error(name + ": the trace has no launches to plot");
-  if (budget == 0) budget = a.peak_bytes;
+  if (a.n == 0)
+    throw std::runtime_error(printable_text(name) + ": the trace has no launches to plot");
+  const std::uint64_t budget = budget_or_peak.value_or(a.peak_bytes);
   Evaluation ev = plan_and_simulate(a, budget, {policy, search_ms, 1});
-  if (!ev.plan.feasible || !ev.sim.feasible)
-    throw std::runtime_error(fmt::format("budget of {} bytes is impossible: {}", budget,
-                                         !ev.plan.feasible ? ev.plan.reason : ev.sim.reason));
+  if (std::string error = infeasible_message(a, budget, policy, ev); !error.empty())
+    throw std::runtime_error(error);
   SimEvents events;
   const SimResult s = simulate(a, ev.plan, budget, &events);
+  if (!std::isfinite(s.step_time_us))
+    throw std::runtime_error(fmt::format("{}: cannot draw a simulated step of {} us",
+                                         printable_text(name), s.step_time_us));
   MemoryPlot p;
   p.budget = budget;
   p.curves = memory_curves(a, events, s.step_time_us);
@@ -84,21 +89,24 @@ void add_plot_command(CLI::App& app, TraceFetcher fetch) {
       throw std::runtime_error("plot: give --pid P or --trace FILE|ref:NAME");
     Trace t;
     std::string name;
-    std::uint64_t budget = 0;
+    std::optional<std::uint64_t> budget;  // none: the trace's peak
     if (sub->count("--pid")) {
       if (!fetch) throw std::runtime_error("plot --pid needs gswapctl (it asks gswapd)");
       ProgramTrace p = fetch(o->pid);
       t = std::move(p.trace);
       name = p.name;
-      budget = p.plan_budget;
+      if (p.plan_budget > 0) budget = p.plan_budget;  // 0: gswapd has no plan budget for it
     } else {
       t = load_trace(o->trace);
       name = o->trace;
     }
-    if (!o->budget.empty()) budget = parse_budget(o->budget, analyze(t).peak_bytes, "--budget");
+    // A budget the user gives is planned at as given, 0 included (as simulate does), never read
+    // as "not given".
+    if (sub->count("--budget")) budget = parse_budget(o->budget, analyze(t).peak_bytes, "--budget");
     std::string svg = plot_svg(t, budget, name, o->policy, o->search_ms);
     write_file(o->out, svg);
-    std::cout << fmt::format("wrote the memory plot of {} to {}\n", name, o->out);
+    std::cout << printable_text(fmt::format("wrote the memory plot of {} to {}", name, o->out))
+              << "\n";
   });
 }
 

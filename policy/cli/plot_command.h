@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "policy/trace.h"
@@ -27,8 +28,10 @@ using TraceFetcher = std::function<ProgramTrace(long pid)>;
 // fetcher, --pid is refused with a message saying gswapctl has it.
 void add_plot_command(CLI::App& app, TraceFetcher fetch = nullptr);
 
-// The SVG of `trace` planned at `budget` (0: the trace's peak, nothing moves).
-std::string plot_svg(const Trace& trace, std::uint64_t budget, const std::string& name,
-                     const std::string& policy, double search_ms);
+// The SVG of `trace` planned at `budget` (none: the trace's peak, nothing moves). A budget of 0
+// is a budget like any other: impossible unless no launch touches anything. Throws with the
+// commands' message (simulate_command.h's infeasible_message) when the plan cannot run.
+std::string plot_svg(const Trace& trace, std::optional<std::uint64_t> budget,
+                     const std::string& name, const std::string& policy, double search_ms);
 
 }  // namespace gswap::policy::cli

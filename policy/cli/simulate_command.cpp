@@ -8,7 +8,9 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -19,6 +21,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "policy/iteration.h"
+#include "policy/printable_text.h"
 #include "policy/corpus.h"
 #include "policy/planners.h"
 #include "policy/reference_traces.h"
@@ -43,6 +47,21 @@ double now_ms() {
   return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
 }
 
+// CLI11 reads "nan" and "inf" as numbers; a time budget must be neither.
+void check_search_ms(double ms) {
+  if (!std::isfinite(ms) || ms < 0)
+    throw CLI::ValidationError(
+        "--search-ms",
+        "expected a finite number of milliseconds, 0 or more, got " + fmt::format("{}", ms));
+}
+
+// x / y for the table, or "-" where it means nothing (an ideal step of 0 us: no launches, or
+// launches that take no time).
+std::string ratio(double x, double y) {
+  const double r = x / y;
+  return y > 0 && std::isfinite(r) ? fmt::format("{:.3f}", r) : "-";
+}
+
 }  // namespace
 
 Trace load_trace(const std::string& spec) {
@@ -58,14 +77,21 @@ Trace load_trace(const std::string& spec) {
     }
     return std::move(*t);
   }
+  // A directory reads as empty text and /dev/zero never ends: only a regular file is a trace.
+  std::error_code ec;
+  const auto st = std::filesystem::status(spec, ec);
+  if (!ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st))
+    throw std::runtime_error(printable_text("trace file '" + spec + "' is not a regular file"));
   std::ifstream in(spec, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open trace file '" + spec + "'");
+  if (!in) throw std::runtime_error(printable_text("cannot open trace file '" + spec + "'"));
   std::stringstream ss;
   ss << in.rdbuf();
   Trace t;
   std::string err;
-  if (!parse_trace_json(ss.str(), &t, &err)) throw std::runtime_error(spec + ": " + err);
-  return t;
+  // The message may quote the trace's own text (a kernel name, a link value).
+  if (!parse_trace_json(ss.str(), &t, &err))
+    throw std::runtime_error(printable_text(spec + ": " + err));
+  return last_marked_iteration(t);
 }
 
 std::uint64_t parse_budget(const std::string& text, std::uint64_t peak, const std::string& option) {
@@ -89,7 +115,7 @@ Evaluation plan_and_simulate(const Analysis& a, std::uint64_t budget, const Plan
                              std::size_t* evaluations) {
   auto kind = parse_policy(o.policy);
   if (!kind) throw CLI::ValidationError("--policy", "unknown policy '" + o.policy + "'");
-  if (o.search_ms < 0) throw CLI::ValidationError("--search-ms", "must not be negative");
+  check_search_ms(o.search_ms);
   Evaluation ev;
   if (evaluations) *evaluations = 0;
   if (*kind == PolicyKind::kCapuchin && o.search_ms > 0) {
@@ -112,12 +138,28 @@ Evaluation plan_and_simulate(const Analysis& a, std::uint64_t budget, const Plan
   return ev;
 }
 
+std::string infeasible_message(const Analysis& a, std::uint64_t budget, const std::string& policy,
+                               const Evaluation& ev) {
+  if (ev.plan.feasible && ev.sim.feasible) return "";
+  const std::string reason = !ev.plan.feasible ? ev.plan.reason : ev.sim.reason;
+  if (!impossible_budget_reason(a, budget).empty())
+    return printable_text(fmt::format("budget of {} bytes is impossible: {}", budget, reason));
+  // Every launch fits the budget, so some plan runs at it: this policy's does not (DELTA's
+  // on-demand restores, or a recompute-only plan, can need more than the budget at a launch).
+  const auto kind = parse_policy(policy);
+  const bool capuchin = kind && *kind == PolicyKind::kCapuchin;
+  return printable_text(fmt::format(
+      "the {} plan cannot run at a budget of {} bytes: {} (the budget itself is possible{})",
+      kind ? policy_name(*kind) : policy, budget, reason,
+      capuchin ? "" : ": try --policy capuchin"));
+}
+
 namespace {
 
 void run(const Options& o) {
   auto kind = parse_policy(o.policy);
   if (!kind) throw CLI::ValidationError("--policy", "unknown policy '" + o.policy + "'");
-  if (o.search_ms < 0) throw CLI::ValidationError("--search-ms", "must not be negative");
+  check_search_ms(o.search_ms);
   Trace trace = load_trace(o.trace);
   if (o.no_recompute) trace = without_recompute(std::move(trace));
   const Analysis a = analyze(trace);
@@ -127,11 +169,31 @@ void run(const Options& o) {
   const SimResult& s = ev.sim;
   const bool feasible = ev.plan.feasible && s.feasible;
   const std::string reason = !ev.plan.feasible ? ev.plan.reason : s.reason;
+  const std::string error = infeasible_message(a, budget, o.policy, ev);
+  // The parser bounds a trace's times and bandwidths (trace_json.h), so every time is finite; a
+  // table or JSON with inf, nan or null in it would be a bug, and is refused as one.
+  if (feasible)
+    for (double us : {s.step_time_us, a.ideal_step_us, ev.bound.bound_us, s.stall_us,
+                      s.recompute_us, s.h2d_busy_us, s.d2h_busy_us})
+      if (!std::isfinite(us))
+        throw std::runtime_error(fmt::format("{}:{}: the simulation of {} gave a time of {} us",
+                                             __FILE__, __LINE__, printable_text(o.trace), us));
+  // A plan fits when it runs as planned: the simulation is feasible and evicts nothing on demand.
+  const bool plan_fits = ev.plan.fits && s.feasible && s.demand_evictions == 0;
+  std::string fits_reason;
+  if (!ev.plan.fits && !ev.plan.reason.empty())
+    fits_reason = ev.plan.reason;
+  else if (!s.feasible)
+    fits_reason = s.reason;
+  else if (s.demand_evictions > 0)
+    fits_reason = fmt::format("the simulation made {} demand eviction{}", s.demand_evictions,
+                              s.demand_evictions == 1 ? "" : "s");
 
   if (o.json) {
     nlohmann::json j = {{"policy", policy_name(*kind)},
                         {"feasible", feasible},
                         {"budget_bytes", budget},
+                        {"budget_possible", impossible_budget_reason(a, budget).empty()},
                         {"trace_peak_bytes", a.peak_bytes},
                         {"launches", a.n},
                         {"step_time_us", s.step_time_us},
@@ -148,14 +210,14 @@ void run(const Options& o) {
                         {"demand_evictions", s.demand_evictions},
                         {"donated_restores", s.donated_restores},
                         {"plan_entries", ev.plan.entries.size()},
-                        {"plan_fits", ev.plan.fits},
+                        {"plan_fits", plan_fits},
                         {"plan_time_ms", ev.plan_time_ms},
                         {"search_evaluations", evaluations},
                         {"recompute", !o.no_recompute}};
     if (!feasible) j["error"] = reason;
-    if (feasible && !ev.plan.fits && !ev.plan.reason.empty())
-      j["plan_fits_reason"] = ev.plan.reason;
-    std::cout << j.dump() << "\n";
+    if (feasible && !plan_fits && !fits_reason.empty()) j["plan_fits_reason"] = fits_reason;
+    // Kernel names in the reasons came from a trace: not UTF-8 is replaced, not thrown on.
+    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else if (feasible) {
     auto row = [](const std::string& k, const std::string& v) {
       std::cout << fmt::format("{:<22} {:>18}\n", k, v);
@@ -169,8 +231,8 @@ void run(const Options& o) {
     row("step time", us(s.step_time_us));
     row("ideal step time", us(a.ideal_step_us));
     row("lower bound", us(ev.bound.bound_us));
-    row("step / ideal", fmt::format("{:.3f}", s.step_time_us / a.ideal_step_us));
-    row("step / lower bound", fmt::format("{:.3f}", s.step_time_us / ev.bound.bound_us));
+    row("step / ideal", ratio(s.step_time_us, a.ideal_step_us));
+    row("step / lower bound", ratio(s.step_time_us, ev.bound.bound_us));
     row("peak resident", mib(s.peak_resident_bytes));
     row("stall", us(s.stall_us));
     row("recompute", us(s.recompute_us));
@@ -181,16 +243,14 @@ void run(const Options& o) {
     row("demand evictions", std::to_string(s.demand_evictions));
     row("donated restores", std::to_string(s.donated_restores));
     row("plan entries", std::to_string(ev.plan.entries.size()));
-    row("plan fits", ev.plan.fits ? "yes" : "no");
+    row("plan fits", plan_fits ? "yes" : "no");
     row("plan time", fmt::format("{:.2f} ms", ev.plan_time_ms));
     if (evaluations) row("plans simulated", std::to_string(evaluations));
     row("recompute", o.no_recompute ? "off (--no-recompute)" : "as registered");
-    if (!ev.plan.fits && !ev.plan.reason.empty())
-      std::cout << "the plan does not fit: " << ev.plan.reason << "\n";
+    if (!plan_fits && !fits_reason.empty())
+      std::cout << "the plan does not fit: " << printable_text(fits_reason) << "\n";
   }
-  if (!feasible)
-    throw std::runtime_error("budget of " + std::to_string(budget) +
-                             " bytes is impossible: " + reason);
+  if (!feasible) throw std::runtime_error(error);
   if (!o.timeline.empty()) {
     // The simulation is deterministic: run again, recording its events.
     SimEvents events;

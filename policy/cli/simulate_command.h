@@ -19,7 +19,9 @@ namespace gswap::policy::cli {
 void add_simulate_command(CLI::App& app);
 
 // What `simulate` and `plot` share.
-// A trace file (gswap-trace JSON) or a built-in trace (ref:NAME); throws with a clear message.
+// A trace file (gswap-trace JSON) or a built-in trace (ref:NAME); throws with a clear message
+// (printable: text quoted from the trace is escaped). Anything but a regular file is refused.
+// A file with several iteration marks gives its last marked iteration (last_marked_iteration).
 Trace load_trace(const std::string& spec);
 // A budget as `simulate --budget` takes it: bytes with a unit, or a percentage of `peak`.
 // Throws CLI::ValidationError naming `option`.
@@ -34,6 +36,13 @@ struct PlanOptions {
 // search, as gswapd plans) and simulates the plan. *evaluations: plans the search simulated.
 Evaluation plan_and_simulate(const Analysis& a, std::uint64_t budget, const PlanOptions& o,
                              std::size_t* evaluations = nullptr);
+// Empty when the plan and its simulation ran at the budget; otherwise the message the commands
+// fail with, printable (printable_text.h). A budget some launch cannot fit (analysis.h's
+// impossible_budget_reason) gives "budget of N bytes is impossible: REASON"; a possible budget at
+// which this policy's plan cannot run gives "the P plan cannot run at a budget of N bytes: REASON
+// (the budget itself is possible: try --policy capuchin)".
+std::string infeasible_message(const Analysis& a, std::uint64_t budget, const std::string& policy,
+                               const Evaluation& ev);
 // Writes `text` to `path`, or throws "cannot write PATH: reason".
 void write_file(const std::string& path, const std::string& text);
 

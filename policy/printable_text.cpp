@@ -1,11 +1,11 @@
-// untrusted_text.cpp: see untrusted_text.h.
-#include "daemon/untrusted_text.h"
+// printable_text.cpp: see printable_text.h.
+#include "policy/printable_text.h"
 
 #include <cstdint>
 
 #include <fmt/format.h>
 
-namespace gswap::daemon {
+namespace gswap::policy {
 namespace {
 
 // Length of the valid UTF-8 sequence starting at s[i] and its code point, or 0 when the byte
@@ -61,4 +61,4 @@ std::string printable_text(std::string_view raw) {
   return out;
 }
 
-}  // namespace gswap::daemon
+}  // namespace gswap::policy
