@@ -265,25 +265,25 @@ CUresult init_process() {
     g->init_result = CUDA_ERROR_INVALID_VALUE;
     return g->init_result;
   }
+  // A file setting whose file cannot be written (errno says why) refuses every cuInit.
+  auto refuse_file = [](const char* setting, const char* path) {
+    GSWAP_LOG(kError,
+              "refusing to start: %s=\"%s\" cannot be written (%s); every cuInit fails with "
+              "CUDA_ERROR_INVALID_VALUE",
+              setting, path, strerror(errno));
+    g->init_result = CUDA_ERROR_INVALID_VALUE;
+    return g->init_result;
+  };
   int fd = 2;
   if (!open_log(g->config.log_file, &fd)) {
+    const int why = errno;
     log_configure(LogLevel::kError, 2);
-    GSWAP_LOG(kError,
-              "refusing to start: GSWAP_LOG_FILE=\"%s\" cannot be written (%s); every cuInit "
-              "fails with CUDA_ERROR_INVALID_VALUE",
-              g->config.log_file, strerror(errno));
-    g->init_result = CUDA_ERROR_INVALID_VALUE;
-    return g->init_result;
+    errno = why;
+    return refuse_file("GSWAP_LOG_FILE", g->config.log_file);
   }
   log_configure(g->config.log_level, fd);
-  if (!timeline_writable(g->config.timeline)) {
-    GSWAP_LOG(kError,
-              "refusing to start: GSWAP_TIMELINE=\"%s\" cannot be written (%s); every cuInit "
-              "fails with CUDA_ERROR_INVALID_VALUE",
-              g->config.timeline, strerror(errno));
-    g->init_result = CUDA_ERROR_INVALID_VALUE;
-    return g->init_result;
-  }
+  if (!timeline_writable(g->config.timeline))
+    return refuse_file("GSWAP_TIMELINE", g->config.timeline);
 
   // Framework allocators (frameworks.h): expandable segments are refused like a bad setting;
   // a caching allocator is named once and gswap works at segment granularity.
