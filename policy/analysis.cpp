@@ -71,7 +71,9 @@ Analysis analyze(const Trace& trace) {
         trace.regions[r].bytes < trace.device.min_evictable_bytes)
       continue;
     const auto& acc = a.accesses[r];
-    if (a.live_at_start[r]) continue;  // a wrap entry evicts it, or it is idle (on the host)
+    // Carried over: a wrap entry evicts it, or it is idle (on the host); but one the iteration
+    // frees without touching it stays where its allocation put it.
+    if (a.live_at_start[r] && !(acc.empty() && !a.live_at_end[r])) continue;
     if (!acc.empty() && acc.front() == a.first_live[r]) continue;
     const std::size_t to = acc.empty() ? a.last_live[r] : acc.front() - 1;
     fresh_diff[a.first_live[r]] += static_cast<std::int64_t>(trace.regions[r].bytes);

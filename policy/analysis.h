@@ -52,12 +52,15 @@ struct Analysis {
   std::vector<double> start_us, end_us;
   double ideal_step_us = 0;
 
-  // A region carried over from the previous iteration that this one never touches. Once it has
+  // A region carried over from the previous iteration that this one never touches and does not
+  // free (a small one stays resident: it is never evicted). Once it has
   // left the device (the first eviction under pressure) nothing brings it back, so in the steady
   // state the simulator and the planners keep it on the host whenever the budget is below the
   // peak: it costs no copy and no memory.
   bool idle(std::size_t r) const {
-    return live_at_start[r] && accesses[r].empty() && first_live[r] <= last_live[r];
+    return live_at_start[r] && live_at_end[r] && accesses[r].empty() &&
+           first_live[r] <= last_live[r] &&
+           trace->regions[r].bytes >= trace->device.min_evictable_bytes;
   }
   bool evictable(std::size_t r) const {
     return trace->regions[r].bytes >= trace->device.min_evictable_bytes && accesses[r].size() > 0;

@@ -68,6 +68,22 @@ TEST(CapuchinTest, ARegionTheIterationNeverTouchesStaysOnTheHost) {
   EXPECT_EQ(simulate(a, Plan{}, a.peak_bytes).peak_resident_bytes, 16 * kMiB);
 }
 
+// Not idle: a carried-over region the iteration frees without touching (a buffer allocated late
+// in the previous iteration is resident until its free), and one under min_evictable_bytes.
+TEST(CapuchinTest, RegionsFreedOrTooSmallToEvictAreNotIdle) {
+  Trace t = empty_trace(4, 10.0, 1e9);
+  add_region(t, 4 * kMiB, 0, -1, {0, 1, 2, 3});
+  add_region(t, 4 * kMiB, 0, 1, {});   // freed after launch 1, never touched
+  add_region(t, 1 * kMiB, 0, -1, {});  // under the 2 MiB default
+  Analysis a = analyze(t);
+  EXPECT_FALSE(a.idle(1));
+  EXPECT_FALSE(a.idle(2));
+  // No entry can move the freed one: beside the 4 MiB working set and the small region, a
+  // budget of 8 MiB leaves no plan that fits.
+  EXPECT_EQ(a.unplannable[0], 4 * kMiB);
+  EXPECT_FALSE(plan_capuchin(a, 8 * kMiB).fits);
+}
+
 TEST(CapuchinTest, FreeTimeAndInTrigger) {
   SwapFixture f;
   Analysis a = analyze(f.t);
