@@ -169,9 +169,9 @@ PY
     one_line_error "plot --budget 0" "budget of 0 bytes is impossible: launch 0 " \
       "$ctl" plot --trace "$RT/ok.json" --budget 0 --out "$RT/x.svg"
     "$ctl" plot --trace "$RT/ok.json" --out "$RT/ok.svg" >/dev/null || fail "plot at the peak failed"
-    one_line_error "a device as the trace" "trace file '/dev/zero' is not a regular file" \
+    one_line_error "a device as the trace" "trace file '/dev/zero' is not a regular file or a pipe" \
       timeout 20 "$ctl" plot --trace /dev/zero --out "$RT/x.svg"
-    one_line_error "a directory as the trace" "trace file '$RT' is not a regular file" \
+    one_line_error "a directory as the trace" "trace file '$RT' is not a regular file or a pipe" \
       "$ctl" simulate --trace "$RT" --budget 50%
     echo "PASS views"
     ;;

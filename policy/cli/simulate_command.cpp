@@ -77,11 +77,14 @@ Trace load_trace(const std::string& spec) {
     }
     return std::move(*t);
   }
-  // A directory reads as empty text and /dev/zero never ends: only a regular file is a trace.
+  // A directory reads as empty text and /dev/zero never ends: a trace is a regular file, or a
+  // pipe (`--trace <(...)`, `--trace /dev/stdin`).
   std::error_code ec;
   const auto st = std::filesystem::status(spec, ec);
-  if (!ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st))
-    throw std::runtime_error(printable_text("trace file '" + spec + "' is not a regular file"));
+  if (!ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st) &&
+      !std::filesystem::is_fifo(st))
+    throw std::runtime_error(
+        printable_text("trace file '" + spec + "' is not a regular file or a pipe"));
   std::ifstream in(spec, std::ios::binary);
   if (!in) throw std::runtime_error(printable_text("cannot open trace file '" + spec + "'"));
   std::stringstream ss;
