@@ -215,23 +215,15 @@ bool open_log(const char* path, int* fd) {
   return true;
 }
 
-// Whether GSWAP_TIMELINE's file can be written at exit: its directory must exist and be
-// writable now (false with errno otherwise), so a bad path is refused at cuInit like a bad log
-// file, not found out when the run is over.
+// Whether GSWAP_TIMELINE's file can be written at exit (false with errno otherwise): opened for
+// writing now, created empty if it is not there, as the writer opens it at exit, so that a bad
+// path is refused at cuInit like a bad log file, not found out when the run is over.
 bool timeline_writable(const char* path) {
   if (!path || !*path) return true;
-  const char* slash = std::strrchr(path, '/');
-  if (!slash) return ::access(".", W_OK | X_OK) == 0;
-  if (slash == path) return ::access("/", W_OK | X_OK) == 0;
-  char dir[4096];
-  std::size_t n = static_cast<std::size_t>(slash - path);
-  if (n >= sizeof dir) {
-    errno = ENAMETOOLONG;
-    return false;
-  }
-  std::memcpy(dir, path, n);
-  dir[n] = 0;
-  return ::access(dir, W_OK | X_OK) == 0;
+  int f = ::open(path, O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0644);
+  if (f < 0) return false;
+  ::close(f);
+  return true;
 }
 
 }  // namespace

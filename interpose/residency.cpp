@@ -13,7 +13,6 @@
 #include <time.h>
 
 #include <algorithm>
-#include <optional>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -60,6 +59,13 @@ struct OwedScope {
 // Generous: on a loaded machine the threads holding them may not run for a while, and a
 // synchronous call holds its pins until its copy or memset is done.
 constexpr std::uint64_t kTransientPinNs = 1'000'000'000;
+// The same inside a recomputation callback, where the pins are likely the thread's own (the
+// launch being prepared): a short wait, then out of memory.
+constexpr std::uint64_t kOwnPinsNs = 100'000'000;
+
+std::uint64_t pin_deadline() {
+  return monotonic_ns() + (in_recompute() ? kOwnPinsNs : kTransientPinNs);
+}
 // How long an allocation waits for swap-outs and frees in flight when none of them completes:
 // one ordered after work that waits for the host (a stream waiting on a value the caller sets
 // only later) would otherwise never return. Far longer than any one copy takes.
@@ -407,11 +413,11 @@ void Residency::send_away(std::uint64_t bytes, VictimPolicy::Evictable accept, b
 
 // Application threads: waits (releasing the mutex) until `bytes` fit the budget.
 CUresult Residency::wait_for_room(std::unique_lock<std::mutex>& lock, std::uint64_t bytes) {
-  std::uint64_t deadline = monotonic_ns() + kTransientPinNs;
+  std::uint64_t deadline = pin_deadline();
   WaitScope waited(*this, "memory");
   Progress stuck(completed_);
   OwedScope owed{allocations_waiting_, fast_.seq.load()};
-  std::optional<RestorerLock> restorers;
+  std::unique_lock<std::mutex> restorers(restorer_mutex_, std::defer_lock);  // wait_for_pins
   for (;;) {
     // During a capture nothing leaves (fact 8): the allocation goes above the budget, and the
     // swapper gives the excess back when the capture ends.
@@ -435,15 +441,14 @@ CUresult Residency::wait_for_room(std::unique_lock<std::mutex>& lock, std::uint6
 // An allocation finds every byte it could take pinned by launches of other threads. Pins last
 // from a launch's check to its enqueue, but launches on other threads follow one another through
 // the restorer lock, each pinning its working set anew, and an allocation that only polled could
-// wait behind them until its deadline. So it takes the restorer lock (once, releasing the mutex
-// while it waits for it), which lets the pins held now go and holds new launches back until the
-// allocation has its memory; its deadline starts again from there.
+// wait behind them until its deadline. So it tries to take the restorer lock (never blocking on
+// it: its holder may be a recomputation callback waiting for this thread), which lets the pins
+// held now go and holds new launches back until the allocation has its memory; its deadline
+// starts again from there. Inside a recomputation callback the thread holds that lock already
+// and the pins may be its own: it only waits out the deadline it started with.
 void Residency::wait_for_pins(std::unique_lock<std::mutex>& lock,
-                              std::optional<RestorerLock>& restorers, std::uint64_t& deadline) {
-  if (!restorers) {
-    lock.unlock();
-    restorers.emplace(*this);
-    lock.lock();
+                              std::unique_lock<std::mutex>& restorers, std::uint64_t& deadline) {
+  if (!restorers.owns_lock() && !in_recompute() && restorers.try_lock()) {
     deadline = monotonic_ns() + kTransientPinNs;
     return;
   }
@@ -522,12 +527,12 @@ void Residency::log_oom(std::uint64_t asked) {
 // none of these is possible yet.
 CUresult Residency::obtain_handle(std::unique_lock<std::mutex>& lock, std::uint64_t bytes,
                                   bool async, Device::Handle* h, Region** donor) {
-  std::uint64_t deadline = monotonic_ns() + kTransientPinNs;
+  std::uint64_t deadline = pin_deadline();
   WaitScope waited(*this, "memory for an allocation");
   Progress stuck(completed_);
   // While it waits, planned prefetches due after it leave it the memory that comes back.
   OwedScope owed{allocations_waiting_, fast_.seq.load()};
-  std::optional<RestorerLock> restorers;
+  std::unique_lock<std::mutex> restorers(restorer_mutex_, std::defer_lock);  // wait_for_pins
   for (;;) {
     Room room = make_room(bytes, gate_.capturing());
     if (room == Room::kReady) {
@@ -760,7 +765,7 @@ bool Residency::free_region(CUdeviceptr p, CUstream stream, bool async, bool per
 // whose swap-out has not completed) and waits until each restore is issued. The caller holds
 // pins on all of them, so the swapper never picks them as victims. Returns the first error.
 CUresult Residency::request_restores(std::unique_lock<std::mutex>& lock, TouchSet& t) {
-  std::uint64_t deadline = monotonic_ns() + kTransientPinNs;
+  std::uint64_t deadline = pin_deadline();
   bool asked = false;
   for (std::size_t i = 0; i < t.n; ++i) {
     Region* r = t.regions[i];

@@ -28,7 +28,6 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
-#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -229,7 +228,7 @@ class Residency {
    private:
     std::unique_lock<std::mutex> lock_;
   };
-  void wait_for_pins(std::unique_lock<std::mutex>& lock, std::optional<RestorerLock>& restorers,
+  void wait_for_pins(std::unique_lock<std::mutex>& lock, std::unique_lock<std::mutex>& restorers,
                      std::uint64_t& deadline);
   class WaitScope;  // one host wait: a stall and a timeline interval
   class SlowLock;

@@ -31,11 +31,15 @@ inline bool may_leave(const Region* r, const void*) {
 // and its enqueue) or the swapper's work on it (a restore being issued, outside the mutex): a
 // shortage is then worth a short wait before it is called out of memory.
 inline bool held_only_by_pins(const std::vector<Region*>& live) {
-  for (const Region* r : live)
-    if (!r->must_stay && r->graph_holds == 0 &&
-        mapped_state(r->state.load(std::memory_order_relaxed)) &&
-        (r->pins.load(std::memory_order_relaxed) != 0 || r->swapper_busy))
+  for (const Region* r : live) {
+    if (r->must_stay || r->graph_holds != 0) continue;
+    // The swapper works on a region outside the mutex (a staged restore holds its memory while
+    // the region is still on the host): it is evictable again once that is done.
+    if (r->swapper_busy) return true;
+    if (mapped_state(r->state.load(std::memory_order_relaxed)) &&
+        r->pins.load(std::memory_order_relaxed) != 0)
       return true;
+  }
   return false;
 }
 
