@@ -33,7 +33,9 @@ TEST_P(ReferenceTest, WellFormedAndRoundTrips) {
   EXPECT_LT(a.peak_bytes, t->device.capacity_bytes);
   // Every activation is freed within the iteration: the trace repeats.
   for (std::size_t r = 0; r < t->regions.size(); ++r)
-    if (!a.live_at_start[r]) EXPECT_FALSE(a.live_at_end[r]) << "region " << t->regions[r].id;
+    if (!a.live_at_start[r]) {
+      EXPECT_FALSE(a.live_at_end[r]) << "region " << t->regions[r].id;
+    }
   // Recompute sources exist while the region is live.
   for (std::size_t r = 0; r < t->regions.size(); ++r) {
     if (!t->regions[r].recompute) continue;
@@ -66,7 +68,9 @@ TEST_P(ReferenceTest, CapuchinAtHalfThePeakIsNearTheBoundAndBeatsBaselines) {
   for (const Plan& p : {plan_lru(a, budget), plan_vdnn(a, budget), plan_recompute_only(a, budget),
                         plan_delta(a, budget)}) {
     SimResult s = simulate(a, p, budget);
-    if (s.feasible) EXPECT_LT(cap.step_time_us, s.step_time_us) << p.policy;
+    if (s.feasible) {
+      EXPECT_LT(cap.step_time_us, s.step_time_us) << p.policy;
+    }
   }
 }
 

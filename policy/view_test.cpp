@@ -74,9 +74,13 @@ TEST(ChromeTraceTest, EveryTrackIsNamedAndInTimeOrder) {
   for (const auto& e : doc["traceEvents"]) {
     if (e["ph"] == "M") continue;
     for (const char* k : {"name", "ph", "ts", "pid", "tid"}) EXPECT_TRUE(e.contains(k)) << e;
-    if (e["ph"] == "X") EXPECT_GE(e["dur"].get<double>(), 0) << e;
+    if (e["ph"] == "X") {
+      EXPECT_GE(e["dur"].get<double>(), 0) << e;
+    }
     auto key = std::make_pair(e["pid"].get<int>(), e["tid"].get<std::uint64_t>());
-    if (last.count(key)) EXPECT_LE(last[key], e["ts"].get<double>()) << e;
+    if (last.count(key)) {
+      EXPECT_LE(last[key], e["ts"].get<double>()) << e;
+    }
     last[key] = e["ts"].get<double>();
     if (e.value("cat", "") == "restore") {
       ++copies;
