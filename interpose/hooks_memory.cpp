@@ -195,6 +195,9 @@ CUresult hook_cuPointerGetAttribute(void* data, CUpointer_attribute a, CUdevicep
 CUresult hook_cuPointerGetAttributes(unsigned int n, CUpointer_attribute* attrs, void** data,
                                      CUdeviceptr p) {
   RegionFacts f;
+  // Past a region's end, in the rest of its mapping: the driver's answers for a pointer it does
+  // not know (defaults, CUDA_SUCCESS), whether the region is resident or not.
+  if (attrs && data && region_slack(p)) return real().cuPointerGetAttributes(n, attrs, data, 0);
   if (!attrs || !data || !region_facts(p, &f))
     return real().cuPointerGetAttributes(n, attrs, data, p);
   // As the driver does: every requested attribute is written, or the call fails.

@@ -217,6 +217,15 @@ int check_bounds(CUdeviceptr b, std::size_t size) {
   unsigned type = 0;
   EXPECT_RESULT(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, b + size),
                 CUDA_ERROR_INVALID_VALUE);
+  // The plural form does not fail on a pointer nobody allocated: it answers memory type 0.
+  CUpointer_attribute attr = CU_POINTER_ATTRIBUTE_MEMORY_TYPE;
+  void* data[] = {&type};
+  type = CU_MEMORYTYPE_DEVICE;
+  EXPECT_RESULT(cuPointerGetAttributes(1, &attr, data, b + size), CUDA_SUCCESS);
+  if (type != 0) {
+    std::fprintf(stderr, "bounds: memory type %u past the end, expected 0\n", type);
+    return 1;
+  }
   return 0;
 }
 
