@@ -16,13 +16,11 @@ namespace {
 // unless the caller says otherwise (an array side).
 constexpr std::uint64_t kLinkFromSides = ~0ull;
 
-// Whether n bytes from p start in a region and run past its end. The driver refuses such a
-// copy or memset (CUDA_ERROR_INVALID_VALUE); behind a region lie the rest of its granule and a
-// guard granule of gswap's reservation, which the driver would accept while the region is
+// Whether n bytes from p, which lies in region r (if any), run past r's end. The driver refuses
+// such a copy or memset (CUDA_ERROR_INVALID_VALUE); behind a region lie the rest of its granule
+// and a guard granule of gswap's reservation, which the driver would accept while the region is
 // resident, and whose bytes no swap keeps.
-bool past_end(const RegionMap& map, CUdeviceptr p, std::size_t n) {
-  if (!n) return false;
-  const Region* r = map.find(p);
+bool past_end(const Region* r, CUdeviceptr p, std::size_t n) {
   if (!r) return false;
   const std::uint64_t off = p - r->base;
   return off > r->size || n > r->size - off;
@@ -38,13 +36,14 @@ CUresult access(CUdeviceptr dst, std::size_t dn, CUdeviceptr src, std::size_t sn
                 std::uint64_t link = kLinkFromSides) {
   FastState& fs = fast();
   if (!fs.active.load(std::memory_order_acquire)) return enqueue();
-  if (past_end(fs.map, dst, dn) || past_end(fs.map, src, sn)) return CUDA_ERROR_INVALID_VALUE;
+  // The regions the two sides start in.
+  Region* d = dn ? fs.map.find(dst) : nullptr;
+  Region* r = sn ? fs.map.find(src) : nullptr;
+  if (past_end(d, dst, dn) || past_end(r, src, sn)) return CUDA_ERROR_INVALID_VALUE;
   TouchSet t;
   t.add_range(fs.map, dst, dn);
   t.add_range(fs.map, src, sn);
   if (t.n) {
-    Region* d = dn ? fs.map.find(dst) : nullptr;
-    Region* r = sn ? fs.map.find(src) : nullptr;
     unsigned stream_number = 0;
     fs.streams.bit(reinterpret_cast<std::uintptr_t>(s), pt, &stream_number);
     if (link == kLinkFromSides)
