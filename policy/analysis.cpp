@@ -137,9 +137,6 @@ std::string size_text(std::uint64_t bytes) {
   if (bytes && bytes % (1ull << 20) == 0) return std::to_string(bytes >> 20) + " MiB";
   return std::to_string(bytes) + " bytes";
 }
-}  // namespace
-
-namespace {
 
 std::string launch_name(const Analysis& a, std::size_t i) {
   const Launch& l = a.trace->launches[i];
@@ -163,13 +160,13 @@ std::string unplannable_budget_reason(const Analysis& a, std::uint64_t budget) {
 }
 
 std::string impossible_budget_reason(const Analysis& a, std::uint64_t budget) {
-  auto name = [&](std::size_t i) { return launch_name(a, i); };
   if (a.max_working_set > budget)
-    return name(a.max_working_set_launch) + " touches " + std::to_string(a.max_working_set) +
-           " bytes, more than the budget of " + std::to_string(budget) + " bytes";
+    return launch_name(a, a.max_working_set_launch) + " touches " +
+           std::to_string(a.max_working_set) + " bytes, more than the budget of " +
+           std::to_string(budget) + " bytes";
   if (a.max_min_resident <= budget) return {};
   const std::size_t i = a.max_min_resident_launch;
-  return name(i) + " touches " + std::to_string(a.working_set[i]) + " bytes while " +
+  return launch_name(a, i) + " touches " + std::to_string(a.working_set[i]) + " bytes while " +
          std::to_string(a.min_resident[i] - a.working_set[i]) + " bytes of regions under " +
          size_text(a.trace->device.min_evictable_bytes) +
          " (never evicted) are live beside it: " + std::to_string(a.min_resident[i]) +

@@ -62,6 +62,8 @@ struct Analysis {
            first_live[r] <= last_live[r] &&
            trace->regions[r].bytes >= trace->device.min_evictable_bytes;
   }
+  // Whether idle region r is on the host at the start of an iteration at `budget`.
+  bool parked(std::size_t r, std::uint64_t budget) const { return peak_bytes > budget && idle(r); }
   bool evictable(std::size_t r) const {
     return trace->regions[r].bytes >= trace->device.min_evictable_bytes && accesses[r].size() > 0;
   }

@@ -202,11 +202,10 @@ class Planner {
         src_idx_[r].push_back(it == a_.index.end() ? kNoLaunch : it->second);
       }
     }
-    // Idle regions stay on the host under pressure (Analysis::idle): they take no memory.
-    if (a_.peak_bytes > static_cast<std::uint64_t>(budget_))
-      for (std::size_t r = 0; r < t_.regions.size(); ++r)
-        if (a_.idle(r))
-          cur_.add(a_.first_live[r], a_.last_live[r], -static_cast<std::int64_t>(bytes(r)));
+    // Idle regions stay on the host under pressure (Analysis::parked): they take no memory.
+    for (std::size_t r = 0; r < t_.regions.size(); ++r)
+      if (a_.parked(r, static_cast<std::uint64_t>(budget_)))
+        cur_.add(a_.first_live[r], a_.last_live[r], -static_cast<std::int64_t>(bytes(r)));
   }
 
   Plan run() {

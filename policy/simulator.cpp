@@ -178,10 +178,9 @@ class Sim {
                          a_.live_at_end[it->second]))
         wrap[it->second] = k;
     }
-    const bool pressed = a_.peak_bytes > budget_;
     for (std::size_t r = 0; r < t_.regions.size(); ++r) {
       if (!a_.live_at_start[r] || a_.first_live[r] > a_.last_live[r]) continue;
-      if (pressed && a_.idle(r)) {
+      if (a_.parked(r, budget_)) {
         rs_[r].st = St::kHost;  // evicted once, long ago: this iteration never needs it
       } else if (wrap[r] != kNoLaunch) {
         rs_[r].st = St::kHost;  // evicted at the end of the previous iteration
