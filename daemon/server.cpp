@@ -578,6 +578,7 @@ void Server::publish_guided(Client& c, const policy::Plan& plan, const std::stri
   std::unordered_map<policy::RegionId, const policy::Region*> regions;
   for (const policy::Region& r : m.trace.regions) regions[r.id] = &r;
   std::vector<std::size_t> entry_of;
+  std::size_t unbound = 0;
   for (std::size_t k = 0; k < plan.entries.size(); ++k) {
     const policy::PlanEntry& e = plan.entries[k];
     auto it = regions.find(e.region);
@@ -590,23 +591,29 @@ void Server::publish_guided(Client& c, const policy::Plan& plan, const std::stri
     bool persistent = reg.alloc_seq < m.first_seq &&
                       (!reg.free_seq || *reg.free_seq >= m.first_seq + m.seq_length);
     w.bind_offset = proto::kNoOffset;
+    // The library issues a swap-out after the access at its position.
+    const std::size_t evict = policy::first_launch_evicted(e, n) - 1;
     if (persistent) {
       w.region_id = reg.id;
     } else {
-      std::size_t first = n;
-      for (std::size_t i = 0; i < n && first == n; ++i) {
+      // Bound at its first access the library can see (from the signature's last launch on; an
+      // input uploaded before it is bound where a kernel reads it), which must come no later
+      // than the swap-out.
+      std::size_t bind = n;
+      for (std::size_t i = first_usable; i < n && bind == n; ++i) {
         const auto& ids = m.regions[i];
         auto pos = std::find(ids.begin(), ids.end(), reg.id);
         if (pos != ids.end()) {
-          first = i;
+          bind = i;
           w.bind_slot = static_cast<std::uint32_t>(pos - ids.begin());
         }
       }
-      if (first == n || first < first_usable) continue;
-      w.bind_offset = offset(first);
+      if (bind == n || bind > std::max(evict, first_usable)) {
+        ++unbound;
+        continue;
+      }
+      w.bind_offset = offset(bind);
     }
-    // The library issues a swap-out after the access at its position.
-    const std::size_t evict = policy::first_launch_evicted(e, n) - 1;
     w.evict_after = offset(evict);
     w.evict_function = function(evict);
     w.trigger = proto::kNoOffset;
@@ -622,6 +629,11 @@ void Server::publish_guided(Client& c, const policy::Plan& plan, const std::stri
     p.entries.push_back(w);
     entry_of.push_back(k);
   }
+  if (unbound)
+    log_->info(
+        "pid {}: {} of {} plan entries left out: regions the library cannot name before "
+        "their swap-out (touched only before the iteration's signature completes)",
+        c.pid(), unbound, plan.entries.size());
   c.current_plan() = plan;
   c.entry_of_published() = std::move(entry_of);
   c.set_planner(planner);

@@ -655,6 +655,78 @@ TEST_F(ServerTest, FixedBytesThatComeAndGoDoNotKeepAPlanFromLanding) {
   close(fd);
 }
 
+// An input allocated and uploaded in every iteration before the iteration's signature has been
+// launched in full: the library cannot name it by that upload, so its plan entry binds it where a
+// kernel next reads it, and the plan published is the plan simulated, entry for entry.
+TEST_F(ServerTest, ARegionUploadedBeforeTheSignatureIsBoundWhereAKernelReadsIt) {
+  server_.reset();  // again, logging to a stream this time
+  std::ostringstream log_text;
+  log_ = std::make_shared<spdlog::logger>(
+      "test", std::make_shared<spdlog::sinks::ostream_sink_mt>(log_text));
+  log_->set_pattern("%v");
+  server_ = std::make_unique<Server>(config_, gpu_, log_);
+  std::string error;
+  bool already = false;
+  ASSERT_TRUE(server_->open(&error, &already)) << error;
+  FakeLibrary lib;
+  int fd = -1, shm = -1;
+  // Room for three 64 MiB regions: the input (128 MiB) and B must both leave while C and D work.
+  ASSERT_NO_FATAL_FAILURE(connect_library(192ull << 20, &lib, &fd, &shm));
+  lib.regions(3);  // B, C, D: ids 1 to 3
+  auto alloc = [&](std::uint64_t id, std::uint64_t bytes) {
+    proto::EventRecord e{};
+    e.type = static_cast<std::uint16_t>(proto::EventType::kAlloc);
+    e.seq = lib.seq++;
+    e.w[0] = id;
+    e.w[1] = id << 32;
+    e.w[2] = bytes;
+    ASSERT_TRUE(lib.push(e));
+  };
+  auto free_region = [&](std::uint64_t id) {
+    proto::EventRecord e{};
+    e.type = static_cast<std::uint16_t>(proto::EventType::kFree);
+    e.seq = lib.seq++;
+    e.w[0] = id;
+    ASSERT_TRUE(lib.push(e));
+  };
+  // Each iteration: a new input A (128 MiB), uploaded; an upload into B (two uploads in a row: the
+  // signature is both); a kernel reading A and B; ten kernels on C and D; a kernel reading A and
+  // B again; A freed.
+  constexpr std::uint64_t kLength = 14;
+  proto::PlanHeader ph{};
+  std::vector<proto::PlanEntry> entries;
+  std::uint64_t input = 100;
+  for (int it = 0; it < 200 && ph.mode != static_cast<std::uint32_t>(proto::PlanMode::kGuided);
+       ++it) {
+    ++input;
+    alloc(input, 128ull << 20);
+    lib.access(proto::kCopyFunction, input, input);
+    lib.access(proto::kCopyFunction, 1, 1);
+    lib.access(301, input, 1);
+    for (int k = 0; k < 10; ++k) lib.access(303 + 2 * (k % 2), 2, 3);
+    lib.access(309, input, 1);
+    free_region(input);
+    for (int i = 0; i < 5; ++i) server_->tick(2);
+    ASSERT_TRUE(lib.plan(&ph, &entries));
+  }
+  ASSERT_EQ(ph.mode, static_cast<std::uint32_t>(proto::PlanMode::kGuided))
+      << server_->status_json().dump() << log_text.str();
+  EXPECT_EQ(ph.iteration_length, kLength);
+  ASSERT_EQ(ph.signature_length, 2u);
+  EXPECT_EQ(log_text.str().find("left out"), std::string::npos) << log_text.str();
+  // The input's entry: bound at the first kernel (offset 2 from the first upload), slot 0.
+  bool input_planned = false;
+  for (const proto::PlanEntry& e : entries) {
+    if (e.bind_offset == proto::kNoOffset) continue;
+    EXPECT_GE(e.bind_offset, ph.signature_length - 1) << "bound before the signature completes";
+    EXPECT_LE(e.bind_offset, e.evict_after);
+    input_planned = input_planned || (e.bind_offset == 2 && e.bind_slot == 0);
+  }
+  EXPECT_TRUE(input_planned) << log_text.str();
+  close(shm);
+  close(fd);
+}
+
 TEST(UntrustedText, KeepsPrintableUtf8AndEscapesTheRest) {
   EXPECT_EQ(printable_text("train.py"), "train.py");
   EXPECT_EQ(printable_text("tr\xc3\xa4in \xe2\x82\xac \xf0\x9f\x9a\x80"),

@@ -301,13 +301,14 @@ inline constexpr std::size_t kPlanHeaderWords = sizeof(PlanHeader) / 8;
 enum class PlanAction : std::uint16_t { kSwap = 1, kRecompute = 2 };
 
 // One planned eviction and its return. The region is named either by id (a region alive across
-// iterations: weights, optimiser state) or, for one allocated anew every iteration, by the access
-// that first touches it in the iteration: bind_offset, and its index among that access's regions
-// (the order the library reports them in). Every position carries the function id expected there;
+// iterations: weights, optimiser state) or, for one allocated anew every iteration, by an access
+// to it (its first from the signature's last launch on, where the library knows the iteration has
+// begun): bind_offset, and its index among that access's regions (the order the library reports
+// them in). Every position carries the function id expected there;
 // a mismatch means the program no longer does what was planned.
 struct PlanEntry {
   std::uint64_t region_id;    // persistent region, 0 for a per-iteration one
-  std::uint64_t bind_offset;  // per-iteration: the seq offset of its first access
+  std::uint64_t bind_offset;  // per-iteration: the seq offset of the access binding it
   std::uint32_t bind_slot;    // per-iteration: its index among that access's regions
   std::uint16_t action;       // PlanAction
   // Calls (allocations, frees) between the launch before the back-access and the back-access:
