@@ -297,6 +297,7 @@ void Client::build_iteration(std::size_t begin, std::size_t end, std::uint64_t d
   t.device.h2d_bytes_per_s = bandwidth(counters_.status.h2d_bytes_per_s);
   t.device.d2h_bytes_per_s = bandwidth(counters_.status.d2h_bytes_per_s);
   t.device.min_evictable_bytes = 0;  // the library reports only regions it can move
+  m->link_measured = counters_.status.h2d_bytes_per_s && counters_.status.d2h_bytes_per_s;
   std::unordered_map<std::uint64_t, bool> used;
   std::uint64_t t0 = ~0ull;
   std::size_t timed = 0;
@@ -371,6 +372,41 @@ void Client::build_iteration(std::size_t begin, std::size_t end, std::uint64_t d
       end > begin ? static_cast<double>(timed) / static_cast<double>(end - begin) : 0;
 }
 
+// A launch whose timing did not arrive (up to a tenth of a measured iteration) would look free
+// to the planner and shift every drift comparison. It takes the duration of the same launch in
+// the newest earlier iteration of the window that timed it, else in the iteration planned from,
+// else the median of its function's timed launches in the window; else it stays 0.
+void Client::estimate_untimed(std::size_t begin, MeasuredIteration* m) const {
+  const std::size_t len = m->trace.launches.size();
+  const MeasuredIteration& old = planned_from_;
+  const bool same_shape = old.functions == m->functions;
+  std::unordered_map<std::uint64_t, std::vector<std::uint64_t>> by_function;
+  for (std::size_t i = 0; i < len; ++i) {
+    policy::Launch& l = m->trace.launches[i];
+    if (launches_[begin + i].duration_ns) continue;
+    std::uint64_t ns = 0;
+    for (std::size_t s = begin; s >= len && !ns;) {
+      s -= len;
+      const LaunchInfo& e = launches_[s + i];
+      if (e.function_id != m->functions[i]) break;  // the window's iterations differ there
+      ns = e.duration_ns;
+    }
+    if (!ns && same_shape) ns = static_cast<std::uint64_t>(old.trace.launches[i].dur_us * 1e3);
+    if (!ns) {
+      if (by_function.empty())
+        for (const LaunchInfo& w : launches_)
+          if (w.duration_ns) by_function[w.function_id].push_back(w.duration_ns);
+      if (auto it = by_function.find(m->functions[i]); it != by_function.end()) {
+        std::vector<std::uint64_t>& d = it->second;
+        auto mid = d.begin() + static_cast<std::ptrdiff_t>(d.size() / 2);
+        std::nth_element(d.begin(), mid, d.end());
+        ns = *mid;
+      }
+    }
+    l.dur_us = static_cast<double>(ns) / 1e3;
+  }
+}
+
 std::size_t signature_length(const std::vector<std::uint64_t>& f) {
   std::size_t n = f.size();
   for (std::size_t len = 1; len <= std::min<std::size_t>(n, proto::kSignatureLength); ++len) {
@@ -429,6 +465,7 @@ std::optional<MeasuredIteration> Client::take_measured(std::uint64_t device_byte
       if (timed * 10 >= len * 9 && start_recurs(s, len)) {
         MeasuredIteration m;
         build_iteration(s, s + len, device_bytes, &m);
+        estimate_untimed(s, &m);
         m.token = ++measured_token_;
         measured_first_seq_ = launches_[s].seq;
         return m;

@@ -64,6 +64,26 @@ bool mkdir_p(const std::string& path, mode_t mode) {
   return true;
 }
 
+// How a measured iteration of the same shape differs from the one the plan was made from: its
+// kernels' total time or either direction of the link by more than a tenth ("" when neither).
+std::string drift_of(const MeasuredIteration& planned, const MeasuredIteration& now) {
+  auto total = [](const policy::Trace& t) {
+    double d = 0;
+    for (const policy::Launch& l : t.launches) d += l.dur_us;
+    return d;
+  };
+  auto moved = [](double was, double is) { return is > 1.1 * was || is < 0.9 * was; };
+  const policy::DeviceInfo &a = planned.trace.device, &b = now.trace.device;
+  const double was = total(planned.trace), is = total(now.trace);
+  if (moved(was, is))
+    return fmt::format("measured iteration {:.0f} us against {:.0f} us planned", is, was);
+  if (planned.link_measured && now.link_measured &&
+      (moved(a.h2d_bytes_per_s, b.h2d_bytes_per_s) || moved(a.d2h_bytes_per_s, b.d2h_bytes_per_s)))
+    return fmt::format("link {:.2f}/{:.2f} GB/s against {:.2f}/{:.2f} GB/s planned",
+                       b.h2d_bytes_per_s / 1e9, b.d2h_bytes_per_s / 1e9, a.h2d_bytes_per_s / 1e9,
+                       a.d2h_bytes_per_s / 1e9);
+  return "";
+}
 }  // namespace
 
 Server::Server(const Config& config, const GpuIdentity& gpu, std::shared_ptr<spdlog::logger> log)
@@ -245,24 +265,34 @@ void Server::tick(int timeout_ms) {
     }
     if (std::optional<MeasuredIteration> m = c.take_measured(gpu_.total_bytes)) {
       // A plan is made again when the iteration changed: its length, or, once the plan is
-      // followed, its measured time by more than a tenth (a sample every measure_every iterations
-      // shows drift). An iteration of the same length as the one being planned leaves that search
-      // alone: restarting it at every iteration would never let a plan finish when iterations are
+      // followed, its measured time or link bandwidth by more than a tenth in two samples in a
+      // row (a sample every measure_every iterations shows drift; one sample alone is often
+      // noise, and a new plan starts its feedback over). A plan made before any swap copy was
+      // timed (the link at its default figure) is made again at the first sample that has one.
+      // An iteration of the same length as the one being planned leaves that search alone:
+      // restarting it at every iteration would never let a plan finish when iterations are
       // shorter than the search.
       const MeasuredIteration& old = c.planned_from();
-      auto total = [](const policy::Trace& t) {
-        double d = 0;
-        for (const policy::Launch& l : t.launches) d += l.dur_us;
-        return d;
-      };
       bool same_shape =
           !old.trace.launches.empty() && old.trace.launches.size() == m->trace.launches.size();
-      bool same = same_shape && (c.planning() || (c.published().mode == proto::PlanMode::kGuided &&
-                                                  std::abs(total(old.trace) - total(m->trace)) <=
-                                                      0.1 * total(old.trace)));
+      bool same = same_shape && c.planning();
+      if (same_shape && !c.planning() && c.published().mode == proto::PlanMode::kGuided) {
+        std::string drift = drift_of(old, *m);
+        const bool link_now = m->link_measured && !old.link_measured;
+        same = !link_now && (drift.empty() || !c.drifted());
+        if (same && !drift.empty())
+          log_->debug("pid {}: {}; plan kept until a second sample agrees", c.pid(), drift);
+        else if (!same)
+          log_->info("pid {}: {}", c.pid(), link_now ? "the link was measured" : drift);
+        c.set_drifted(!drift.empty());
+      }
       if (!same) {
-        log_->info("pid {}: measured iteration of {} launches ({} timed)", c.pid(),
-                   m->trace.launches.size(), m->timed_fraction);
+        c.set_drifted(false);
+        log_->info(
+            "pid {}: measured iteration of {} launches ({:.0f}% timed), link {:.2f} GB/s "
+            "to the device, {:.2f} GB/s back",
+            c.pid(), m->trace.launches.size(), 100 * m->timed_fraction,
+            m->trace.device.h2d_bytes_per_s / 1e9, m->trace.device.d2h_bytes_per_s / 1e9);
         c.set_planned_from(std::move(*m));
         replan(c);
       }
