@@ -2,15 +2,17 @@
 # Scenario: the feedback loop on a throttled link (simcuda's copies at 400 MB/s each way, where the
 # simulator says every restore of the plan can be hidden). Restores that land after their
 # back-access are reported per plan entry; gswapd moves their triggers earlier and republishes,
-# and within a bounded number of guided iterations late restores fall to (nearly) none. A trace
-# dumped meanwhile has measured kernel durations, real kernel names and the measured link
-# bandwidth, and the simulator runs on it.
+# and within a bounded number of guided iterations the device no longer waits for restores
+# (nearly). A trace dumped meanwhile has measured kernel durations, real kernel names and the
+# measured link bandwidth, and the simulator runs on it.
 #
 # What "nearly" allows, and why: on a shared 2-core machine simcuda's kernel threads, the swapper
-# and the link's sleeps compete for the CPUs, so a restore is occasionally late by chance; the
-# bound below (late restores at most 1 + 5% of the prefetches over the last guided iterations)
-# fails a loop that does not converge (at 200 MB/s, where the plan itself cannot hide its
-# restores, a quarter to a half of them stay late) and tolerates that noise.
+# and the link's memcpys compete for the CPUs, so a copy sometimes takes longer than the link
+# allows and a restore lands a little late by chance (a restore late by 1 ns counts as late; 1% to
+# 4% of them were, measured alone and beside the Python wheel's build). So the bound is on what
+# lateness costs: over the last guided iterations the device stood still for restores at most 2%
+# of the time. That noise cost 0.0% to 0.3%; a loop that does not converge costs more (at
+# 200 MB/s, where the plan itself cannot hide its restores: 5% to 8%, three restores in four late).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/guided_lib.sh"
 export SIMCUDA_H2D_BPS=400e6 SIMCUDA_D2H_BPS=400e6
@@ -20,42 +22,64 @@ ref=$(checksum_of "$RT/ref.out")
 start_daemon "$RT/daemon.log"
 start_prog "$RT/train.out" GSWAP_BUDGET=$((peak / 2)) "$MINITRAIN" "${MT[@]}"
 wait_for "the plan to be followed" 40 "status_has $TRAIN_PID 'c[\"mode\"] == \"guided\"'"
-# Counters over time: guided iterations, late restores, prefetches.
-dumped=0
-while kill -0 "$TRAIN_PID" 2>/dev/null; do
-  row=$("$GSWAPCTL" status --json 2>/dev/null | python3 -c '
-import json, sys
-for g in json.load(sys.stdin)["gpus"]:
-    for c in g["clients"]:
-        if c["pid"] == int(sys.argv[1]) and c["mode"] == "guided":
-            print(c["guided_iterations"], c["late_restores"], c["prefetches"], c["plan_budget_bytes"])
-' "$TRAIN_PID" 2>/dev/null) || true
-  [[ -n $row ]] && echo "$row" >>"$RT/counters.txt"
-  if ((dumped == 0)) && [[ -n $row ]] && (($(cut -d' ' -f1 <<<"$row") >= 20)); then
-    "$GSWAPCTL" trace dump --pid "$TRAIN_PID" --out "$RT/trace.json" >/dev/null || fail "trace dump failed"
-    plan_budget=$(cut -d' ' -f4 <<<"$row")
-    dumped=1
-  fi
-  sleep 0.25
-done
+# Counters over time: time, guided iterations, late restores, prefetches, device stall. One poller
+# for the whole
+# run: a python3 started every quarter second would take CPU from the run it watches.
+python3 - "$GSWAPCTL" "$TRAIN_PID" "$RT/counters.txt" "$RT/trace.json" "$RT/plan_budget" <<'PY' ||
+import json, os, subprocess, sys, time
+ctl, pid, counters, trace, budget_file = sys.argv[1], int(sys.argv[2]), *sys.argv[3:]
+dumped = False
+
+def running():
+    try:
+        return open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+with open(counters, "w") as out:
+    while running():
+        try:
+            status = json.loads(subprocess.run([ctl, "status", "--json"], capture_output=True,
+                                               timeout=5).stdout)
+        except (ValueError, subprocess.TimeoutExpired):
+            status = {"gpus": []}
+        for g in status["gpus"]:
+            for c in g["clients"]:
+                if c["pid"] != pid or c["mode"] != "guided":
+                    continue
+                print(time.monotonic_ns(), c["guided_iterations"], c["late_restores"],
+                      c["prefetches"], c["device_stall_ns"], file=out, flush=True)
+                if not dumped and c["guided_iterations"] >= 20:
+                    subprocess.run([ctl, "trace", "dump", "--pid", str(pid), "--out", trace],
+                                   capture_output=True, check=True, timeout=30)
+                    open(budget_file, "w").write(str(c["plan_budget_bytes"]))
+                    dumped = True
+        time.sleep(0.25)
+PY
+  fail "trace dump failed"
 wait "$TRAIN_PID" || fail "minitrain failed under gswap: $(tail -n 5 "$RT/train.out")"
 [[ $(checksum_of "$RT/train.out") == "$ref" ]] || fail "checksum differs from the reference $ref"
-((dumped)) || fail "the run ended before 20 guided iterations: $(grep summary "$RT/train.out")"
+[[ -s $RT/plan_budget ]] ||
+  fail "the run ended before 20 guided iterations: $(grep summary "$RT/train.out")"
+plan_budget=$(cat "$RT/plan_budget")
 
-python3 - "$RT/counters.txt" <<'PY' || fail "late restores did not fall: $(tail -n 3 "$RT/counters.txt")"
+python3 - "$RT/counters.txt" <<'PY' || fail "the device kept waiting for restores: $(tail -n 3 "$RT/counters.txt")"
 import sys
-rows = [tuple(map(int, l.split()[:3])) for l in open(sys.argv[1]) if l.strip()]
-first_guided = rows[0][0]
+rows = [tuple(map(int, l.split()[:5])) for l in open(sys.argv[1]) if l.strip()]
+first_guided = rows[0][1]
 # After 40 guided iterations the loop has had time to act; look at what follows.
-tail = [r for r in rows if r[0] >= first_guided + 40]
-assert len(tail) >= 2 and tail[-1][0] - tail[0][0] >= 20, "too few guided iterations: %s" % rows[-1:]
-its, late, prefetches = (tail[-1][i] - tail[0][i] for i in range(3))
-head = [r for r in rows if r[0] < first_guided + 40]
-print("first %d guided iterations: %d late restores of %d prefetches; next %d: %d of %d"
-      % (head[-1][0] - rows[0][0], head[-1][1] - rows[0][1], head[-1][2] - rows[0][2],
-         its, late, prefetches))
+head = [r for r in rows if r[1] < first_guided + 40]
+tail = [r for r in rows if r[1] >= first_guided + 40]
+assert len(tail) >= 2 and tail[-1][1] - tail[0][1] >= 20, "too few guided iterations: %s" % rows[-1:]
+def delta(rs):
+    return [rs[-1][i] - rs[0][i] for i in range(5)]
+for name, rs in (("first", head), ("next", tail)):
+    ns, its, late, prefetches, stall = delta(rs)
+    print("%s %d guided iterations: %d late restores of %d prefetches, the device waited %.2f%% "
+          "of %.1f s" % (name, its, late, prefetches, 100 * stall / max(ns, 1), ns / 1e9))
+ns, its, late, prefetches, stall = delta(tail)
 assert prefetches > 0, "no prefetch in the window"
-assert late <= 1 + prefetches // 20, "%d late restores of %d prefetches" % (late, prefetches)
+assert stall <= 0.02 * ns, "the device waited for restores %.1f%% of the time" % (100 * stall / ns)
 PY
 
 # The trace: measured durations, kernel names, the link as throttled, and a simulation of it.
