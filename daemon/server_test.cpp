@@ -213,6 +213,27 @@ class ServerTest : public ::testing::Test {
 
   void layers_taken_for_the_iteration(std::uint64_t budget, bool layer_planned);
 
+  // The trace gswapd gives for this process (`gswapctl trace dump`).
+  void trace_of_client(policy::Trace* trace) {
+    nlohmann::json tr = server_->handle_request({{"cmd", "trace"}, {"pid", getpid()}});
+    ASSERT_TRUE(tr["ok"].get<bool>()) << tr.dump();
+    std::string error;
+    ASSERT_TRUE(policy::parse_trace_json(tr["trace_json"].get<std::string>(), trace, &error))
+        << error;
+  }
+
+  // The server again (with config_ as it is now), logging every line's text to *out.
+  void restart_logging_to(std::ostringstream* out) {
+    server_.reset();
+    log_ = std::make_shared<spdlog::logger>("test",
+                                            std::make_shared<spdlog::sinks::ostream_sink_mt>(*out));
+    log_->set_pattern("%v");
+    server_ = std::make_unique<Server>(config_, gpu_, log_);
+    std::string error;
+    bool already = false;
+    ASSERT_TRUE(server_->open(&error, &already)) << error;
+  }
+
   // Sends a hello and returns the reply; *shm_fd gets the passed memfd (or -1).
   proto::HelloReply exchange(int fd, const void* msg, std::size_t len, int* shm_fd) {
     EXPECT_EQ(send(fd, msg, len, 0), static_cast<ssize_t>(len));
@@ -401,12 +422,8 @@ TEST_F(ServerTest, MeasuresPlansAndPublishesAGuidedPlan) {
   }
 
   // The trace carries the measured durations and the kernel's name.
-  nlohmann::json tr = server_->handle_request({{"cmd", "trace"}, {"pid", getpid()}});
-  ASSERT_TRUE(tr["ok"].get<bool>()) << tr.dump();
   policy::Trace trace;
-  std::string error;
-  ASSERT_TRUE(policy::parse_trace_json(tr["trace_json"].get<std::string>(), &trace, &error))
-      << error;
+  ASSERT_NO_FATAL_FAILURE(trace_of_client(&trace));
   ASSERT_EQ(trace.launches.size(), 8u);
   EXPECT_EQ(trace.regions.size(), 4u);
   for (const policy::Launch& l : trace.launches) EXPECT_DOUBLE_EQ(l.dur_us, 100.0);
@@ -661,15 +678,8 @@ TEST_F(ServerTest, FixedBytesThatComeAndGoDoNotKeepAPlanFromLanding) {
 // launched in full: the library cannot name it by that upload, so its plan entry binds it where a
 // kernel next reads it, and the plan published is the plan simulated, entry for entry.
 TEST_F(ServerTest, ARegionUploadedBeforeTheSignatureIsBoundWhereAKernelReadsIt) {
-  server_.reset();  // again, logging to a stream this time
   std::ostringstream log_text;
-  log_ = std::make_shared<spdlog::logger>(
-      "test", std::make_shared<spdlog::sinks::ostream_sink_mt>(log_text));
-  log_->set_pattern("%v");
-  server_ = std::make_unique<Server>(config_, gpu_, log_);
-  std::string error;
-  bool already = false;
-  ASSERT_TRUE(server_->open(&error, &already)) << error;
+  ASSERT_NO_FATAL_FAILURE(restart_logging_to(&log_text));
   FakeLibrary lib;
   int fd = -1, shm = -1;
   // Room for three 64 MiB regions: the input (128 MiB) and B must both leave while C and D work.
@@ -734,17 +744,10 @@ TEST_F(ServerTest, ARegionUploadedBeforeTheSignatureIsBoundWhereAKernelReadsIt) 
 // measurement when the plan was made with its default figure, and a link that moved. A launch
 // whose timing never comes is planned with the duration of its function's other launches.
 TEST_F(ServerTest, APlanIsMadeAgainForLastingDriftOrAFirstLinkMeasurement) {
-  server_.reset();  // again, logging to a stream this time
-  std::ostringstream log_text;
-  log_ = std::make_shared<spdlog::logger>(
-      "test", std::make_shared<spdlog::sinks::ostream_sink_mt>(log_text));
-  log_->set_pattern("%v");
-  log_->set_level(spdlog::level::debug);
   config_.merge_json(nlohmann::json{{"plan_search_ms", 10}}.dump());
-  server_ = std::make_unique<Server>(config_, gpu_, log_);
-  std::string error;
-  bool already = false;
-  ASSERT_TRUE(server_->open(&error, &already)) << error;
+  std::ostringstream log_text;
+  ASSERT_NO_FATAL_FAILURE(restart_logging_to(&log_text));
+  log_->set_level(spdlog::level::debug);
   FakeLibrary lib;
   int fd = -1, shm = -1;
   ASSERT_NO_FATAL_FAILURE(connect_library(128ull << 20, &lib, &fd, &shm));
@@ -791,10 +794,8 @@ TEST_F(ServerTest, APlanIsMadeAgainForLastingDriftOrAFirstLinkMeasurement) {
   ASSERT_EQ(ph.mode, static_cast<std::uint32_t>(proto::PlanMode::kGuided)) << log_text.str();
   ASSERT_GE(n, 1u);
   {
-    nlohmann::json tr = server_->handle_request({{"cmd", "trace"}, {"pid", getpid()}});
-    ASSERT_TRUE(tr["ok"].get<bool>()) << tr.dump();
     policy::Trace trace;
-    ASSERT_TRUE(policy::parse_trace_json(tr["trace_json"].get<std::string>(), &trace, &error));
+    ASSERT_NO_FATAL_FAILURE(trace_of_client(&trace));
     ASSERT_EQ(trace.launches.size(), 20u);
     for (const policy::Launch& l : trace.launches) EXPECT_DOUBLE_EQ(l.dur_us, 100.0) << l.seq;
   }
@@ -862,15 +863,8 @@ TEST(UntrustedText, KeepsPrintableUtf8AndEscapesTheRest) {
 // A hostile executable name and kernel names that are not UTF-8 reach neither the log nor JSON
 // as they were sent: status, policy and trace requests still answer, and no log line is forged.
 TEST_F(ServerTest, ClientTextIsMadePrintableWhenReceived) {
-  server_.reset();  // again, logging to a stream this time
   std::ostringstream log_text;
-  log_ = std::make_shared<spdlog::logger>(
-      "test", std::make_shared<spdlog::sinks::ostream_sink_mt>(log_text));
-  log_->set_pattern("%v");
-  server_ = std::make_unique<Server>(config_, gpu_, log_);
-  std::string error;
-  bool already = false;
-  ASSERT_TRUE(server_->open(&error, &already)) << error;
+  ASSERT_NO_FATAL_FAILURE(restart_logging_to(&log_text));
 
   int fd = connect_raw();
   proto::Hello h = hello();
@@ -922,7 +916,7 @@ TEST_F(ServerTest, ClientTextIsMadePrintableWhenReceived) {
   EXPECT_EQ(shown, "tr\\xe4in\\x0a[2026-01-01 00:00:00.000] [gswapd 1] [error] forged");
   EXPECT_NO_THROW(st.dump());  // nlohmann throws on invalid UTF-8
   // The same through the socket, as gswapctl asks.
-  std::string body;
+  std::string body, error;
   auto answered = std::async(std::launch::async, [&] {
     return control_request(server_->socket_file(), R"({"cmd": "status"})", &body, &error);
   });
