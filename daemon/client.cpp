@@ -297,7 +297,8 @@ void Client::build_iteration(std::size_t begin, std::size_t end, std::uint64_t d
   t.device.h2d_bytes_per_s = bandwidth(counters_.status.h2d_bytes_per_s);
   t.device.d2h_bytes_per_s = bandwidth(counters_.status.d2h_bytes_per_s);
   t.device.min_evictable_bytes = 0;  // the library reports only regions it can move
-  m->link_measured = counters_.status.h2d_bytes_per_s && counters_.status.d2h_bytes_per_s;
+  m->h2d_measured = counters_.status.h2d_bytes_per_s != 0;
+  m->d2h_measured = counters_.status.d2h_bytes_per_s != 0;
   std::unordered_map<std::uint64_t, bool> used;
   std::uint64_t t0 = ~0ull;
   std::size_t timed = 0;

@@ -123,8 +123,9 @@ struct MeasuredIteration {
   std::uint64_t first_seq = 0;
   std::uint64_t seq_length = 0;  // seq numbers from this iteration's start to the next's
   double timed_fraction = 0;
-  bool link_measured = false;  // the bandwidth in trace.device was measured, not the default
-  std::uint64_t token = 0;     // numbers the snapshots of a client
+  // Whether each direction's bandwidth in trace.device was measured, not the default figure.
+  bool h2d_measured = false, d2h_measured = false;
+  std::uint64_t token = 0;  // numbers the snapshots of a client
 };
 
 // What the daemon last published to a client's plan area.
@@ -187,9 +188,10 @@ class Client : public proto::EventSink {
   void set_planned_from(MeasuredIteration m) { planned_from_ = std::move(m); }
   // Whether a plan for planned_from() is being made (submitted, its result not yet collected).
   bool planning() const { return planning_; }
-  // Whether the last measured iteration drifted from the one planned from (Server::tick).
-  bool drifted() const { return drifted_; }
-  void set_drifted(bool d) { drifted_ = d; }
+  // How the last measured iteration drifted from the one planned from (Server::tick's drift
+  // codes; 0: it did not).
+  int drift() const { return drift_; }
+  void set_drift(int d) { drift_ = d; }
   void set_planning(bool p) { planning_ = p; }
   bool feedback_pending() const { return feedback_pending_; }
   void set_feedback_pending(bool p) { feedback_pending_ = p; }
@@ -326,7 +328,7 @@ class Client : public proto::EventSink {
   PublishedPlan published_;
   MeasuredIteration planned_from_;
   bool planning_ = false;
-  bool drifted_ = false;
+  int drift_ = 0;
   bool feedback_pending_ = false;
   std::uint64_t fixed_reserve_ = 0;
   bool fixed_reserve_rose_ = false;

@@ -64,25 +64,32 @@ bool mkdir_p(const std::string& path, mode_t mode) {
   return true;
 }
 
-// How a measured iteration of the same shape differs from the one the plan was made from: its
-// kernels' total time or either direction of the link by more than a tenth ("" when neither).
-std::string drift_of(const MeasuredIteration& planned, const MeasuredIteration& now) {
+// How a measured iteration of the same shape differs from the one the plan was made from: by
+// more than a tenth in its kernels' total time (codes 1 slower, 2 faster) or in a direction of
+// the link measured in both (3 slower, 4 faster); 0 and "" when it does not.
+std::pair<int, std::string> drift_of(const MeasuredIteration& planned,
+                                     const MeasuredIteration& now) {
   auto total = [](const policy::Trace& t) {
     double d = 0;
     for (const policy::Launch& l : t.launches) d += l.dur_us;
     return d;
   };
-  auto moved = [](double was, double is) { return is > 1.1 * was || is < 0.9 * was; };
+  auto moved = [](double was, double is) { return is > 1.1 * was ? 1 : is < 0.9 * was ? 2 : 0; };
   const policy::DeviceInfo &a = planned.trace.device, &b = now.trace.device;
   const double was = total(planned.trace), is = total(now.trace);
-  if (moved(was, is))
-    return fmt::format("measured iteration {:.0f} us against {:.0f} us planned", is, was);
-  if (planned.link_measured && now.link_measured &&
-      (moved(a.h2d_bytes_per_s, b.h2d_bytes_per_s) || moved(a.d2h_bytes_per_s, b.d2h_bytes_per_s)))
-    return fmt::format("link {:.2f}/{:.2f} GB/s against {:.2f}/{:.2f} GB/s planned",
-                       b.h2d_bytes_per_s / 1e9, b.d2h_bytes_per_s / 1e9, a.h2d_bytes_per_s / 1e9,
-                       a.d2h_bytes_per_s / 1e9);
-  return "";
+  if (int m = moved(was, is))
+    return {m, fmt::format("measured iteration {:.0f} us against {:.0f} us planned", is, was)};
+  // A link that moved: up (more bandwidth) is faster, 4; down is slower, 3.
+  int m =
+      planned.h2d_measured && now.h2d_measured ? moved(a.h2d_bytes_per_s, b.h2d_bytes_per_s) : 0;
+  if (!m && planned.d2h_measured && now.d2h_measured)
+    m = moved(a.d2h_bytes_per_s, b.d2h_bytes_per_s);
+  if (m)
+    return {m == 1 ? 4 : 3,
+            fmt::format("link {:.2f}/{:.2f} GB/s against {:.2f}/{:.2f} GB/s planned",
+                        b.h2d_bytes_per_s / 1e9, b.d2h_bytes_per_s / 1e9, a.h2d_bytes_per_s / 1e9,
+                        a.d2h_bytes_per_s / 1e9)};
+  return {0, ""};
 }
 }  // namespace
 
@@ -265,10 +272,10 @@ void Server::tick(int timeout_ms) {
     }
     if (std::optional<MeasuredIteration> m = c.take_measured(gpu_.total_bytes)) {
       // A plan is made again when the iteration changed: its length, or, once the plan is
-      // followed, its measured time or link bandwidth by more than a tenth in two samples in a
-      // row (a sample every measure_every iterations shows drift; one sample alone is often
-      // noise, and a new plan starts its feedback over). A plan made before any swap copy was
-      // timed (the link at its default figure) is made again at the first sample that has one.
+      // followed, its measured time or link bandwidth by more than a tenth, the same way in two
+      // samples in a row (a sample every measure_every iterations shows drift; one sample alone
+      // is often noise, and a new plan starts its feedback over). A plan made before any swap copy
+      // was timed (the link at its default figure) is made again at the first sample that has one.
       // An iteration of the same length as the one being planned leaves that search alone:
       // restarting it at every iteration would never let a plan finish when iterations are
       // shorter than the search.
@@ -277,17 +284,17 @@ void Server::tick(int timeout_ms) {
           !old.trace.launches.empty() && old.trace.launches.size() == m->trace.launches.size();
       bool same = same_shape && c.planning();
       if (same_shape && !c.planning() && c.published().mode == proto::PlanMode::kGuided) {
-        std::string drift = drift_of(old, *m);
-        const bool link_now = m->link_measured && !old.link_measured;
-        same = !link_now && (drift.empty() || !c.drifted());
-        if (same && !drift.empty())
-          log_->debug("pid {}: {}; plan kept until a second sample agrees", c.pid(), drift);
+        auto [drift, why] = drift_of(old, *m);
+        const bool link_now =
+            (m->h2d_measured && !old.h2d_measured) || (m->d2h_measured && !old.d2h_measured);
+        same = !link_now && (drift == 0 || drift != c.drift());
+        if (same && drift)
+          log_->debug("pid {}: {}; plan kept until a second sample agrees", c.pid(), why);
         else if (!same)
-          log_->info("pid {}: {}", c.pid(), link_now ? "the link was measured" : drift);
-        c.set_drifted(!drift.empty());
+          log_->info("pid {}: {}", c.pid(), link_now ? "the link was measured" : why);
+        c.set_drift(drift);
       }
       if (!same) {
-        c.set_drifted(false);
         log_->info(
             "pid {}: measured iteration of {} launches ({:.0f}% timed), link {:.2f} GB/s "
             "to the device, {:.2f} GB/s back",
@@ -535,6 +542,7 @@ void Server::measure_again(Client& c, const std::string& why) {
 }
 
 void Server::replan(Client& c) {
+  c.set_drift(0);  // samples are compared with the iteration planned from anew
   const MeasuredIteration& m = c.planned_from();
   if (m.trace.launches.empty()) return;
   if (m.trace.launches.size() > kMaxPlannedLaunches) {
