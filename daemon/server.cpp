@@ -577,8 +577,12 @@ void Server::collect_plans() {
         c->set_planner("capuchin: infeasible: " + plan.reason);
         PublishedPlan passive;
         c->publish(c->budget(), passive);
-      } else {
-        publish_guided(*c, plan, planner);
+      } else if (std::size_t unbound = publish_guided(*c, plan, planner)) {
+        log_->info(
+            "pid {}: {} of {} plan entries left out: regions the library cannot name "
+            "before their swap-out (until then touched only before the iteration's "
+            "signature completes)",
+            c->pid(), unbound, plan.entries.size());
       }
       log_->info("pid {}: {} entries, {}", c->pid(), c->plan().size(), c->planner());
       break;
@@ -586,7 +590,8 @@ void Server::collect_plans() {
   }
 }
 
-void Server::publish_guided(Client& c, const policy::Plan& plan, const std::string& planner) {
+std::size_t Server::publish_guided(Client& c, const policy::Plan& plan,
+                                   const std::string& planner) {
   const MeasuredIteration& m = c.planned_from();
   const std::size_t n = m.trace.launches.size();
   PublishedPlan p;
@@ -646,7 +651,7 @@ void Server::publish_guided(Client& c, const policy::Plan& plan, const std::stri
           w.bind_slot = static_cast<std::uint32_t>(pos - ids.begin());
         }
       }
-      if (bind == n || bind > std::max(evict, first_usable)) {
+      if (bind == n || bind > evict) {
         ++unbound;
         continue;
       }
@@ -667,11 +672,6 @@ void Server::publish_guided(Client& c, const policy::Plan& plan, const std::stri
     p.entries.push_back(w);
     entry_of.push_back(k);
   }
-  if (unbound)
-    log_->info(
-        "pid {}: {} of {} plan entries left out: regions the library cannot name before "
-        "their swap-out (touched only before the iteration's signature completes)",
-        c.pid(), unbound, plan.entries.size());
   c.current_plan() = plan;
   c.entry_of_published() = std::move(entry_of);
   c.set_planner(planner);
@@ -681,9 +681,10 @@ void Server::publish_guided(Client& c, const policy::Plan& plan, const std::stri
     PublishedPlan passive;
     c.publish(c.budget(), passive);
     c.arm_idle_watch(now_ms());
-    return;
+    return unbound;
   }
   c.publish(c.budget(), std::move(p));
+  return unbound;
 }
 
 // Capuchin's rule: every late swap-in starts 5% of its swap time earlier next iteration, where

@@ -70,7 +70,8 @@ class Server {
   void replan(Client& c);
   void measure_again(Client& c, const std::string& why);
   // A plan came back from the planning thread: turn it into the library's entries, publish.
-  void publish_guided(Client& c, const policy::Plan& plan, const std::string& planner);
+  // Returns how many of the plan's entries were left out (regions it cannot name in time).
+  std::size_t publish_guided(Client& c, const policy::Plan& plan, const std::string& planner);
   // The feedback rule on the lateness the library reported; divergences.
   PlannerThread::Job planner_job(const Client& c) const;
   void apply_feedback(Client& c);
