@@ -23,8 +23,8 @@ start_daemon "$RT/daemon.log"
 start_prog "$RT/train.out" GSWAP_BUDGET=$((peak / 2)) "$MINITRAIN" "${MT[@]}"
 wait_for "the plan to be followed" 40 "status_has $TRAIN_PID 'c[\"mode\"] == \"guided\"'"
 # Counters over time: time, guided iterations, late restores, prefetches, device stall. One poller
-# for the whole
-# run: a python3 started every quarter second would take CPU from the run it watches.
+# for the whole run: a python3 started every quarter second would take CPU from the run it
+# watches.
 python3 - "$GSWAPCTL" "$TRAIN_PID" "$RT/counters.txt" "$RT/trace.json" "$RT/plan_budget" <<'PY' ||
 import json, os, subprocess, sys, time
 ctl, pid, counters, trace, budget_file = sys.argv[1], int(sys.argv[2]), *sys.argv[3:]
@@ -43,20 +43,22 @@ with open(counters, "w") as out:
                                                timeout=5).stdout)
         except (ValueError, subprocess.TimeoutExpired):
             status = {"gpus": []}
-        for g in status["gpus"]:
+        for g in status.get("gpus", []):
             for c in g["clients"]:
                 if c["pid"] != pid or c["mode"] != "guided":
                     continue
                 print(time.monotonic_ns(), c["guided_iterations"], c["late_restores"],
                       c["prefetches"], c["device_stall_ns"], file=out, flush=True)
                 if not dumped and c["guided_iterations"] >= 20:
-                    subprocess.run([ctl, "trace", "dump", "--pid", str(pid), "--out", trace],
-                                   capture_output=True, check=True, timeout=30)
+                    r = subprocess.run([ctl, "trace", "dump", "--pid", str(pid), "--out", trace],
+                                       capture_output=True, text=True, timeout=30)
+                    if r.returncode != 0:
+                        sys.exit("gswapctl trace dump failed: " + r.stderr.strip())
                     open(budget_file, "w").write(str(c["plan_budget_bytes"]))
                     dumped = True
         time.sleep(0.25)
 PY
-  fail "trace dump failed"
+  fail "polling gswapctl failed (above)"
 wait "$TRAIN_PID" || fail "minitrain failed under gswap: $(tail -n 5 "$RT/train.out")"
 [[ $(checksum_of "$RT/train.out") == "$ref" ]] || fail "checksum differs from the reference $ref"
 [[ -s $RT/plan_budget ]] ||
