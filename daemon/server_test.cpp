@@ -81,15 +81,23 @@ struct FakeLibrary {
 
   // n regions of 64 MiB, ids 1 to n.
   void regions(std::uint64_t n) {
-    for (std::uint64_t id = 1; id <= n; ++id) {
-      proto::EventRecord e{};
-      e.type = static_cast<std::uint16_t>(proto::EventType::kAlloc);
-      e.seq = seq++;
-      e.w[0] = id;
-      e.w[1] = id << 32;
-      e.w[2] = 64ull << 20;
-      ASSERT_TRUE(push(e));
-    }
+    for (std::uint64_t id = 1; id <= n; ++id) ASSERT_NO_FATAL_FAILURE(alloc(id, 64ull << 20));
+  }
+  void alloc(std::uint64_t id, std::uint64_t bytes) {
+    proto::EventRecord e{};
+    e.type = static_cast<std::uint16_t>(proto::EventType::kAlloc);
+    e.seq = seq++;
+    e.w[0] = id;
+    e.w[1] = id << 32;
+    e.w[2] = bytes;
+    ASSERT_TRUE(push(e));
+  }
+  void free(std::uint64_t id) {
+    proto::EventRecord e{};
+    e.type = static_cast<std::uint16_t>(proto::EventType::kFree);
+    e.seq = seq++;
+    e.w[0] = id;
+    ASSERT_TRUE(push(e));
   }
   // A launch of `function` touching regions a and b, timed 100 us; a copy (function
   // kCopyFunction) is an upload into a.
@@ -685,22 +693,6 @@ TEST_F(ServerTest, ARegionUploadedBeforeTheSignatureIsBoundWhereAKernelReadsIt) 
   // Room for three 64 MiB regions: the input (128 MiB) and B must both leave while C and D work.
   ASSERT_NO_FATAL_FAILURE(connect_library(192ull << 20, &lib, &fd, &shm));
   lib.regions(3);  // B, C, D: ids 1 to 3
-  auto alloc = [&](std::uint64_t id, std::uint64_t bytes) {
-    proto::EventRecord e{};
-    e.type = static_cast<std::uint16_t>(proto::EventType::kAlloc);
-    e.seq = lib.seq++;
-    e.w[0] = id;
-    e.w[1] = id << 32;
-    e.w[2] = bytes;
-    ASSERT_TRUE(lib.push(e));
-  };
-  auto free_region = [&](std::uint64_t id) {
-    proto::EventRecord e{};
-    e.type = static_cast<std::uint16_t>(proto::EventType::kFree);
-    e.seq = lib.seq++;
-    e.w[0] = id;
-    ASSERT_TRUE(lib.push(e));
-  };
   // Each iteration: a new input A (128 MiB), uploaded; an upload into B (two uploads in a row: the
   // signature is both); a kernel reading A and B; ten kernels on C and D; a kernel reading A and
   // B again; A freed.
@@ -711,13 +703,13 @@ TEST_F(ServerTest, ARegionUploadedBeforeTheSignatureIsBoundWhereAKernelReadsIt) 
   for (int it = 0; it < 200 && ph.mode != static_cast<std::uint32_t>(proto::PlanMode::kGuided);
        ++it) {
     ++input;
-    alloc(input, 128ull << 20);
+    ASSERT_NO_FATAL_FAILURE(lib.alloc(input, 128ull << 20));
     lib.access(proto::kCopyFunction, input, input);
     lib.access(proto::kCopyFunction, 1, 1);
     lib.access(301, input, 1);
     for (int k = 0; k < 10; ++k) lib.access(303 + 2 * (k % 2), 2, 3);
     lib.access(309, input, 1);
-    free_region(input);
+    ASSERT_NO_FATAL_FAILURE(lib.free(input));
     for (int i = 0; i < 5; ++i) server_->tick(2);
     ASSERT_TRUE(lib.plan(&ph, &entries));
   }
@@ -757,13 +749,15 @@ TEST_F(ServerTest, APlanIsMadeAgainForLastingDriftOrAFirstLinkMeasurement) {
   auto function = [](std::uint64_t k) -> std::uint64_t {
     return k == 5 || k == 6 ? 199 : 101 + 2 * k;
   };
+  auto launch = [&](std::uint64_t k) {
+    lib.untimed_function = k == 5 ? 199 : 0;
+    lib.access(function(k), k % 4 + 1, (k + 1) % 4 + 1);
+  };
   std::uint64_t launches = 0;
   auto iterations = [&](int n) {
     for (int it = 0; it < n; ++it)
       for (std::uint64_t k = 0; k < 20; ++k) {
-        if (k == 5) lib.untimed_function = 199;
-        if (k == 6) lib.untimed_function = 0;
-        lib.access(function(k), k % 4 + 1, (k + 1) % 4 + 1);
+        launch(k);
         if (++launches % 40 == 0) server_->tick(0);
       }
   };
@@ -778,7 +772,7 @@ TEST_F(ServerTest, APlanIsMadeAgainForLastingDriftOrAFirstLinkMeasurement) {
     return n;
   };
   // Iterations until a plan is followed, and a few more (each tick takes a sample); then what a
-  // search under way lands. Returns how many plans were made by then.
+  // search under way lands.
   auto settle = [&] {
     for (int i = 0; i < 200; ++i) {
       iterations(1);
@@ -817,9 +811,7 @@ TEST_F(ServerTest, APlanIsMadeAgainForLastingDriftOrAFirstLinkMeasurement) {
   for (int attempt = 0; attempt < 20 && log_text.str().find(kept) == std::string::npos; ++attempt) {
     for (std::uint64_t k = 0; k < 20; ++k) {
       lib.duration_ns = k >= 7 && k < 16 ? 150000 : 100000;
-      if (k == 5) lib.untimed_function = 199;
-      if (k == 6) lib.untimed_function = 0;
-      lib.access(function(k), k % 4 + 1, (k + 1) % 4 + 1);
+      launch(k);
     }
     lib.duration_ns = 100000;
     settle();
@@ -892,13 +884,7 @@ TEST_F(ServerTest, ClientTextIsMadePrintableWhenReceived) {
   };
   send_name(proto::EventType::kKernelName, 101, "gemm\xff\xfe");
   send_name(proto::EventType::kRegionName, 1, std::string(31, 'w') + "\xc3\xa4\nx");
-  proto::EventRecord a{};
-  a.type = static_cast<std::uint16_t>(proto::EventType::kAlloc);
-  a.seq = lib.seq++;
-  a.w[0] = 1;
-  a.w[1] = 1ull << 32;
-  a.w[2] = 1 << 20;
-  ASSERT_TRUE(lib.push(a));
+  ASSERT_NO_FATAL_FAILURE(lib.alloc(1, 1 << 20));
   for (int it = 0; it < 256; ++it) {
     proto::EventRecord e{};
     e.type = static_cast<std::uint16_t>(proto::EventType::kLaunch);
