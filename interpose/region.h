@@ -76,7 +76,7 @@ struct Region {
   std::uint64_t capture_period = 0;  // the last capture period that held it (no double hold)
   bool free_requested = false;       // freed by the application while a swap-out was in flight
   bool evict_issued = false;         // kEvicting: the D2H copy and its event are enqueued
-  bool free_issued = false;          // a stream-ordered free handed to the swapper
+  bool free_issued = false;          // a stream-ordered free ordered (events recorded)
   bool swapper_busy = false;         // the swapper copies it with the mutex released (staging ring)
   // Its physical memory was handed to another region's restore while its own swap-out or free was
   // still in flight (the restore waits for that on the device): when that completes, only the

@@ -179,7 +179,8 @@ bool Residency::ensure_device() {
   }
   if (!fast_.map.init(base, span, static_cast<unsigned>(__builtin_ctzll(gran))) ||
       dev_.stream_create(&evict_stream_) != CUDA_SUCCESS ||
-      dev_.stream_create(&restore_stream_) != CUDA_SUCCESS) {
+      dev_.stream_create(&restore_stream_) != CUDA_SUCCESS ||
+      dev_.stream_create(&free_stream_) != CUDA_SUCCESS) {
     GSWAP_LOG(kWarn, "cannot set up gswap's streams: nothing will be swappable");
     device_failed_ = true;
     return false;
@@ -736,7 +737,7 @@ bool Residency::free_region(CUdeviceptr p, CUstream stream, bool async, bool per
       resident_ -= r->mapped;
       freeing_ += r->mapped;
       r->free_issued = false;
-      push(CommandType::kFree, r);
+      order_free(r);
       break;
     case kRegionEvicting:
       if (r->evict_issued) {
@@ -753,10 +754,23 @@ bool Residency::free_region(CUdeviceptr p, CUstream stream, bool async, bool per
       freeing_ += r->mapped;
       transition(r, kRegionFree);
       r->free_issued = false;
-      push(CommandType::kFree, r);
+      order_free(r);
       break;
   }
   return true;
+}
+
+// A stream-ordered free's order point is the free call itself: its memory goes back once the
+// streams that used the region have passed what they had enqueued by now. (Ordered later, by the
+// swapper, it would also wait for launches enqueued meanwhile: with the host ahead of the device,
+// a whole lead's worth.) The swapper orders it when the streams cannot be named here.
+void Residency::order_free(Region* r) {
+  if (gate_.capturing() || (r->streams.load() & StreamTable::kUnknownBit)) {
+    push(CommandType::kFree, r);
+    return;
+  }
+  issue_free(r);
+  wake_swapper();  // it watches the free's completion
 }
 
 // --- restores ----------------------------------------------------------------------------------
@@ -1037,11 +1051,15 @@ void Residency::stream_destroyed(CUstream stream) {
   bool capturing = false;
   if (gate_.capturing()) dev_.is_capturing(stream, &capturing);
   if (!capturing) {
-    // Work already queued on the stream still runs after destroy: order later swap-outs and frees
-    // (all on the evict stream, FIFO) after it before the stream's slot is forgotten.
+    // Work already queued on the stream still runs after destroy: order later swap-outs (on the
+    // evict stream, FIFO) and frees (on the free stream, FIFO) after it before the stream's slot
+    // is forgotten.
     Device::Event ev = nullptr;
     if (dev_.event_create(&ev, false) == CUDA_SUCCESS) {
-      if (dev_.record(ev, stream) == CUDA_SUCCESS) dev_.wait(evict_stream_, ev);
+      if (dev_.record(ev, stream) == CUDA_SUCCESS) {
+        dev_.wait(evict_stream_, ev);
+        dev_.wait(free_stream_, ev);
+      }
       dev_.event_destroy(ev);
     }
   }

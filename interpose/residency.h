@@ -240,6 +240,7 @@ class Residency {
   Region* new_region();
   void recycle(Region* r);
   void finish_free(Region* r);
+  void order_free(Region* r);
   void unmap_to_pool(Region* r);
   bool take_pooled_handle(std::uint64_t bytes, Device::Handle* h);
   bool release_pooled_handle();
@@ -337,6 +338,8 @@ class Residency {
   int device_ = 0;
   std::uint64_t granularity_ = 0, threshold_ = 0, va_base_ = 0, va_span_ = 0;
   Device::Stream evict_stream_ = nullptr, restore_stream_ = nullptr;
+  // Stream-ordered frees: waits on the application's streams only, never behind a swap-out copy.
+  Device::Stream free_stream_ = nullptr;
   VaSpace va_;
 
   // Regions.

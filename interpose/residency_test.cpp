@@ -281,6 +281,54 @@ TEST(Residency, StreamOrderedFreeWaitsForTheUsersStreams) {
   EXPECT_EQ(env.res.stats().regions, 1u);
 }
 
+// The free's order point is the free call: work the program enqueues on the stream afterwards
+// (the host running ahead of the device) does not hold the memory back.
+TEST(Residency, AFreeWaitsOnlyForWhatItsStreamsHadEnqueued) {
+  Env env(2 * kMiB);
+  CUdeviceptr a = env.alloc(kMiB);
+  ASSERT_EQ(env.launch({a}), CUDA_SUCCESS);
+  ASSERT_TRUE(env.res.free_region(a, nullptr, false, false));
+  // A long kernel enqueued after the free: the stream waits for an event of a held stream.
+  FakeDevice::Stream other = env.dev.user_stream();
+  env.dev.hold(other);
+  FakeDevice::Event done = nullptr;
+  ASSERT_EQ(env.dev.event_create(&done, false), CUDA_SUCCESS);
+  ASSERT_EQ(env.dev.record(done, other), CUDA_SUCCESS);
+  ASSERT_EQ(env.dev.wait(env.stream, done), CUDA_SUCCESS);
+  env.res.swapper_step();
+  EXPECT_EQ(env.res.stats().freeing, 0u);
+  EXPECT_EQ(env.dev.count("unmap"), 1);
+  env.dev.release_stream(other);
+  env.res.drain();
+}
+
+// A region freed while its rescued swap-out copy still waits to run keeps its memory until the
+// copy has read it (the free follows the region's last swap-out, not only its users).
+TEST(Residency, AFreeFollowsTheRegionsSwapOutCopy) {
+  Env env(2 * kMiB);
+  CUdeviceptr a = env.alloc(kMiB);
+  CUdeviceptr b = env.alloc(kMiB);
+  ASSERT_EQ(env.launch({a}), CUDA_SUCCESS);
+  ASSERT_EQ(env.launch({b}), CUDA_SUCCESS);
+  env.dev.hold(env.stream);  // the launch that used a is still running: a's copy waits for it
+  env.res.set_budget(kMiB);
+  env.res.swapper_step();
+  ASSERT_EQ(env.state(a), kRegionEvicting);
+  // A launch on another stream, which has run, rescues it; then the program frees it.
+  CUstream held = env.stream;
+  env.stream = env.dev.user_stream();
+  ASSERT_EQ(env.launch({a}), CUDA_SUCCESS);
+  env.stream = held;
+  ASSERT_EQ(env.state(a), kRegionResident);
+  ASSERT_TRUE(env.res.free_region(a, nullptr, false, false));
+  env.res.swapper_step();
+  EXPECT_EQ(env.res.stats().freeing, kMiB);  // the copy has not run yet
+  env.dev.release_stream(env.stream);
+  env.res.drain();
+  EXPECT_EQ(env.res.stats().freeing, 0u);
+  EXPECT_EQ(env.dev.count("fault"), 0);
+}
+
 TEST(Residency, FreeDuringSwapOutFinishesAfterTheCopy) {
   Env env(2 * kMiB);
   CUdeviceptr a = env.alloc(kMiB);

@@ -511,7 +511,9 @@ void Residency::leave_device(Region* r) {
 }
 
 // A stream-ordered free: the memory goes back once every stream that used the region (and the
-// freeing stream) has passed this point. During a capture it waits for the capture's end.
+// freeing stream) has passed this point (free_stream_ waits for them). During a capture it waits
+// for the capture's end. Application threads call it at the free (order_free), the swapper for
+// a free it was handed.
 void Residency::issue_free(Region* r) {
   r->free_issued = true;
   if (!r->handle) {
@@ -519,7 +521,9 @@ void Residency::issue_free(Region* r) {
     finish_free(r);
     return;
   }
-  if (!order_after_users(r, evict_stream_)) {
+  // Its last swap-out or drop (on the evict stream) may still read it: the free follows that too.
+  if (!order_after_users(r, free_stream_) ||
+      (r->evict_event && dev_.wait(free_stream_, r->evict_event) != CUDA_SUCCESS)) {
     if (gate_.capturing()) {
       r->free_issued = false;
       deferred_frees_.push_back(r);
@@ -534,7 +538,7 @@ void Residency::issue_free(Region* r) {
     return;
   }
   if ((!r->evict_event && dev_.event_create(&r->evict_event, false) != CUDA_SUCCESS) ||
-      dev_.record(r->evict_event, evict_stream_) != CUDA_SUCCESS) {
+      dev_.record(r->evict_event, free_stream_) != CUDA_SUCCESS) {
     if (dev_.synchronize_context() != CUDA_SUCCESS)
       GSWAP_CHECK(!"a freed region's users can be neither ordered nor waited for");
     freeing_ -= r->mapped;
@@ -547,13 +551,16 @@ void Residency::issue_free(Region* r) {
 
 bool Residency::complete_in_flight(std::unique_lock<std::mutex>&) {
   bool did = false;
-  std::size_t done = 0;
-  // Swap-outs and frees complete in evict-stream order: stop at the first still in flight.
-  for (; done < evict_flight_.size(); ++done) {
-    InFlight f = evict_flight_[done];
+  std::size_t kept = 0;
+  // Swap-outs complete in evict-stream order and frees in free-stream order; the two interleave.
+  for (std::size_t i = 0; i < evict_flight_.size(); ++i) {
+    InFlight f = evict_flight_[i];
     Region* r = f.region;
     CUresult q = dev_.query(r->evict_event);
-    if (q == CUDA_ERROR_NOT_READY) break;
+    if (q == CUDA_ERROR_NOT_READY) {
+      evict_flight_[kept++] = f;
+      continue;
+    }
     if (q != CUDA_SUCCESS) GSWAP_CHECK(!"a swap-out's or free's completion cannot be known");
     did = true;
     ++completed_;
@@ -588,9 +595,9 @@ bool Residency::complete_in_flight(std::unique_lock<std::mutex>&) {
       host_.release(&r->host, monotonic_ns());  // rescued: its copy has landed, the buffer is free
     }
   }
-  if (done) evict_flight_.erase(evict_flight_.begin(), evict_flight_.begin() + done);
+  evict_flight_.resize(kept);
   // Restores complete in restore-stream order.
-  done = 0;
+  std::size_t done = 0;
   for (; done < restore_flight_.size(); ++done) {
     InFlight f = restore_flight_[done];
     Region* r = f.region;
