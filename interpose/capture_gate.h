@@ -16,6 +16,7 @@
 #pragma once
 
 #include <atomic>
+#include <mutex>
 #include <shared_mutex>
 
 namespace gswap::interpose {
@@ -49,6 +50,9 @@ class CaptureGate {
   class ForeignStreams {
    public:
     explicit ForeignStreams(CaptureGate& g) : lock_(g.gate_), ok_(!g.capturing()) {}
+    // Never waits (the launch path): not ok() either while an exclusive holder has the gate.
+    ForeignStreams(CaptureGate& g, std::try_to_lock_t)
+        : lock_(g.gate_, std::try_to_lock), ok_(lock_.owns_lock() && !g.capturing()) {}
     bool ok() const { return ok_; }
 
    private:

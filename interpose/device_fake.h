@@ -78,6 +78,11 @@ class FakeDevice final : public Device {
     held_[s] = false;
     if (!manual_) run_locked();
   }
+  // Device addresses of the device-to-host copies run so far, in the order they ran.
+  std::vector<std::uint64_t> d2h_run() {
+    std::lock_guard<std::mutex> l(m_);
+    return d2h_run_;
+  }
   int count(const std::string& what) {
     std::lock_guard<std::mutex> l(m_);
     return counts_[what];
@@ -293,6 +298,7 @@ class FakeDevice final : public Device {
             EventState& st = events_[op.event];
             st.completed = std::max(st.completed, op.event_gen);
           } else if (op.type == Op::kD2H) {
+            d2h_run_.push_back(op.dev);
             if (!access(op.dev, op.bytes,
                         [&](std::uint8_t* p, std::uint64_t off, std::uint64_t len) {
                           std::memcpy(static_cast<std::uint8_t*>(op.host) + off, p, len);
@@ -331,6 +337,7 @@ class FakeDevice final : public Device {
   std::map<Event, EventState> events_;
   std::map<std::string, Failure> failures_;
   std::map<std::string, int> counts_;
+  std::vector<std::uint64_t> d2h_run_;
 };
 
 }  // namespace gswap::interpose

@@ -92,6 +92,10 @@ struct Region {
   CUevent restore_event = nullptr;        // the last H2D's completion (a timing event)
   CUevent restore_start = nullptr;        // recorded just before it (the link's bandwidth)
   CUevent evict_event = nullptr;          // the last D2H's (or stream-ordered free's) completion
+  // A planned swap-out's order point, taken when its access was enqueued (on the order stream):
+  // its copy, not yet issued, waits for it (used_pending).
+  CUevent used_event = nullptr;
+  bool used_pending = false;
   CUevent evict_start = nullptr;
   // Recomputation (recompute.h): its registration, how many registrations name it as a source,
   // and a planned drop in progress.

@@ -180,7 +180,7 @@ bool Residency::ensure_device() {
   if (!fast_.map.init(base, span, static_cast<unsigned>(__builtin_ctzll(gran))) ||
       dev_.stream_create(&evict_stream_) != CUDA_SUCCESS ||
       dev_.stream_create(&restore_stream_) != CUDA_SUCCESS ||
-      dev_.stream_create(&free_stream_) != CUDA_SUCCESS) {
+      dev_.stream_create(&order_stream_) != CUDA_SUCCESS) {
     GSWAP_LOG(kWarn, "cannot set up gswap's streams: nothing will be swappable");
     device_failed_ = true;
     return false;
@@ -241,6 +241,7 @@ Region* Residency::new_region() {
   r->handle_given = r->stale_mapping = false;
   r->name[0] = '\0';
   r->restore_pending = false;
+  r->used_pending = false;
   r->restore_error = CUDA_SUCCESS;
   r->recompute = nullptr;
   r->dependents = 0;
@@ -769,6 +770,7 @@ void Residency::order_free(Region* r) {
     push(CommandType::kFree, r);
     return;
   }
+  Context ctx(*this);  // gswap's streams and events are the regions' context's
   issue_free(r);
   wake_swapper();  // it watches the free's completion
 }
@@ -877,7 +879,35 @@ CUresult Residency::wait_restores(const TouchSet& t, CUstream stream, bool per_t
 }
 
 bool Residency::plan_evict(Region* r, std::uint64_t id, std::uint64_t tag) {
-  return queue_.push(Command{CommandType::kPlanEvict, r, 0, id, tag});
+  Command c{CommandType::kPlanEvict, r, 0, id, tag};
+  std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
+  // (During a capture nothing may leave: queued, it begins when the capture ends.)
+  if (!lock.owns_lock() || !may_evict_now()) return queue_.push(c);
+  begin_queued_planned();  // the plan's earlier swap-outs still queued go first, in order
+  if (!begin_planned(c)) return false;
+  if (r->state.load() == kRegionEvicting && !r->dropping && !r->evict_issued) order_evict_now(r);
+  return true;
+}
+
+// A swap-out begun by the thread that enqueued its planned access: its order point is taken now,
+// on the order stream (what the region's streams have enqueued so far), as r's used event; the
+// swapper issues the copy later, after that event and after any use since. Taken by the swapper
+// alone, the order point would also cover every launch the host enqueued meanwhile: with the host
+// ahead of the device, the copy, and the memory it gives back, would come that much later. (On
+// the evict stream itself, the wait would hold back the copies of swap-outs begun before it.)
+// Skipped, leaving it all to the swapper, when the gate is held exclusively or a capture is on.
+void Residency::order_evict_now(Region* r) {
+  CaptureGate::ForeignStreams foreign(gate_, std::try_to_lock);
+  if (!foreign.ok()) return;
+  Context ctx(*this);
+  std::uint64_t mask = 0;
+  if (!order_after_users(foreign, r, order_stream_, &mask)) return;
+  if ((!r->used_event && dev_.event_create(&r->used_event, false) != CUDA_SUCCESS) ||
+      dev_.record(r->used_event, order_stream_) != CUDA_SUCCESS) {
+    r->streams.fetch_or(mask);  // no mark: the swapper takes those streams again
+    return;
+  }
+  r->used_pending = true;
 }
 
 bool Residency::plan_prefetch(Region* r, std::uint64_t id, std::uint64_t tag, std::uint64_t due) {
@@ -1058,7 +1088,7 @@ void Residency::stream_destroyed(CUstream stream) {
     if (dev_.event_create(&ev, false) == CUDA_SUCCESS) {
       if (dev_.record(ev, stream) == CUDA_SUCCESS) {
         dev_.wait(evict_stream_, ev);
-        dev_.wait(free_stream_, ev);
+        dev_.wait(order_stream_, ev);
       }
       dev_.event_destroy(ev);
     }

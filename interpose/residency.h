@@ -148,9 +148,11 @@ class Residency {
 
   // --- plan execution (launch path: lock-free, never waits) ----------------------------------
   // A planned swap-out of r (if it is still region `id` and may leave), after the access the
-  // caller has just enqueued; a planned prefetch (if it is out, and fits the budget: a prefetch
-  // that does not fit is deferred, never forced; due: its back-access's call number, see
-  // issue_prefetch). False when the queue is full.
+  // caller has just enqueued: begun at once when the residency mutex is free (try-lock), its
+  // order point that access; else queued for the swapper. A planned prefetch (if it is out, and
+  // fits the budget: a prefetch that does not fit is deferred, never forced; due: its
+  // back-access's call number, see issue_prefetch). False when the queue is full, or when the
+  // swap-out, begun here, could not begin.
   bool plan_evict(Region* r, std::uint64_t id, std::uint64_t tag);
   // A planned drop of r after the access just enqueued: swapped instead when r is not (or no
   // longer) registered as recomputable in full.
@@ -279,6 +281,11 @@ class Residency {
   void issue_evict(std::unique_lock<std::mutex>& lock, Region* r);
   void issue_free(Region* r);
   bool order_after_users(Region* r, Device::Stream s);
+  // The same inside a scope that holds the gate; *consumed: the stream marks it took.
+  bool order_after_users(const CaptureGate::ForeignStreams& held, Region* r, Device::Stream s,
+                         std::uint64_t* consumed);
+  void order_evict_now(Region* r);
+  bool order_swap_out(Region* r, std::uint64_t* consumed);
   bool complete_in_flight(std::unique_lock<std::mutex>& lock);
   bool serve_wanted(std::unique_lock<std::mutex>& lock);
   CUresult issue_restore(std::unique_lock<std::mutex>& lock, Region* r, Region* donor = nullptr);
@@ -338,8 +345,9 @@ class Residency {
   int device_ = 0;
   std::uint64_t granularity_ = 0, threshold_ = 0, va_base_ = 0, va_span_ = 0;
   Device::Stream evict_stream_ = nullptr, restore_stream_ = nullptr;
-  // Stream-ordered frees: waits on the application's streams only, never behind a swap-out copy.
-  Device::Stream free_stream_ = nullptr;
+  // Order points taken by application threads (stream-ordered frees, planned swap-outs): waits
+  // on the application's streams and event records only, never behind a copy.
+  Device::Stream order_stream_ = nullptr;
   VaSpace va_;
 
   // Regions.

@@ -329,6 +329,67 @@ TEST(Residency, AFreeFollowsTheRegionsSwapOutCopy) {
   EXPECT_EQ(env.dev.count("fault"), 0);
 }
 
+// A planned swap-out begun by the thread that enqueued its access takes its order point there:
+// launches the program enqueues afterwards (the host running ahead) do not hold its copy back.
+TEST(Residency, APlannedSwapOutWaitsOnlyForWhatItsStreamsHadEnqueued) {
+  Env env(2 * kMiB);
+  CUdeviceptr a = env.alloc(kMiB);
+  env.fill(a, kMiB, 7);
+  ASSERT_EQ(env.launch({a}), CUDA_SUCCESS);
+  Region* r = env.region(a);
+  ASSERT_TRUE(env.res.plan_evict(r, r->id, 0));
+  // A long kernel enqueued after the planned access: the stream waits for a held stream.
+  FakeDevice::Stream other = env.dev.user_stream();
+  env.dev.hold(other);
+  FakeDevice::Event done = nullptr;
+  ASSERT_EQ(env.dev.event_create(&done, false), CUDA_SUCCESS);
+  ASSERT_EQ(env.dev.record(done, other), CUDA_SUCCESS);
+  ASSERT_EQ(env.dev.wait(env.stream, done), CUDA_SUCCESS);
+  for (int i = 0; i < 3; ++i) env.res.swapper_step();
+  EXPECT_EQ(env.state(a), kRegionHost);
+  env.dev.release_stream(other);
+  env.res.drain();
+  ASSERT_EQ(env.launch({a}), CUDA_SUCCESS);
+  EXPECT_TRUE(env.holds(a, kMiB, 7));
+}
+
+// The order point still covers the access: a kernel of the stream still running holds the copy.
+TEST(Residency, APlannedSwapOutWaitsForItsAccess) {
+  Env env(2 * kMiB);
+  CUdeviceptr a = env.alloc(kMiB);
+  ASSERT_EQ(env.launch({a}), CUDA_SUCCESS);
+  env.dev.hold(env.stream);  // the planned access is still running
+  Region* r = env.region(a);
+  ASSERT_TRUE(env.res.plan_evict(r, r->id, 0));
+  for (int i = 0; i < 3; ++i) env.res.swapper_step();
+  EXPECT_EQ(env.state(a), kRegionEvicting);
+  EXPECT_EQ(env.dev.count("copy_d2h"), 1);
+  EXPECT_TRUE(env.dev.d2h_run().empty());
+  // Freed before the copy ran: the memory waits for the access too.
+  ASSERT_TRUE(env.res.free_region(a, nullptr, false, false));
+  env.res.swapper_step();
+  EXPECT_GT(env.res.stats().evicting + env.res.stats().freeing, 0u);
+  env.dev.release_stream(env.stream);
+  env.res.drain();
+  EXPECT_EQ(env.dev.count("fault"), 0);
+  EXPECT_EQ(env.res.stats().evicting, 0u);
+  EXPECT_EQ(env.res.stats().freeing, 0u);
+  EXPECT_EQ(env.res.stats().regions, 0u);
+}
+
+// Swap-outs begun one after the other by application threads are copied in that order.
+TEST(Residency, PlannedSwapOutsBegunByTheApplicationKeepTheirOrder) {
+  Env env(4 * kMiB);
+  CUdeviceptr p[3] = {env.alloc(kMiB), env.alloc(kMiB), env.alloc(kMiB)};
+  for (CUdeviceptr q : p) {
+    ASSERT_EQ(env.launch({q}), CUDA_SUCCESS);
+    Region* r = env.region(q);
+    ASSERT_TRUE(env.res.plan_evict(r, r->id, 0));
+  }
+  env.res.drain();
+  EXPECT_EQ(env.dev.d2h_run(), (std::vector<std::uint64_t>{p[0], p[1], p[2]}));
+}
+
 TEST(Residency, FreeDuringSwapOutFinishesAfterTheCopy) {
   Env env(2 * kMiB);
   CUdeviceptr a = env.alloc(kMiB);

@@ -286,10 +286,13 @@ void Residency::begin_queued_planned() {
     else
       rest.push_back(m);
   }
-  // begin_evict queued its own commands meanwhile; those follow the ones taken out here.
+  // begin_evict queued its own commands meanwhile; those follow the ones taken out here. All go
+  // back into the queue, in order: the swapper takes the queue before the overflow, which must
+  // stay what was pushed after the queue filled (else the queue's newer commands go first).
   overflow_.clear();
   while (queue_.pop(&c)) rest.push_back(c);
-  overflow_.swap(rest);
+  for (const Command& m : rest)
+    if (!queue_.push(m)) overflow_.push_back(m);
 }
 
 bool Residency::run_commands(std::unique_lock<std::mutex>& lock) {
@@ -333,7 +336,11 @@ bool Residency::run_commands(std::unique_lock<std::mutex>& lock) {
 // record fails.
 bool Residency::order_after_users(Region* r, Device::Stream s) {
   CaptureGate::ForeignStreams foreign(gate_);
-  if (!foreign.ok()) return false;
+  return foreign.ok() && order_after_users(foreign, r, s, nullptr);
+}
+
+bool Residency::order_after_users(const CaptureGate::ForeignStreams&, Region* r, Device::Stream s,
+                                  std::uint64_t* consumed) {
   std::uint64_t mask = r->streams.exchange(0);
   bool ok = true;
   if (mask & StreamTable::kUnknownBit) {
@@ -366,7 +373,21 @@ bool Residency::order_after_users(Region* r, Device::Stream s) {
   }
   if (ok && r->restore_event) ok = dev_.wait(s, r->restore_event) == CUDA_SUCCESS;
   if (!ok) r->streams.fetch_or(mask);
+  if (consumed) *consumed = ok ? mask : 0;
   return ok;
+}
+
+// The evict stream waits for r's users (those since its order point, when one was taken at its
+// planned access, and that point).
+bool Residency::order_swap_out(Region* r, std::uint64_t* consumed) {
+  CaptureGate::ForeignStreams foreign(gate_);
+  if (!foreign.ok() || !order_after_users(foreign, r, evict_stream_, consumed)) return false;
+  if (r->used_pending && dev_.wait(evict_stream_, r->used_event) != CUDA_SUCCESS) {
+    r->streams.fetch_or(*consumed);
+    *consumed = 0;
+    return false;
+  }
+  return true;
 }
 
 void Residency::issue_evict(std::unique_lock<std::mutex>& lock, Region* r) {
@@ -379,15 +400,17 @@ void Residency::issue_evict(std::unique_lock<std::mutex>& lock, Region* r) {
     leave_device(r);
     return;
   }
+  std::uint64_t consumed = 0;  // the stream marks its ordering took (back if it gives up)
   auto give_up = [&](const char* what) {
     ++swap_errors_;
+    r->streams.fetch_or(consumed);  // later orderings (its free) wait for those users again
     rescue(r);
     r->must_stay = true;
     GSWAP_LOG(kError, "region %llu stays resident: %s", (unsigned long long)r->id, what);
   };
   if (r->dropping && !r->drop_copy) {
     // A drop: no copy, only the point after which the memory may go (every user has passed).
-    if (!order_after_users(r, evict_stream_)) {
+    if (!order_swap_out(r, &consumed)) {
       if (gate_.capturing()) {
         rescue(r);
         return;
@@ -421,7 +444,7 @@ void Residency::issue_evict(std::unique_lock<std::mutex>& lock, Region* r) {
     }
     if (!ok) return give_up("no host memory for its swap-out");
   }
-  if (!order_after_users(r, evict_stream_)) {
+  if (!order_swap_out(r, &consumed)) {
     if (gate_.capturing()) {
       rescue(r);
       return;
@@ -511,7 +534,7 @@ void Residency::leave_device(Region* r) {
 }
 
 // A stream-ordered free: the memory goes back once every stream that used the region (and the
-// freeing stream) has passed this point (free_stream_ waits for them). During a capture it waits
+// freeing stream) has passed this point (order_stream_ waits for them). During a capture it waits
 // for the capture's end. Application threads call it at the free (order_free), the swapper for
 // a free it was handed.
 void Residency::issue_free(Region* r) {
@@ -522,8 +545,9 @@ void Residency::issue_free(Region* r) {
     return;
   }
   // Its last swap-out or drop (on the evict stream) may still read it: the free follows that too.
-  if (!order_after_users(r, free_stream_) ||
-      (r->evict_event && dev_.wait(free_stream_, r->evict_event) != CUDA_SUCCESS)) {
+  // (An order point taken for its planned swap-out is earlier on the order stream itself.)
+  if (!order_after_users(r, order_stream_) ||
+      (r->evict_event && dev_.wait(order_stream_, r->evict_event) != CUDA_SUCCESS)) {
     if (gate_.capturing()) {
       r->free_issued = false;
       deferred_frees_.push_back(r);
@@ -538,7 +562,7 @@ void Residency::issue_free(Region* r) {
     return;
   }
   if ((!r->evict_event && dev_.event_create(&r->evict_event, false) != CUDA_SUCCESS) ||
-      dev_.record(r->evict_event, free_stream_) != CUDA_SUCCESS) {
+      dev_.record(r->evict_event, order_stream_) != CUDA_SUCCESS) {
     if (dev_.synchronize_context() != CUDA_SUCCESS)
       GSWAP_CHECK(!"a freed region's users can be neither ordered nor waited for");
     freeing_ -= r->mapped;
@@ -552,7 +576,7 @@ void Residency::issue_free(Region* r) {
 bool Residency::complete_in_flight(std::unique_lock<std::mutex>&) {
   bool did = false;
   std::size_t kept = 0;
-  // Swap-outs complete in evict-stream order and frees in free-stream order; the two interleave.
+  // Swap-outs complete in evict-stream order and frees in order-stream order; the two interleave.
   for (std::size_t i = 0; i < evict_flight_.size(); ++i) {
     InFlight f = evict_flight_[i];
     Region* r = f.region;
