@@ -171,10 +171,10 @@ class FakeDevice final : public Device {
     queues_[*out];
     return CUDA_SUCCESS;
   }
-  CUresult event_create(Event* out, bool) override {
+  CUresult event_create(Event* out, bool timing) override {
     std::lock_guard<std::mutex> l(m_);
     *out = reinterpret_cast<Event>(next_event_++);
-    events_[*out];
+    events_[*out].timing = timing;
     return CUDA_SUCCESS;
   }
   CUresult event_destroy(Event e) override {
@@ -210,8 +210,11 @@ class FakeDevice final : public Device {
     const EventState& st = events_[e];
     return st.completed >= st.recorded ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
   }
-  CUresult elapsed(Event, Event, float* ms) override {
-    *ms = 0;
+  // Every timed interval lasts 1 ms; as CUDA, an event created without timing has none.
+  CUresult elapsed(Event a, Event b, float* ms) override {
+    std::lock_guard<std::mutex> l(m_);
+    if (!events_[a].timing || !events_[b].timing) return CUDA_ERROR_INVALID_HANDLE;
+    *ms = 1;
     return CUDA_SUCCESS;
   }
   CUresult is_capturing(Stream s, bool* capturing) override {
@@ -245,6 +248,7 @@ class FakeDevice final : public Device {
   };
   struct EventState {
     std::uint64_t recorded = 0, completed = 0;
+    bool timing = false;
   };
   struct Mapping {
     std::uint64_t bytes;

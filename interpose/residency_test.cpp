@@ -390,6 +390,22 @@ TEST(Residency, PlannedSwapOutsBegunByTheApplicationKeepTheirOrder) {
   EXPECT_EQ(env.dev.d2h_run(), (std::vector<std::uint64_t>{p[0], p[1], p[2]}));
 }
 
+// A region's events outlive it (regions are recycled): the event a free creates can time the
+// swap-outs of the region that reuses it, which measure the link.
+TEST(Residency, ASwapOutOfARecycledRegionIsTimed) {
+  Env env(2 * kMiB);
+  CUdeviceptr a = env.alloc(kMiB);
+  ASSERT_EQ(env.launch({a}), CUDA_SUCCESS);
+  ASSERT_TRUE(env.res.free_region(a, nullptr, false, false));
+  env.res.drain();
+  CUdeviceptr b = env.alloc(kMiB);
+  ASSERT_EQ(env.launch({b}), CUDA_SUCCESS);
+  env.res.set_budget(kMiB / 2);
+  env.res.drain();
+  ASSERT_EQ(env.state(b), kRegionHost);
+  EXPECT_EQ(env.res.timings().d2h_bytes_per_s(), 1000u * kMiB);  // 1 MiB in the fake's 1 ms
+}
+
 TEST(Residency, FreeDuringSwapOutFinishesAfterTheCopy) {
   Env env(2 * kMiB);
   CUdeviceptr a = env.alloc(kMiB);

@@ -561,7 +561,9 @@ void Residency::issue_free(Region* r) {
     finish_free(r);
     return;
   }
-  if ((!r->evict_event && dev_.event_create(&r->evict_event, false) != CUDA_SUCCESS) ||
+  // Created with timing: the region object is recycled, and the next region's swap-outs are timed
+  // with this event.
+  if ((!r->evict_event && dev_.event_create(&r->evict_event, true) != CUDA_SUCCESS) ||
       dev_.record(r->evict_event, order_stream_) != CUDA_SUCCESS) {
     if (dev_.synchronize_context() != CUDA_SUCCESS)
       GSWAP_CHECK(!"a freed region's users can be neither ordered nor waited for");
