@@ -131,11 +131,11 @@ void PlanExecutor::load(const proto::PlanHeader& h, const proto::PlanEntry* entr
 
 // When e's region is needed, for a prefetch at offset `off` of the current iteration: the call
 // number of the first call that prepares its back-access (the allocations and frees just before
-// that launch), in the next iteration when the back-access's offset is not after the trigger's
-// (a wrap).
+// that launch), in the next iteration when the back-access's offset is before the trigger's (a
+// wrap). A trigger at the back-access itself is for that access, as the simulator counts it.
 std::uint64_t PlanExecutor::due_seq(const Compiled& p, const Entry& e, std::uint64_t off) const {
   if (e.back_offset == proto::kNoOffset) return ~0ull;
-  return start_ + e.back_offset - e.back_lead + (e.back_offset <= off ? p.seq_length : 0);
+  return start_ + e.back_offset - e.back_lead + (e.back_offset < off ? p.seq_length : 0);
 }
 
 std::uint64_t PlanExecutor::shape_of(const Compiled& p) {

@@ -265,6 +265,28 @@ TEST(PlanExecutor, APrefetchForTheNextIterationIsDueThere) {
   EXPECT_EQ(fake.dues[2], 1010u + kLen + 1 - 1);
 }
 
+// A trigger at the back-access itself is for that access (a restore at the last moment), not for
+// the next iteration's: the simulator counts it so. Taken for the next iteration's, the prefetch
+// cancelled the swap-out the same access begins.
+TEST(PlanExecutor, APrefetchAtItsBackAccessIsDueThere) {
+  FakeActions fake;
+  Regions regions;
+  Region* w = regions.make(7);
+  fake.live[7] = w;
+  PlanExecutor exec(fake);
+  proto::PlanEntry e = swap_entry();
+  e.region_id = 7;
+  e.evict_after = 3;
+  e.trigger = 3;
+  e.back_access = 3;
+  e.back_lead = 0;
+  exec.load(guided(1, kLen, kSignature, 1), &e, 1);
+  Driver d{exec};
+  d.iteration({{3, {w}}});
+  ASSERT_EQ(fake.dues.size(), 1u);
+  EXPECT_EQ(fake.dues[0], 1000u + 3);
+}
+
 TEST(PlanExecutor, PerIterationRegionBoundAtItsFirstAccessEveryIteration) {
   FakeActions fake;
   Regions regions;

@@ -882,7 +882,10 @@ bool Residency::plan_evict(Region* r, std::uint64_t id, std::uint64_t tag) {
   Command c{CommandType::kPlanEvict, r, 0, id, tag};
   std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
   // (During a capture nothing may leave: queued, it begins when the capture ends.)
-  if (!lock.owns_lock() || !may_evict_now()) return queue_.push(c);
+  // (During a capture nothing may leave: queued, it begins when the capture ends. Behind commands
+  // still queued, a prefetch this access asked for among them, it keeps their order.)
+  if (!lock.owns_lock() || !may_evict_now() || !queue_.empty() || !overflow_.empty())
+    return queue_.push(c);
   begin_queued_planned();  // the plan's earlier swap-outs still queued go first, in order
   if (!begin_planned(c)) return false;
   if (r->state.load() == kRegionEvicting && !r->dropping && !r->evict_issued) order_evict_now(r);
@@ -895,8 +898,11 @@ bool Residency::plan_evict(Region* r, std::uint64_t id, std::uint64_t tag) {
 // alone, the order point would also cover every launch the host enqueued meanwhile: with the host
 // ahead of the device, the copy, and the memory it gives back, would come that much later. (On
 // the evict stream itself, the wait would hold back the copies of swap-outs begun before it.)
-// Skipped, leaving it all to the swapper, when the gate is held exclusively or a capture is on.
+// Skipped, leaving it all to the swapper, when the gate is held exclusively or a capture is on,
+// and while a restore of the region is not seen complete: the point would wait for that copy, and
+// every order point after it on the order stream with it.
 void Residency::order_evict_now(Region* r) {
+  if (r->restore_pending) return;
   CaptureGate::ForeignStreams foreign(gate_, std::try_to_lock);
   if (!foreign.ok()) return;
   Context ctx(*this);

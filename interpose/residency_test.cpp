@@ -185,7 +185,8 @@ void expect_the_prefetch_took_the_memory(const OwedRun& r) {
 }
 
 TEST(Residency, APrefetchDueBeforeAWaitingAllocationTakesTheMemoryFirst) {
-  expect_the_prefetch_took_the_memory(prefetch_while_an_allocation_waits(/*due=*/100));
+  expect_the_prefetch_took_the_memory(
+      prefetch_while_an_allocation_waits(/*due=*/100, /*trigger=*/50));
 }
 
 // Triggered at call 400 and due at 520: the allocation (call 500) is in the second half.
@@ -375,6 +376,37 @@ TEST(Residency, APlannedSwapOutWaitsForItsAccess) {
   EXPECT_EQ(env.res.stats().evicting, 0u);
   EXPECT_EQ(env.res.stats().freeing, 0u);
   EXPECT_EQ(env.res.stats().regions, 0u);
+}
+
+// A prefetch whose back-access has begun is stale: the access restores the region on demand, and a
+// swap-out begun since (a wrap entry's, right after that access) stays.
+TEST(Residency, AStalePrefetchDoesNotCancelASwapOut) {
+  Env env(2 * kMiB);
+  CUdeviceptr a = env.alloc(kMiB);
+  ASSERT_EQ(env.launch({a}), CUDA_SUCCESS);
+  Region* r = env.region(a);
+  env.fast.seq.store(200);
+  ASSERT_TRUE(env.res.plan_evict(r, r->id, 0));  // begun at once
+  ASSERT_EQ(env.state(a), kRegionEvicting);
+  ASSERT_TRUE(env.res.plan_prefetch(r, r->id, 0, /*due=*/150));
+  env.res.drain();
+  EXPECT_EQ(env.state(a), kRegionHost);
+  EXPECT_EQ(env.res.stats().prefetches, 0u);
+}
+
+// A prefetch asked for before a swap-out of the same region (for its next back-access, while it
+// is still resident) comes to nothing; the swap-out, asked for after it, is not cancelled by it.
+TEST(Residency, APrefetchAskedForBeforeASwapOutDoesNotCancelIt) {
+  Env env(2 * kMiB);
+  CUdeviceptr a = env.alloc(kMiB);
+  ASSERT_EQ(env.launch({a}), CUDA_SUCCESS);
+  Region* r = env.region(a);
+  env.fast.seq.store(200);
+  ASSERT_TRUE(env.res.plan_prefetch(r, r->id, 0, /*due=*/10'000));
+  ASSERT_TRUE(env.res.plan_evict(r, r->id, 0));
+  env.res.drain();
+  EXPECT_EQ(env.state(a), kRegionHost);
+  EXPECT_EQ(env.res.stats().prefetches, 0u);
 }
 
 // Swap-outs begun one after the other by application threads are copied in that order.

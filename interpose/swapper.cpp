@@ -544,10 +544,15 @@ void Residency::issue_free(Region* r) {
     finish_free(r);
     return;
   }
-  // Its last swap-out or drop (on the evict stream) may still read it: the free follows that too.
-  // (An order point taken for its planned swap-out is earlier on the order stream itself.)
-  if (!order_after_users(r, order_stream_) ||
-      (r->evict_event && dev_.wait(order_stream_, r->evict_event) != CUDA_SUCCESS)) {
+  // A copy of its own not seen complete (a swap-out or drop, a restore) may still touch it: the
+  // free then goes on the evict stream, behind that swap-out (FIFO), waiting for the restore. On
+  // the order stream such a wait would hold back every order point after it. Otherwise it goes on
+  // the order stream, which then waits for the application's streams only (and an order point
+  // taken for the region's planned swap-out is earlier on it).
+  const bool copies = r->d2h_in_flight > 0 || r->restore_pending;
+  const Device::Stream s = copies ? evict_stream_ : order_stream_;
+  if (!order_after_users(r, s) ||
+      (copies && r->used_pending && dev_.wait(s, r->used_event) != CUDA_SUCCESS)) {
     if (gate_.capturing()) {
       r->free_issued = false;
       deferred_frees_.push_back(r);
@@ -564,7 +569,7 @@ void Residency::issue_free(Region* r) {
   // Created with timing: the region object is recycled, and the next region's swap-outs are timed
   // with this event.
   if ((!r->evict_event && dev_.event_create(&r->evict_event, true) != CUDA_SUCCESS) ||
-      dev_.record(r->evict_event, order_stream_) != CUDA_SUCCESS) {
+      dev_.record(r->evict_event, s) != CUDA_SUCCESS) {
     if (dev_.synchronize_context() != CUDA_SUCCESS)
       GSWAP_CHECK(!"a freed region's users can be neither ordered nor waited for");
     freeing_ -= r->mapped;
@@ -652,6 +657,10 @@ bool Residency::complete_in_flight(std::unique_lock<std::mutex>&) {
 bool Residency::issue_prefetch(std::unique_lock<std::mutex>& lock, Region* r, std::uint64_t tag,
                                std::uint64_t due, std::uint64_t trigger) {
   if (r->swapper_busy || !may_evict_now()) return false;
+  // Stale: its back-access has begun (the call that prepares it is numbered) and restores it on
+  // demand; a swap-out begun since (a wrap entry's, after that access) is not the prefetch's to
+  // cancel.
+  if (due != ~0ull && fast_.seq.load(std::memory_order_relaxed) > due) return false;
   std::uint32_t st = r->state.load();
   if (st == kRegionEvicting) {
     if (r->handle_given) return false;  // its memory went to another restore: wait until out
