@@ -881,12 +881,11 @@ CUresult Residency::wait_restores(const TouchSet& t, CUstream stream, bool per_t
 bool Residency::plan_evict(Region* r, std::uint64_t id, std::uint64_t tag) {
   Command c{CommandType::kPlanEvict, r, 0, id, tag};
   std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
-  // (During a capture nothing may leave: queued, it begins when the capture ends.)
-  // (During a capture nothing may leave: queued, it begins when the capture ends. Behind commands
-  // still queued, a prefetch this access asked for among them, it keeps their order.)
+  // Queued for the swapper when the mutex is busy; during a capture (nothing may leave: it begins
+  // when the capture ends); and behind commands still queued (a prefetch this access asked for
+  // among them), to keep their order.
   if (!lock.owns_lock() || !may_evict_now() || !queue_.empty() || !overflow_.empty())
     return queue_.push(c);
-  begin_queued_planned();  // the plan's earlier swap-outs still queued go first, in order
   if (!begin_planned(c)) return false;
   if (r->state.load() == kRegionEvicting && !r->dropping && !r->evict_issued) order_evict_now(r);
   return true;

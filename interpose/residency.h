@@ -148,8 +148,8 @@ class Residency {
 
   // --- plan execution (launch path: lock-free, never waits) ----------------------------------
   // A planned swap-out of r (if it is still region `id` and may leave), after the access the
-  // caller has just enqueued: begun at once when the residency mutex is free (try-lock), its
-  // order point that access; else queued for the swapper. A planned prefetch (if it is out, and
+  // caller has just enqueued: begun at once when the residency mutex is free (try-lock) and no
+  // command is queued before it, its order point that access; else queued for the swapper. A planned prefetch (if it is out, and
   // fits the budget: a prefetch that does not fit is deferred, never forced; due: its
   // back-access's call number, see issue_prefetch). False when the queue is full, or when the
   // swap-out, begun here, could not begin.
