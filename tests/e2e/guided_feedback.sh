@@ -12,10 +12,11 @@
 # 4% of them were). So the bound is on what lateness costs: over the last guided iterations the
 # device stood still for restores at most 4% of the time. Alone that noise cost 0.0% to 0.8%; a
 # loop that does not converge costs more (at 200 MB/s, where the plan itself cannot hide its
-# restores: 5.2% to 7.8%, three restores in four late). Between the two, a known defect: some
-# searches pick a plan that also swaps the labels out and restores them with no slack at all in
-# the simulator; the library starts that restore one copy later than simulated, so it is late in
-# nearly every iteration, which cost 1.8% to 2.5% (in about one run in three). Beside another
+# restores: 5.2% to 7.8%, three restores in four late). Until the library took the order points of
+# frees and planned swap-outs where the program makes them (Nov 26), restores that take freed
+# memory started late, and a plan that restores the labels with no slack in the simulator (about
+# one search in three) was late in nearly every iteration at 1.8% to 2.5%; since, in nine runs,
+# 0.0% to 0.7% (one run's plan still late in most iterations, 20 restores of 28). Beside another
 # test (the Python wheel's build) the first measured iteration took twice as long as the
 # iterations planned for, so CTest runs this scenario alone (RUN_SERIAL).
 source "$(dirname "$0")/lib.sh"
