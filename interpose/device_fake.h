@@ -68,6 +68,17 @@ class FakeDevice final : public Device {
     stream_create(&s);
     return s;
   }
+  // A long kernel enqueued on stream s now: s waits for an event of a new, held stream; it ends
+  // with release_stream() of the stream returned.
+  Stream long_kernel(Stream s) {
+    Stream other = user_stream();
+    hold(other);
+    Event done = nullptr;
+    event_create(&done, false);
+    record(done, other);
+    wait(s, done);
+    return other;
+  }
   // Holds stream s: nothing on it runs until release(s) (a long kernel).
   void hold(Stream s) {
     std::lock_guard<std::mutex> l(m_);

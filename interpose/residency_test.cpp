@@ -8,6 +8,7 @@
 #include <cstring>
 #include <functional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "interpose/residency_test_env.h"
@@ -289,13 +290,7 @@ TEST(Residency, AFreeWaitsOnlyForWhatItsStreamsHadEnqueued) {
   CUdeviceptr a = env.alloc(kMiB);
   ASSERT_EQ(env.launch({a}), CUDA_SUCCESS);
   ASSERT_TRUE(env.res.free_region(a, nullptr, false, false));
-  // A long kernel enqueued after the free: the stream waits for an event of a held stream.
-  FakeDevice::Stream other = env.dev.user_stream();
-  env.dev.hold(other);
-  FakeDevice::Event done = nullptr;
-  ASSERT_EQ(env.dev.event_create(&done, false), CUDA_SUCCESS);
-  ASSERT_EQ(env.dev.record(done, other), CUDA_SUCCESS);
-  ASSERT_EQ(env.dev.wait(env.stream, done), CUDA_SUCCESS);
+  FakeDevice::Stream other = env.dev.long_kernel(env.stream);  // enqueued after the free
   env.res.swapper_step();
   EXPECT_EQ(env.res.stats().freeing, 0u);
   EXPECT_EQ(env.dev.count("unmap"), 1);
@@ -339,13 +334,8 @@ TEST(Residency, APlannedSwapOutWaitsOnlyForWhatItsStreamsHadEnqueued) {
   ASSERT_EQ(env.launch({a}), CUDA_SUCCESS);
   Region* r = env.region(a);
   ASSERT_TRUE(env.res.plan_evict(r, r->id, 0));
-  // A long kernel enqueued after the planned access: the stream waits for a held stream.
-  FakeDevice::Stream other = env.dev.user_stream();
-  env.dev.hold(other);
-  FakeDevice::Event done = nullptr;
-  ASSERT_EQ(env.dev.event_create(&done, false), CUDA_SUCCESS);
-  ASSERT_EQ(env.dev.record(done, other), CUDA_SUCCESS);
-  ASSERT_EQ(env.dev.wait(env.stream, done), CUDA_SUCCESS);
+  // Enqueued after the planned access.
+  FakeDevice::Stream other = env.dev.long_kernel(env.stream);
   for (int i = 0; i < 3; ++i) env.res.swapper_step();
   EXPECT_EQ(env.state(a), kRegionHost);
   env.dev.release_stream(other);
@@ -378,35 +368,39 @@ TEST(Residency, APlannedSwapOutWaitsForItsAccess) {
   EXPECT_EQ(env.res.stats().regions, 0u);
 }
 
+// A region just used is asked to leave after its access (plan_evict, begun at once when nothing is
+// queued) and asked back for a back-access due at call `due` (plan_prefetch), in either order, at
+// call 200. Returns its state once the swapper is done, and the prefetches started.
+std::pair<std::uint32_t, std::uint64_t> evict_and_prefetch(bool evict_first, std::uint64_t due) {
+  Env env(2 * kMiB);
+  CUdeviceptr a = env.alloc(kMiB);
+  EXPECT_EQ(env.launch({a}), CUDA_SUCCESS);
+  Region* r = env.region(a);
+  env.fast.seq.store(200);
+  if (evict_first) {
+    EXPECT_TRUE(env.res.plan_evict(r, r->id, 0));
+    EXPECT_EQ(env.state(a), kRegionEvicting);
+  }
+  EXPECT_TRUE(env.res.plan_prefetch(r, r->id, 0, due));
+  if (!evict_first) EXPECT_TRUE(env.res.plan_evict(r, r->id, 0));
+  env.res.drain();
+  return {env.state(a), env.res.stats().prefetches};
+}
+
 // A prefetch whose back-access has begun is stale: the access restores the region on demand, and a
 // swap-out begun since (a wrap entry's, right after that access) stays.
 TEST(Residency, AStalePrefetchDoesNotCancelASwapOut) {
-  Env env(2 * kMiB);
-  CUdeviceptr a = env.alloc(kMiB);
-  ASSERT_EQ(env.launch({a}), CUDA_SUCCESS);
-  Region* r = env.region(a);
-  env.fast.seq.store(200);
-  ASSERT_TRUE(env.res.plan_evict(r, r->id, 0));  // begun at once
-  ASSERT_EQ(env.state(a), kRegionEvicting);
-  ASSERT_TRUE(env.res.plan_prefetch(r, r->id, 0, /*due=*/150));
-  env.res.drain();
-  EXPECT_EQ(env.state(a), kRegionHost);
-  EXPECT_EQ(env.res.stats().prefetches, 0u);
+  auto [state, prefetches] = evict_and_prefetch(/*evict_first=*/true, /*due=*/150);
+  EXPECT_EQ(state, kRegionHost);
+  EXPECT_EQ(prefetches, 0u);
 }
 
 // A prefetch asked for before a swap-out of the same region (for its next back-access, while it
 // is still resident) comes to nothing; the swap-out, asked for after it, is not cancelled by it.
 TEST(Residency, APrefetchAskedForBeforeASwapOutDoesNotCancelIt) {
-  Env env(2 * kMiB);
-  CUdeviceptr a = env.alloc(kMiB);
-  ASSERT_EQ(env.launch({a}), CUDA_SUCCESS);
-  Region* r = env.region(a);
-  env.fast.seq.store(200);
-  ASSERT_TRUE(env.res.plan_prefetch(r, r->id, 0, /*due=*/10'000));
-  ASSERT_TRUE(env.res.plan_evict(r, r->id, 0));
-  env.res.drain();
-  EXPECT_EQ(env.state(a), kRegionHost);
-  EXPECT_EQ(env.res.stats().prefetches, 0u);
+  auto [state, prefetches] = evict_and_prefetch(/*evict_first=*/false, /*due=*/10'000);
+  EXPECT_EQ(state, kRegionHost);
+  EXPECT_EQ(prefetches, 0u);
 }
 
 // Swap-outs begun one after the other by application threads are copied in that order.
