@@ -1087,8 +1087,8 @@ void Residency::stream_destroyed(CUstream stream) {
   if (gate_.capturing()) dev_.is_capturing(stream, &capturing);
   if (!capturing) {
     // Work already queued on the stream still runs after destroy: order later swap-outs (on the
-    // evict stream, FIFO) and frees (on the free stream, FIFO) after it before the stream's slot
-    // is forgotten.
+    // evict stream, FIFO), frees and order points (on the order stream, FIFO; a free behind a copy
+    // of its own goes on the evict stream) after it before the stream's slot is forgotten.
     Device::Event ev = nullptr;
     if (dev_.event_create(&ev, false) == CUDA_SUCCESS) {
       if (dev_.record(ev, stream) == CUDA_SUCCESS) {
