@@ -96,6 +96,8 @@ struct Region {
   // its copy, not yet issued, waits for it (used_pending).
   CUevent used_event = nullptr;
   bool used_pending = false;
+  // Prefetches asked for (Residency's count) when its last swap-out began.
+  std::uint64_t evict_asks = 0;
   CUevent evict_start = nullptr;
   // Recomputation (recompute.h): its registration, how many registrations name it as a source,
   // and a planned drop in progress.

@@ -346,6 +346,7 @@ bool Residency::begin_evict(Region* r) {
   }
   resident_ -= r->mapped;
   evicting_ += r->mapped;
+  r->evict_asks = asks_.load(std::memory_order_relaxed);
   r->evict_issued = false;
   r->kept = false;
   ++evictions_;
@@ -917,8 +918,8 @@ void Residency::order_evict_now(Region* r) {
 
 bool Residency::plan_prefetch(Region* r, std::uint64_t id, std::uint64_t tag, std::uint64_t due) {
   // The trigger's call number rides in gen, which a prefetch does not use otherwise.
-  return queue_.push(
-      Command{CommandType::kPrefetch, r, fast_.seq.load(std::memory_order_relaxed), id, tag, due});
+  return queue_.push(Command{CommandType::kPrefetch, r, fast_.seq.load(std::memory_order_relaxed),
+                             id, tag, due, asks_.fetch_add(1, std::memory_order_relaxed) + 1});
 }
 
 Region* Residency::find_by_id(std::uint64_t id) {

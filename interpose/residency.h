@@ -149,10 +149,10 @@ class Residency {
   // --- plan execution (launch path: lock-free, never waits) ----------------------------------
   // A planned swap-out of r (if it is still region `id` and may leave), after the access the
   // caller has just enqueued: begun at once when the residency mutex is free (try-lock) and no
-  // command is queued before it, its order point that access; else queued for the swapper. A planned prefetch (if it is out, and
-  // fits the budget: a prefetch that does not fit is deferred, never forced; due: its
-  // back-access's call number, see issue_prefetch). False when the queue is full, or when the
-  // swap-out, begun here, could not begin.
+  // command is queued before it, its order point that access; else queued for the swapper. A
+  // planned prefetch (if it is out, and fits the budget: a prefetch that does not fit is deferred,
+  // never forced; due: its back-access's call number, see issue_prefetch). False when the queue is
+  // full, or when the swap-out, begun here, could not begin.
   bool plan_evict(Region* r, std::uint64_t id, std::uint64_t tag);
   // A planned drop of r after the access just enqueued: swapped instead when r is not (or no
   // longer) registered as recomputable in full.
@@ -184,6 +184,7 @@ class Residency {
     std::uint64_t id;   // kPlanEvict, kPrefetch: the region's id when asked
     std::uint64_t tag;  // kPlanEvict, kPrefetch: the plan entry (plan_executor.h's plan_tag)
     std::uint64_t due = ~0ull;  // kPrefetch: the call number of the back-access (see Prefetch)
+    std::uint64_t asked = 0;    // kPrefetch: its number among the prefetches asked for (asks_)
   };
   struct Prefetch {
     Region* region;
@@ -299,7 +300,7 @@ class Residency {
   void report_copy(bool to_device, Region* r, std::uint64_t s0, std::uint64_t s1, bool planned);
   void report_host_copy(bool to_device, Region* r, std::uint64_t t0, std::uint64_t t1);
   bool issue_prefetch(std::unique_lock<std::mutex>& lock, Region* r, std::uint64_t tag,
-                      std::uint64_t due, std::uint64_t trigger);
+                      std::uint64_t due, std::uint64_t trigger, std::uint64_t asked);
   void prefetched(Region* r, std::uint64_t tag);
   bool memory_owed_before(std::uint64_t due) const;
   void want_prefetch(Region* r, std::uint64_t tag, std::uint64_t due, std::uint64_t trigger);
@@ -380,6 +381,9 @@ class Residency {
   std::uint64_t completed_ = 0;  // swap-outs and frees seen complete (Progress)
   bool oom_stuck_ = false;       // the out-of-memory being logged came from a wait with no progress
   std::uint64_t planned_evictions_ = 0, prefetches_ = 0;
+  // Prefetches asked for so far (numbers them, lock-free); a region's swap-out notes the count
+  // when it begins (Region::evict_asks), so a prefetch asked for before it cancels nothing.
+  std::atomic<std::uint64_t> asks_{0};
   std::atomic<std::uint64_t> late_restores_{0}, device_stall_ns_{0};
 
   Timings timings_;

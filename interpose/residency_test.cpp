@@ -369,30 +369,30 @@ TEST(Residency, APlannedSwapOutWaitsForItsAccess) {
 }
 
 // A region just used is asked to leave after its access (plan_evict, begun at once when nothing is
-// queued) and asked back for a back-access due at call `due` (plan_prefetch), in either order, at
-// call 200. Returns its state once the swapper is done, and the prefetches started.
+// queued) and asked back for a back-access due at call `due` (plan_prefetch), in either order.
+// Returns its state once the swapper is done, and the prefetches started.
 std::pair<std::uint32_t, std::uint64_t> evict_and_prefetch(bool evict_first, std::uint64_t due) {
   Env env(2 * kMiB);
   CUdeviceptr a = env.alloc(kMiB);
   EXPECT_EQ(env.launch({a}), CUDA_SUCCESS);
   Region* r = env.region(a);
-  env.fast.seq.store(200);
   if (evict_first) {
     EXPECT_TRUE(env.res.plan_evict(r, r->id, 0));
     EXPECT_EQ(env.state(a), kRegionEvicting);
   }
   EXPECT_TRUE(env.res.plan_prefetch(r, r->id, 0, due));
-  if (!evict_first) EXPECT_TRUE(env.res.plan_evict(r, r->id, 0));
+  if (!evict_first) {
+    EXPECT_TRUE(env.res.plan_evict(r, r->id, 0));
+  }
   env.res.drain();
   return {env.state(a), env.res.stats().prefetches};
 }
 
-// A prefetch whose back-access has begun is stale: the access restores the region on demand, and a
-// swap-out begun since (a wrap entry's, right after that access) stays.
-TEST(Residency, AStalePrefetchDoesNotCancelASwapOut) {
-  auto [state, prefetches] = evict_and_prefetch(/*evict_first=*/true, /*due=*/150);
-  EXPECT_EQ(state, kRegionHost);
-  EXPECT_EQ(prefetches, 0u);
+// A prefetch asked for while the region's swap-out is under way cancels it: the region stays.
+TEST(Residency, APrefetchAskedForDuringASwapOutCancelsIt) {
+  auto [state, prefetches] = evict_and_prefetch(/*evict_first=*/true, /*due=*/10'000);
+  EXPECT_EQ(state, kRegionResident);
+  EXPECT_EQ(prefetches, 1u);
 }
 
 // A prefetch asked for before a swap-out of the same region (for its next back-access, while it
@@ -401,6 +401,27 @@ TEST(Residency, APrefetchAskedForBeforeASwapOutDoesNotCancelIt) {
   auto [state, prefetches] = evict_and_prefetch(/*evict_first=*/false, /*due=*/10'000);
   EXPECT_EQ(state, kRegionHost);
   EXPECT_EQ(prefetches, 0u);
+}
+
+// The same when the swap-out begins ahead of the queued prefetch (the end of a capture begins the
+// plan's queued swap-outs at once): the prefetch, asked for while the region was resident,
+// cancels nothing.
+TEST(Residency, APrefetchAskedForBeforeASwapOutBegunAheadOfItCancelsNothing) {
+  Env env(2 * kMiB);
+  CUdeviceptr a = env.alloc(kMiB), b = env.alloc(kMiB);
+  ASSERT_EQ(env.launch({a}), CUDA_SUCCESS);
+  ASSERT_EQ(env.launch({b}), CUDA_SUCCESS);
+  Region* r = env.region(a);
+  env.res.capture_begin();
+  CUdeviceptr c = env.alloc(kMiB);  // above the budget while the stream captures
+  ASSERT_TRUE(env.res.plan_prefetch(r, r->id, 0, /*due=*/10'000));
+  ASSERT_TRUE(env.res.plan_evict(r, r->id, 0));  // queued: nothing leaves during a capture
+  env.res.capture_end();
+  env.res.drain();
+  EXPECT_EQ(env.state(a), kRegionHost);
+  EXPECT_EQ(env.state(b), kRegionResident);
+  EXPECT_EQ(env.state(c), kRegionResident);
+  EXPECT_EQ(env.res.stats().prefetches, 0u);
 }
 
 // Swap-outs begun one after the other by application threads are copied in that order.

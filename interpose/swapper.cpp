@@ -305,7 +305,7 @@ bool Residency::run_commands(std::unique_lock<std::mutex>& lock) {
       return;
     }
     if (c.type == CommandType::kPrefetch) {
-      if (r->id == c.id) did = issue_prefetch(lock, r, c.tag, c.due, c.gen) || did;
+      if (r->id == c.id) did = issue_prefetch(lock, r, c.tag, c.due, c.gen, c.asked) || did;
       return;
     }
     if (r->gen != c.gen) return;  // stale: the region moved on since
@@ -653,17 +653,17 @@ bool Residency::complete_in_flight(std::unique_lock<std::mutex>&) {
 
 // A planned prefetch: r comes back from the host if it fits the budget now, without evicting
 // anything for it; otherwise it waits (prefetches_wanted_) until it fits, its back-access brings
-// it back on demand, or its time is up. A swap-out not completed yet is simply cancelled.
+// it back on demand, or its time is up. A swap-out not completed yet is simply cancelled, unless
+// it began after the prefetch was asked for.
 bool Residency::issue_prefetch(std::unique_lock<std::mutex>& lock, Region* r, std::uint64_t tag,
-                               std::uint64_t due, std::uint64_t trigger) {
+                               std::uint64_t due, std::uint64_t trigger, std::uint64_t asked) {
   if (r->swapper_busy || !may_evict_now()) return false;
-  // Stale: its back-access has begun (the call that prepares it is numbered) and restores it on
-  // demand; a swap-out begun since (a wrap entry's, after that access) is not the prefetch's to
-  // cancel.
-  if (due != ~0ull && fast_.seq.load(std::memory_order_relaxed) > due) return false;
   std::uint32_t st = r->state.load();
   if (st == kRegionEvicting) {
     if (r->handle_given) return false;  // its memory went to another restore: wait until out
+    // A swap-out begun after the prefetch was asked for (a wrap entry's, right after the access
+    // that asked) is not the prefetch's to cancel: the region was resident when it asked.
+    if (asked <= r->evict_asks) return false;
     rescue(r);
     prefetched(r, tag);
     return true;
