@@ -92,8 +92,9 @@ struct Region {
   CUevent restore_event = nullptr;        // the last H2D's completion (a timing event)
   CUevent restore_start = nullptr;        // recorded just before it (the link's bandwidth)
   CUevent evict_event = nullptr;          // the last D2H's (or stream-ordered free's) completion
-  // A planned swap-out's order point, taken when its access was enqueued (on the order stream):
-  // its copy, not yet issued, waits for it (used_pending).
+  // A planned swap-out's order point, taken when its access was enqueued (on the order stream).
+  // used_pending: one was taken in this region's life; every later swap-out or drop of it waits
+  // for the last one (a free on the order stream follows it there).
   CUevent used_event = nullptr;
   bool used_pending = false;
   // Prefetches asked for (Residency's count) when its last swap-out began.

@@ -887,8 +887,8 @@ bool Residency::plan_evict(Region* r, std::uint64_t id, std::uint64_t tag) {
   // among them), to keep their order.
   if (!lock.owns_lock() || !may_evict_now() || !queue_.empty() || !overflow_.empty())
     return queue_.push(c);
-  if (!begin_planned(c)) return false;
-  if (r->state.load() == kRegionEvicting && !r->dropping && !r->evict_issued) order_evict_now(r);
+  if (!begin_planned(c)) return false;  // begun: r is evicting, its copy not issued yet
+  order_evict_now(r);
   return true;
 }
 

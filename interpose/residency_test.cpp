@@ -369,9 +369,10 @@ TEST(Residency, APlannedSwapOutWaitsForItsAccess) {
 }
 
 // A region just used is asked to leave after its access (plan_evict, begun at once when nothing is
-// queued) and asked back for a back-access due at call `due` (plan_prefetch), in either order.
-// Returns its state once the swapper is done, and the prefetches started.
-std::pair<std::uint32_t, std::uint64_t> evict_and_prefetch(bool evict_first, std::uint64_t due) {
+// queued) and asked back for its next back-access (plan_prefetch), in either order. Returns its
+// state once the swapper is done, and the prefetches started.
+std::pair<std::uint32_t, std::uint64_t> evict_and_prefetch(bool evict_first) {
+  constexpr std::uint64_t kDue = 10'000;  // the next iteration's back-access
   Env env(2 * kMiB);
   CUdeviceptr a = env.alloc(kMiB);
   EXPECT_EQ(env.launch({a}), CUDA_SUCCESS);
@@ -380,7 +381,7 @@ std::pair<std::uint32_t, std::uint64_t> evict_and_prefetch(bool evict_first, std
     EXPECT_TRUE(env.res.plan_evict(r, r->id, 0));
     EXPECT_EQ(env.state(a), kRegionEvicting);
   }
-  EXPECT_TRUE(env.res.plan_prefetch(r, r->id, 0, due));
+  EXPECT_TRUE(env.res.plan_prefetch(r, r->id, 0, kDue));
   if (!evict_first) {
     EXPECT_TRUE(env.res.plan_evict(r, r->id, 0));
   }
@@ -390,7 +391,7 @@ std::pair<std::uint32_t, std::uint64_t> evict_and_prefetch(bool evict_first, std
 
 // A prefetch asked for while the region's swap-out is under way cancels it: the region stays.
 TEST(Residency, APrefetchAskedForDuringASwapOutCancelsIt) {
-  auto [state, prefetches] = evict_and_prefetch(/*evict_first=*/true, /*due=*/10'000);
+  auto [state, prefetches] = evict_and_prefetch(/*evict_first=*/true);
   EXPECT_EQ(state, kRegionResident);
   EXPECT_EQ(prefetches, 1u);
 }
@@ -398,7 +399,7 @@ TEST(Residency, APrefetchAskedForDuringASwapOutCancelsIt) {
 // A prefetch asked for before a swap-out of the same region (for its next back-access, while it
 // is still resident) comes to nothing; the swap-out, asked for after it, is not cancelled by it.
 TEST(Residency, APrefetchAskedForBeforeASwapOutDoesNotCancelIt) {
-  auto [state, prefetches] = evict_and_prefetch(/*evict_first=*/false, /*due=*/10'000);
+  auto [state, prefetches] = evict_and_prefetch(/*evict_first=*/false);
   EXPECT_EQ(state, kRegionHost);
   EXPECT_EQ(prefetches, 0u);
 }
