@@ -3,8 +3,10 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <string_view>
 
 namespace minitrain {
 namespace {
@@ -14,6 +16,17 @@ Driver g_driver;
 // cuda.h maps cuGetProcAddress to cuGetProcAddress_v2 (the form with a symbol-status argument);
 // the driver exports that ABI under this name.
 constexpr const char kGetProcAddressSymbol[] = "cuGetProcAddress_v2";
+
+// The version each entry point is asked for. cuGetProcAddress returns the newest ABI at or below
+// the version asked for, and CUDA 13.0 gave two base names a new ABI that cuda.h's plain
+// declaration (the member's type) does not describe: cuCtxSynchronize and cuCtxGetDevice take a
+// context there (cuCtxSynchronize_v2). Asked for at 13.0, the real driver hands back that form, and
+// a call without the context fails with CUDA_ERROR_CONTEXT_IS_DESTROYED. Those are asked for
+// at 12.9.
+constexpr int LookupVersion(std::string_view name) {
+  return name == "cuCtxSynchronize" || name == "cuCtxGetDevice" ? std::min(CUDA_VERSION, 12090)
+                                                                : CUDA_VERSION;
+}
 
 }  // namespace
 
@@ -38,20 +51,21 @@ bool LoadDriver(std::string* error) {
   Driver d;
   bool ok = true;
   // #name is the base name ("cuMemAlloc"), which is what cuGetProcAddress looks up; the driver
-  // picks the version that matches CUDA_VERSION.
-#define MT_DRIVER_RESOLVE(name)                                                             \
-  {                                                                                         \
-    void* fn = nullptr;                                                                     \
-    CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;           \
-    CUresult rc = get_proc(#name, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status); \
-    if (rc != CUDA_SUCCESS || fn == nullptr || status != CU_GET_PROC_ADDRESS_SUCCESS) {     \
-      if (ok)                                                                               \
-        *error = "cuGetProcAddress(\"" #name "\", " + std::to_string(CUDA_VERSION) +        \
-                 ") failed: result " + std::to_string(int(rc)) + ", status " +              \
-                 std::to_string(int(status));                                               \
-      ok = false;                                                                           \
-    }                                                                                       \
-    d.name = reinterpret_cast<decltype(d.name)>(fn);                                        \
+  // picks the version that matches LookupVersion (CUDA_VERSION but for the two above).
+#define MT_DRIVER_RESOLVE(name)                                                         \
+  {                                                                                     \
+    void* fn = nullptr;                                                                 \
+    CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;       \
+    const int version = LookupVersion(#name);                                           \
+    CUresult rc = get_proc(#name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &status);  \
+    if (rc != CUDA_SUCCESS || fn == nullptr || status != CU_GET_PROC_ADDRESS_SUCCESS) { \
+      if (ok)                                                                           \
+        *error = "cuGetProcAddress(\"" #name "\", " + std::to_string(version) +         \
+                 ") failed: result " + std::to_string(int(rc)) + ", status " +          \
+                 std::to_string(int(status));                                           \
+      ok = false;                                                                       \
+    }                                                                                   \
+    d.name = reinterpret_cast<decltype(d.name)>(fn);                                    \
   }
   MT_DRIVER_ENTRY_POINTS(MT_DRIVER_RESOLVE)
 #undef MT_DRIVER_RESOLVE

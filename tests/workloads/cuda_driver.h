@@ -16,7 +16,8 @@ namespace minitrain {
 
 // Every entry point, by its cuda.h name. The member's type is that of the declaration cuda.h
 // selects for CUDA_VERSION (cuMemAlloc means cuMemAlloc_v2, and so on), which is the ABI that
-// cuGetProcAddress returns for the base name at that version.
+// cuGetProcAddress returns for the base name at that version, except for cuCtxSynchronize, whose
+// 13.0 ABI takes a context: cuda_driver.cpp asks for that one at 12.9.
 #define MT_DRIVER_ENTRY_POINTS(X) \
   X(cuGetErrorName)               \
   X(cuGetErrorString)             \

@@ -549,13 +549,32 @@ SC_EXPORT CUresult cuCtxPopCurrent(CUcontext* pctx) {
   SC_ENTRY(cuCtxPopCurrent);
   return ctx_pop(pctx);
 }
+// The CUDA 13.0 forms name their context; nullptr means the current one. cuGetProcAddress hands
+// them out for the base names from version 13000 on, as the real driver does.
+static CUresult named_or_current_ctx(CUcontext h, Ctx** out) {
+  if (!h) return need_ctx(out);
+  if (CUresult r = check_init()) return r;
+  auto* c = reinterpret_cast<Ctx*>(h);
+  if (!live(g().ctxs, c)) return CUDA_ERROR_INVALID_CONTEXT;
+  *out = c;
+  return CUDA_SUCCESS;
+}
+static CUresult ctx_get_device(Ctx* c, CUdevice* dev) {
+  if (!dev) return CUDA_ERROR_INVALID_VALUE;
+  *dev = c->device;
+  return CUDA_SUCCESS;
+}
 SC_EXPORT CUresult cuCtxGetDevice(CUdevice* dev) {
   SC_ENTRY(cuCtxGetDevice);
   Ctx* c = nullptr;
   if (CUresult r = need_ctx(&c)) return r;
-  if (!dev) return CUDA_ERROR_INVALID_VALUE;
-  *dev = c->device;
-  return CUDA_SUCCESS;
+  return ctx_get_device(c, dev);
+}
+SC_EXPORT CUresult cuCtxGetDevice_v2(CUdevice* dev, CUcontext h) {
+  SC_ENTRY(cuCtxGetDevice_v2);
+  Ctx* c = nullptr;
+  if (CUresult r = named_or_current_ctx(h, &c)) return r;
+  return ctx_get_device(c, dev);
 }
 SC_EXPORT CUresult cuCtxGetFlags(unsigned int* flags) {
   SC_ENTRY(cuCtxGetFlags);
@@ -572,16 +591,25 @@ SC_EXPORT CUresult cuCtxGetApiVersion(CUcontext h, unsigned int* version) {
   *version = 3020;
   return CUDA_SUCCESS;
 }
-SC_EXPORT CUresult cuCtxSynchronize() {
-  SC_ENTRY(cuCtxSynchronize);
-  Ctx* c = nullptr;
-  if (CUresult r = need_ctx(&c)) return r;
+static CUresult ctx_synchronize(Ctx* c) {
   // Synchronising a context that holds captured work is refused in every mode; otherwise the
   // call is one of the potentially unsafe ones.
   if (ctx_sync_conflict(c) || capture_violation()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   count(Counter::ctx_synchronize);
   sync_ctx(c);
   return CUDA_SUCCESS;
+}
+SC_EXPORT CUresult cuCtxSynchronize() {
+  SC_ENTRY(cuCtxSynchronize);
+  Ctx* c = nullptr;
+  if (CUresult r = need_ctx(&c)) return r;
+  return ctx_synchronize(c);
+}
+SC_EXPORT CUresult cuCtxSynchronize_v2(CUcontext h) {
+  SC_ENTRY(cuCtxSynchronize_v2);
+  Ctx* c = nullptr;
+  if (CUresult r = named_or_current_ctx(h, &c)) return r;
+  return ctx_synchronize(c);
 }
 
 // ---- errors ----

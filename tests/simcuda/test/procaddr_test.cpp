@@ -33,6 +33,13 @@ TEST_F(Sim, ProcAddressHonoursVersion) {
   EXPECT_EQ(fn, dlsym(RTLD_DEFAULT, "cuEventElapsedTime"));
   CK(cuGetProcAddress("cuEventElapsedTime", &fn, 12080, 0, &st));
   EXPECT_EQ(fn, dlsym(RTLD_DEFAULT, "cuEventElapsedTime_v2"));
+  // CUDA 13.0 gave cuCtxSynchronize and cuCtxGetDevice a context argument under their base names.
+  CK(cuGetProcAddress("cuCtxSynchronize", &fn, 12090, 0, &st));
+  EXPECT_EQ(fn, dlsym(RTLD_DEFAULT, "cuCtxSynchronize"));
+  CK(cuGetProcAddress("cuCtxSynchronize", &fn, 13000, 0, &st));
+  EXPECT_EQ(fn, dlsym(RTLD_DEFAULT, "cuCtxSynchronize_v2"));
+  CK(cuGetProcAddress("cuCtxGetDevice", &fn, 13000, 0, &st));
+  EXPECT_EQ(fn, dlsym(RTLD_DEFAULT, "cuCtxGetDevice_v2"));
 
   // The older ABI without the status argument.
   using OldGpa = CUresult (*)(const char*, void**, int, cuuint64_t);
@@ -40,6 +47,31 @@ TEST_F(Sim, ProcAddressHonoursVersion) {
   ASSERT_NE(old, nullptr);
   CK(old("cuMemFree", &fn, 12000, 0));
   EXPECT_EQ(fn, dlsym(RTLD_DEFAULT, "cuMemFree_v2"));
+}
+
+// The 13.0 forms take a context, nullptr meaning the current one; a context that is not live is
+// refused rather than taken for the current one.
+TEST_F(Sim, CtxSynchronizeAndGetDeviceNameTheirContext) {
+  void* fn = nullptr;
+  CK(cuGetProcAddress("cuCtxSynchronize", &fn, 13000, 0, nullptr));
+  auto sync = reinterpret_cast<CUresult (*)(CUcontext)>(fn);
+  CK(cuGetProcAddress("cuCtxGetDevice", &fn, 13000, 0, nullptr));
+  auto get_device = reinterpret_cast<CUresult (*)(CUdevice*, CUcontext)>(fn);
+  CUcontext current = nullptr;
+  CK(cuCtxGetCurrent(&current));
+  ASSERT_NE(current, nullptr);
+  EXPECT_EQ(sync(nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(sync(current), CUDA_SUCCESS);
+  CUdevice dev = -1;
+  CK(get_device(&dev, current));
+  EXPECT_EQ(dev, 0);
+  dev = -1;
+  CK(get_device(&dev, nullptr));
+  EXPECT_EQ(dev, 0);
+  int not_a_context = 0;
+  auto bogus = reinterpret_cast<CUcontext>(&not_a_context);
+  EXPECT_EQ(sync(bogus), CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_EQ(get_device(&dev, bogus), CUDA_ERROR_INVALID_CONTEXT);
 }
 
 TEST_F(Sim, ProcAddressPerThreadStreamFlag) {
