@@ -4,6 +4,9 @@
 // thread that unmaps all rest on figures that only a GPU can give (design brief, facts 6 and 12):
 //   vmm        cost of cuMemCreate, cuMemMap+cuMemSetAccess, cuMemUnmap+cuMemRelease, 2 and 64 MiB
 //   unmap      whether cuMemUnmap/cuMemRelease of an unrelated range blocks while a kernel runs
+//   pinned     whether cuMemAllocHost/cuMemFreeHost wait for a kernel running on another stream,
+//              and whether another thread's driver call waits meanwhile (gswap's pinned pool and
+//              its start-up link calibration free pinned memory while the application runs)
 //   bandwidth  pinned copy bandwidth H2D, D2H, and both directions at once
 //   launch     host time per cuLaunchKernel with 8 pointer parameters and N live allocations; run
 //              the same binary with and without LD_PRELOAD=libgswap.so, the difference is the
@@ -11,7 +14,7 @@
 // It prints a markdown table, and one `RESULT <key> <value>` line per figure for scripts. It
 // asserts nothing: these are measurements, and validate.sh compares them with the targets.
 //
-// Usage: gpu_micro [--only vmm,unmap,bandwidth,launch] [--reps 50] [--bw-bytes 1GiB]
+// Usage: gpu_micro [--only vmm,unmap,pinned,bandwidth,launch] [--reps 50] [--bw-bytes 1GiB]
 //                  [--live 10000] [--live-size 2MiB] [--launches 100000] [--spin-ms 500]
 #include <thread>
 #include <vector>
@@ -150,6 +153,67 @@ void measure_unmap_blocking(CUdevice dev, std::uint64_t spin_ms) {
   GT_CU(cuStreamDestroy(s));
 }
 
+// Times cuMemAllocHost and cuMemFreeHost of 64 MiB while a spin kernel runs on another stream, and
+// meanwhile, on a second thread, a cuMemsetD32Async on a third stream. A call that waits for the
+// kernel takes about its remaining run time, and the kernel has ended when it returns.
+void measure_pinned_blocking(std::uint64_t spin_ms) {
+  const std::uint64_t size = 64ull << 20;
+  CUstream s, other;
+  GT_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  GT_CU(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr word = 0;
+  GT_CU(cuMemAlloc(&word, 4));
+  CUcontext ctx = nullptr;
+  GT_CU(cuCtxGetCurrent(&ctx));
+  auto busy = [&] {
+    spin<<<1, 1, 0, s>>>(spin_ms * 1000000ull);
+    GT_RT(cudaGetLastError());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let it start
+  };
+  void* warm = nullptr;  // the first pinned allocation of a process pays one-time costs
+  GT_CU(cuMemAllocHost(&warm, size));
+  GT_CU(cuMemFreeHost(warm));
+
+  busy();
+  void* p = nullptr;
+  double t0 = now_us();
+  GT_CU(cuMemAllocHost(&p, size));
+  double alloc_us = now_us() - t0;
+  const bool alloc_waited = cuStreamQuery(s) != CUDA_ERROR_NOT_READY;
+  GT_CU(cuStreamSynchronize(s));
+
+  busy();
+  double other_us = 0;
+  std::thread t([&] {
+    GT_CU(cuCtxSetCurrent(ctx));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // after the free has begun
+    double t1 = now_us();
+    GT_CU(cuMemsetD32Async(word, 0, 1, other));
+    other_us = now_us() - t1;
+  });
+  t0 = now_us();
+  GT_CU(cuMemFreeHost(p));
+  double free_us = now_us() - t0;
+  const bool free_waited = cuStreamQuery(s) != CUDA_ERROR_NOT_READY;
+  t.join();
+  GT_CU(cuStreamSynchronize(s));
+  GT_CU(cuStreamSynchronize(other));
+
+  result("host_alloc_busy_us", alloc_us, "cuMemAllocHost 64MiB, kernel running on another stream",
+         "us");
+  result("host_alloc_waits", alloc_waited ? 1 : 0,
+         "cuMemAllocHost waits for a running kernel (1 yes, 0 no)", "");
+  result("host_free_busy_us", free_us, "cuMemFreeHost 64MiB, kernel running on another stream",
+         "us");
+  result("host_free_waits", free_waited ? 1 : 0,
+         "cuMemFreeHost waits for a running kernel (1 yes, 0 no)", "");
+  result("host_free_other_thread_us", other_us,
+         "another thread's cuMemsetD32Async during that cuMemFreeHost", "us");
+  GT_CU(cuMemFree(word));
+  GT_CU(cuStreamDestroy(s));
+  GT_CU(cuStreamDestroy(other));
+}
+
 void measure_bandwidth(std::uint64_t bytes, int reps) {
   void *h_src = nullptr, *h_dst = nullptr;
   GT_CU(cuMemAllocHost(&h_src, bytes));
@@ -253,7 +317,7 @@ int main(int argc, char** argv) {
   Args args(argc, argv);
   maybe_print_physical_total(args);
   CUdevice dev = init_primary_context();
-  const std::string only = "," + args.str("--only", "vmm,unmap,bandwidth,launch") + ",";
+  const std::string only = "," + args.str("--only", "vmm,unmap,pinned,bandwidth,launch") + ",";
   auto want = [&](const char* s) {
     return only.find("," + std::string(s) + ",") != std::string::npos;
   };
@@ -266,6 +330,7 @@ int main(int argc, char** argv) {
   const int reps = static_cast<int>(args.u64("--reps", 50));
   if (want("vmm")) measure_vmm(dev, reps);
   if (want("unmap")) measure_unmap_blocking(dev, args.u64("--spin-ms", 500));
+  if (want("pinned")) measure_pinned_blocking(args.u64("--spin-ms", 500));
   if (want("bandwidth")) measure_bandwidth(args.u64("--bw-bytes", 1ull << 30), 5);
   if (want("launch"))
     measure_launch(args.u64("--live", 10000), args.u64("--live-size", 2ull << 20),
