@@ -3,8 +3,9 @@
 # machine, and packs it into a small folder to carry there.
 #
 # The GPU machine has the CUDA toolkit but not the Debian libraries (spdlog, CLI11, GoogleTest...)
-# the full build needs, so the preload library, minitrain and the GPU programs are built here and
-# copied. The pack keeps the build layout (interpose/libgswap.so, tests/workloads/minitrain and its
+# the full build needs, so the preload library, gswapd, gswapctl, minitrain and the GPU programs are
+# built here and copied, with the spdlog and fmt libraries gswapd and gswapctl link (in lib/). The
+# pack keeps the build layout (interpose/libgswap.so, bin/gswapd, tests/workloads/minitrain and its
 # fatbin, tests/gpu/*), so `validate.sh --build-dir <pack>` finds everything, and it holds only
 # those files (a few MiB), not the object files of the whole build.
 #
@@ -24,7 +25,8 @@ if [[ ! -x /usr/local/cuda/bin/nvcc ]] && ! command -v nvcc >/dev/null; then
   exit 2
 fi
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE="${GSWAP_BUILD_TYPE:-RelWithDebInfo}" >/dev/null
-targets=(gswap minitrain hook_paths_test vmm_remap_test stream_free_test meminfo_test gpu_micro)
+targets=(gswap gswapd gswapctl minitrain hook_paths_test vmm_remap_test stream_free_test meminfo_test
+  gpu_micro)
 # runtime_check exists only where cuBLAS and cuDNN were found.
 # (The list is read whole first: grep -q would close the pipe early and fail under pipefail.)
 available=$(cmake --build "$build" --target help 2>/dev/null || true)
@@ -44,15 +46,30 @@ files=(
   tests/gpu/meminfo_test
   tests/gpu/gpu_micro
   tests/gpu/runtime_check
+  bin/gswapd
+  bin/gswapctl
 )
 for f in "${files[@]}"; do
   if [[ -e $build/$f ]]; then
     mkdir -p "$pack/$(dirname "$f")"
     cp -p "$build/$f" "$pack/$f"
+    # Debug information makes gswapd and gswapctl about 30 MiB each; symbols stay for backtraces.
+    [[ $f = bin/* ]] && strip --strip-debug "$pack/$f"
   else
     echo "build-carry.sh: note: $f was not built, it is not in the pack" >&2
   fi
 done
+# gswapd and gswapctl link spdlog and fmt, which the GPU machine lacks: their shared objects go in
+# lib/, and validate.sh puts that folder on LD_LIBRARY_PATH for the daemon and gswapctl.
+if [[ -e $pack/bin/gswapd ]]; then
+  mkdir -p "$pack/lib"
+  ldd "$pack/bin/gswapd" "$pack/bin/gswapctl" | awk '/=> \// { print $1, $3 }' | sort -u |
+    while read -r soname path; do
+      case $soname in
+        libspdlog.so* | libfmt.so*) cp -pL "$path" "$pack/lib/$soname" ;;
+      esac
+    done
+fi
 du -sh "$pack"
 echo "carry $pack to the GPU machine, then run there from the repository root:"
 echo "  scripts/gpu/validate.sh --build-dir ${pack#"$root"/}"

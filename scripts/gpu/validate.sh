@@ -12,10 +12,15 @@
 #                    remap, stream-ordered free, memory info): the gpu-labelled CTest tests
 #   micro            VMM costs, unmap while a kernel runs, pinned bandwidth, launch overhead
 #   minitrain        minitrain with CUDA kernels at 1/3 of its peak vs without gswap: same checksum
+#   minitrain-guided minitrain (more iterations) at 1/3 of its peak, passive and under a gswapd
+#                    (guided): same checksum as without gswap; steady step times of the three
 #   runtime          cudaMalloc/<<<>>>/cuBLAS/cuDNN program at 1/2 of its footprint, verified
-#   torch            = torch-overhead,torch-half,torch-baselines,torch-maxbatch
+#   torch            = torch-overhead,torch-half,torch-guided,torch-baselines,torch-maxbatch
 #     torch-overhead   step time without gswap vs with gswap at a budget above peak (target <= 1%)
-#     torch-half       gswap at 50% of peak: 20 steps' losses bitwise equal to no gswap; step time
+#     torch-half       gswap at 50% of peak: the losses of every step (--torch-steps) bitwise equal
+#                      to no gswap; step time
+#     torch-guided     the same under a gswapd (guided): losses bitwise equal; step time against
+#                      no gswap and passive, prefetches, late restores, device stall
 #     torch-baselines  the same budget without gswap: memory fraction (expect OOM), save_on_cpu,
 #                      checkpoint per block; step times
 #     torch-maxbatch   largest batch under --maxbatch-budget with and without gswap
@@ -40,6 +45,9 @@ Options:
   --models LIST          PyTorch models (default: resnet50,gpt2)
   --maxbatch-budget SIZE fixed budget of the max-batch search (default: 8GiB)
   --minitrain-args ARGS  minitrain's shape (default: "--layers 8 --width 1024 --batch 16384 --iters 10")
+  --guided-iters N       minitrain's iterations in minitrain-guided (default: 30)
+  --torch-steps N        steps of every PyTorch training run (default: 20); the first half are left
+                         out of the step time (guided mode learns the iteration in its first steps)
   --strict-targets       a missed performance target fails the run
   -h, --help             this text
 EOF
@@ -54,6 +62,8 @@ py=python3
 models=resnet50,gpt2
 maxbatch_budget=8GiB
 minitrain_args="--layers 8 --width 1024 --batch 16384 --iters 10"
+guided_iters=30
+torch_steps=20
 strict=0
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -65,6 +75,8 @@ while [[ $# -gt 0 ]]; do
     --models) models=$2; shift 2 ;;
     --maxbatch-budget) maxbatch_budget=$2; shift 2 ;;
     --minitrain-args) minitrain_args=$2; shift 2 ;;
+    --guided-iters) guided_iters=$2; shift 2 ;;
+    --torch-steps) torch_steps=$2; shift 2 ;;
     --strict-targets) strict=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "validate.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
@@ -80,8 +92,9 @@ results=$out/results.tsv
 failures=0
 
 # ---- selection -----------------------------------------------------------------------------
-all_checks=(gpu-tests micro minitrain runtime torch-overhead torch-half torch-baselines torch-maxbatch)
-torch_group=torch-overhead,torch-half,torch-baselines,torch-maxbatch
+all_checks=(gpu-tests micro minitrain minitrain-guided runtime torch-overhead torch-half torch-guided
+  torch-baselines torch-maxbatch)
+torch_group=torch-overhead,torch-half,torch-guided,torch-baselines,torch-maxbatch
 expanded=()
 IFS=, read -r -a requested <<<"$only"
 for c in "${requested[@]}"; do
@@ -140,11 +153,42 @@ gswap_run() {
   LD_PRELOAD=$lib GSWAP_BUDGET=$budget GSWAP_DAEMON=${GSWAP_DAEMON:-off} run "$name" "$limit" "$@"
 }
 
+# guided_run NAME TIMEOUT BUDGET CMD...: the same with a gswapd of its own (GSWAP_DAEMON=connect):
+# the daemon measures the iterations, plans and the library follows the plan. The daemon's log is
+# logs/NAME_gswapd.log.
+guided_run() {
+  local name=$1 limit=$2 budget=$3
+  shift 3
+  local rt
+  rt=$(mktemp -d /tmp/gswap-rt.XXXXXX) || return 2
+  LD_LIBRARY_PATH=$build_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} GSWAP_RUNTIME_DIR=$rt \
+    "$gswapd" --gpu 0 --foreground --log-file "$out/logs/${name}_gswapd.log" &
+  local dpid=$! i
+  for ((i = 0; i < 100; i++)); do
+    compgen -G "$rt/*.sock" >/dev/null && break
+    sleep 0.1
+  done
+  local rc=0
+  GSWAP_RUNTIME_DIR=$rt GSWAP_DAEMON=connect gswap_run "$name" "$limit" "$budget" "$@" || rc=$?
+  kill -TERM "$dpid" 2>/dev/null
+  wait "$dpid" 2>/dev/null
+  rm -rf "$rt"
+  return $rc
+}
+
 log() { echo "$out/logs/$1.log"; }
 # field LOG KEY: the value of the first "KEY: value" line.
 field() { sed -n "s/^$2: *//p" "$1" | head -n1; }
-# summary_field LOG KEY: a figure from the library's exit summary line.
-summary_field() { grep -o "gswap summary:.*" "$1" | tail -n1 | grep -o "$2=[0-9.]*" | cut -d= -f2; }
+# summary_field LOG KEY: a figure (or the mode) from the library's exit summary line.
+summary_field() { grep -o "gswap summary:.*" "$1" | tail -n1 | grep -o " $2=[0-9a-z.]*" | cut -d= -f2; }
+# guided_figures LOG: what the summary says of the plan's execution, for a report.
+guided_figures() {
+  local f=$1 k line=""
+  for k in mode guided_iterations planned_evictions prefetches late_restores stalls device_stall_ms; do
+    line+="$k=$(summary_field "$f" "$k") "
+  done
+  echo "${line% }"
+}
 # json_field LOG EVENT KEY: a key of the last JSON line with that event.
 json_field() {
   "$py" - "$1" "$2" "$3" <<'EOF'
@@ -173,6 +217,7 @@ if [[ -z $gpu_name ]]; then
 fi
 
 lib=$build_dir/interpose/libgswap.so
+gswapd=$build_dir/bin/gswapd
 minitrain=$build_dir/tests/workloads/minitrain
 bin=$build_dir/tests/gpu
 if [[ $build_there = 1 ]]; then
@@ -263,25 +308,32 @@ if want micro; then
   else
     record micro_driver FAIL "exit $?; see logs/micro_driver.log"
   fi
-  if gswap_run micro_launch_gswap 300 100% "$bin/gpu_micro" --only launch; then
-    bare=$(sed -n 's/^RESULT launch_ns_median //p' "$(log micro_driver)")
-    with=$(sed -n 's/^RESULT launch_ns_median //p' "$(log micro_launch_gswap)")
-    if [[ -n $bare && -n $with ]]; then
-      added=$(calc "$with - $bare")
-      target micro_launch_added_ns "$(calc "($with - $bare) <= 150")" \
-        "added ${added} ns per launch (${bare} -> ${with} ns, 8 pointers, 10000 live allocations; target <= 150 ns)"
-    else
-      record micro_launch_added_ns FAIL "no launch figure in the logs"
-    fi
+  # The launch cost, bare and through libgswap in alternation, three runs each: one run's median
+  # moves by a few hundred ns from run to run, as much as the difference measured.
+  bares=() withs=() launch_ok=1
+  for i in 1 2 3; do
+    run "micro_launch_bare$i" 200 "$bin/gpu_micro" --only launch || launch_ok=0
+    gswap_run "micro_launch_gswap$i" 200 100% "$bin/gpu_micro" --only launch || launch_ok=0
+    bares+=("$(sed -n 's/^RESULT launch_ns_median //p' "$(log "micro_launch_bare$i")")")
+    withs+=("$(sed -n 's/^RESULT launch_ns_median //p' "$(log "micro_launch_gswap$i")")")
+  done
+  median3() { printf '%s\n' "$@" | sort -g | sed -n 2p; }
+  bare=$(median3 "${bares[@]}")
+  with=$(median3 "${withs[@]}")
+  if [[ $launch_ok = 1 && -n $bare && -n $with ]]; then
+    added=$(calc "$with - $bare")
+    target micro_launch_added_ns "$(calc "($with - $bare) <= 150")" \
+      "added ${added} ns per launch (median of 3 alternating runs: ${bare} -> ${with} ns; bare ${bares[*]}, gswap ${withs[*]}; 8 pointers, 10000 live allocations; target <= 150 ns)"
   else
-    record micro_launch_gswap FAIL "see logs/micro_launch_gswap.log"
+    record micro_launch_added_ns FAIL "a launch run failed or gave no figure; see logs/micro_launch_*.log"
   fi
   {
     echo "Measured $(date -u +%F) on $gpu_name, driver $driver (scripts/gpu/validate.sh --only micro)."
     echo
     sed -n '/^| Measurement/,$p' "$(log micro_driver)" | grep '^|'
-    grep '^| cuLaunchKernel' "$(log micro_launch_gswap)" 2>/dev/null
-    [[ -n ${added:-} ]] && echo "| added cost per launch through libgswap | ${added} ns |"
+    grep '^| cuLaunchKernel' "$(log micro_launch_gswap1)" 2>/dev/null
+    [[ -n ${added:-} ]] &&
+      echo "| added cost per launch through libgswap (median of 3 alternating runs each) | ${added} ns |"
   } >"$out/micro.md"
 fi
 
@@ -331,6 +383,43 @@ if want minitrain; then
   fi
 fi
 
+# ---- 3b. minitrain, guided -----------------------------------------------------------------
+# steady_step LOG: the median of the second half of minitrain's step times, in ms.
+steady_step() {
+  local v
+  mapfile -t v < <(sed -n 's/^step_seconds: iter [0-9]* //p' "$1")
+  printf '%s\n' "${v[@]:${#v[@]} / 2}" | sort -g |
+    awk '{ a[NR] = $1 } END { if (NR) printf "%.1f", 1000 * (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'
+}
+if want minitrain-guided; then
+  if [[ ! -x $minitrain || ! -x $gswapd ]]; then
+    record minitrain_guided FAIL "$minitrain or $gswapd is missing"
+  else
+    read -r -a margs <<<"$minitrain_args --streams 1"
+    margs+=(--iters "$guided_iters")
+    if ! run minitrain_guided_driver 300 "$minitrain" "${margs[@]}"; then
+      record minitrain_guided FAIL "bare run failed; see logs/minitrain_guided_driver.log"
+    else
+      peak=$(field "$(log minitrain_guided_driver)" peak_bytes)
+      sum=$(field "$(log minitrain_guided_driver)" checksum)
+      budget=$((peak / 3))
+      gswap_run minitrain_guided_passive 300 "$budget" "$minitrain" "${margs[@]}"
+      prc=$?
+      guided_run minitrain_guided_gswap 300 "$budget" "$minitrain" "${margs[@]}"
+      grc=$?
+      psum=$(field "$(log minitrain_guided_passive)" checksum)
+      gsum=$(field "$(log minitrain_guided_gswap)" checksum)
+      mode=$(summary_field "$(log minitrain_guided_gswap)" mode)
+      detail="bare $(steady_step "$(log minitrain_guided_driver)") ms, passive $(steady_step "$(log minitrain_guided_passive)") ms, guided $(steady_step "$(log minitrain_guided_gswap)") ms per step (second half of $guided_iters) at budget $budget (peak $peak); guided: $(guided_figures "$(log minitrain_guided_gswap)")"
+      if [[ $prc = 0 && $grc = 0 && $psum = "$sum" && $gsum = "$sum" && $mode = guided ]]; then
+        record minitrain_guided PASS "checksums equal; $detail"
+      else
+        record minitrain_guided FAIL "exit $prc/$grc, checksums $psum/$gsum vs $sum, mode '$mode'; $detail"
+      fi
+    fi
+  fi
+fi
+
 # ---- 4. runtime path -----------------------------------------------------------------------
 if want runtime; then
   if [[ ! -x $bin/runtime_check ]]; then
@@ -357,6 +446,7 @@ fi
 
 # ---- 5. PyTorch ----------------------------------------------------------------------------
 train=("$py" "$root/scripts/gpu/pytorch_train.py")
+steps=(--steps "$torch_steps" --warmup $((torch_steps / 2)))
 model_args() {
   case $1 in
     resnet50) echo "--model resnet50 --batch 64" ;;
@@ -364,21 +454,23 @@ model_args() {
   esac
 }
 torch_selected=0
-for c in torch-overhead torch-half torch-baselines torch-maxbatch; do want $c && torch_selected=1; done
+for c in torch-overhead torch-half torch-guided torch-baselines torch-maxbatch; do
+  want $c && torch_selected=1
+done
 if [[ $torch_selected = 1 ]] && ! "$py" -c 'import torch, torchvision; assert torch.cuda.is_available()' 2>/dev/null; then
   record torch FAIL "$py cannot import torch/torchvision with CUDA"
   torch_selected=0
 fi
 IFS=, read -r -a model_list <<<"$models"
 per_model=0
-for c in torch-overhead torch-half torch-baselines; do want $c && per_model=1; done
+for c in torch-overhead torch-half torch-guided torch-baselines; do want $c && per_model=1; done
 if [[ $torch_selected = 1 ]]; then
   for m in "${model_list[@]}"; do
     [[ $per_model = 1 ]] || break
     h_ms=""
     read -r -a margs <<<"$(model_args "$m")"
     # The bare run gives the step time, the peak and the reference losses for every later check.
-    if ! run "torch_${m}_bare" 500 "${train[@]}" "${margs[@]}" --steps 20; then
+    if ! run "torch_${m}_bare" 500 "${train[@]}" "${margs[@]}" "${steps[@]}"; then
       record "torch_${m}" FAIL "bare run failed; see logs/torch_${m}_bare.log"
       continue
     fi
@@ -389,13 +481,13 @@ if [[ $torch_selected = 1 ]]; then
 
     if want torch-overhead; then
       # Budget above peak: nothing is evicted, the difference is the passthrough cost.
-      if gswap_run "torch_${m}_passthrough" 500 100% "${train[@]}" "${margs[@]}" --steps 20; then
+      if gswap_run "torch_${m}_passthrough" 500 100% "${train[@]}" "${margs[@]}" "${steps[@]}"; then
         g_ms=$(json_field "$(log "torch_${m}_passthrough")" summary step_ms_median)
         ov=$(calc "100 * ($g_ms - $bare_ms) / $bare_ms")
         target "torch_${m}_overhead" "$(calc "$ov <= 1")" \
           "step ${bare_ms} ms bare, ${g_ms} ms under gswap at 100%: ${ov}% (target <= 1%)"
         if "${train[@]}" --compare "$(log "torch_${m}_bare")" "$(log "torch_${m}_passthrough")" >/dev/null; then
-          record "torch_${m}_passthrough_losses" PASS "20 losses bitwise equal"
+          record "torch_${m}_passthrough_losses" PASS "$torch_steps losses bitwise equal"
         else
           record "torch_${m}_passthrough_losses" FAIL "losses differ from the bare run"
         fi
@@ -405,11 +497,11 @@ if [[ $torch_selected = 1 ]]; then
     fi
 
     if want torch-half; then
-      if gswap_run "torch_${m}_half" 580 "$half" "${train[@]}" "${margs[@]}" --steps 20; then
+      if gswap_run "torch_${m}_half" 580 "$half" "${train[@]}" "${margs[@]}" "${steps[@]}"; then
         h_ms=$(json_field "$(log "torch_${m}_half")" summary step_ms_median)
         swapped=$(summary_field "$(log "torch_${m}_half")" swapped_out)
         if "${train[@]}" --compare "$(log "torch_${m}_bare")" "$(log "torch_${m}_half")" >"$out/logs/torch_${m}_half_compare.log"; then
-          record "torch_${m}_half_losses" PASS "20 losses bitwise equal at budget $half B (peak $peak), swapped out ${swapped:-?} B"
+          record "torch_${m}_half_losses" PASS "$torch_steps losses bitwise equal at budget $half B (peak $peak), swapped out ${swapped:-?} B"
         else
           record "torch_${m}_half_losses" FAIL "$(cat "$out/logs/torch_${m}_half_compare.log")"
         fi
@@ -418,6 +510,25 @@ if [[ $torch_selected = 1 ]]; then
           "step ${h_ms} ms vs ${bare_ms} ms: ${thr}% of unconstrained throughput (target >= 90% where the link allows)"
       else
         record "torch_${m}_half_losses" FAIL "gswap run at 50% of peak failed; see logs/torch_${m}_half.log"
+      fi
+    fi
+
+    if want torch-guided; then
+      if [[ ! -x $gswapd ]]; then
+        record "torch_${m}_guided" FAIL "$gswapd is missing"
+      elif guided_run "torch_${m}_guided" 580 "$half" "${train[@]}" "${margs[@]}" "${steps[@]}"; then
+        g_ms=$(json_field "$(log "torch_${m}_guided")" summary step_ms_median)
+        figures=$(guided_figures "$(log "torch_${m}_guided")")
+        if "${train[@]}" --compare "$(log "torch_${m}_bare")" "$(log "torch_${m}_guided")" >"$out/logs/torch_${m}_guided_compare.log"; then
+          record "torch_${m}_guided_losses" PASS "$torch_steps losses bitwise equal at budget $half B; $figures"
+        else
+          record "torch_${m}_guided_losses" FAIL "$(cat "$out/logs/torch_${m}_guided_compare.log")"
+        fi
+        thr=$(calc "100 * $bare_ms / $g_ms")
+        target "torch_${m}_guided_throughput" "$(calc "$thr >= 90")" \
+          "step ${g_ms} ms guided, ${h_ms:-not run} ms passive, ${bare_ms} ms bare: ${thr}% of unconstrained throughput (target >= 90% where the link allows)"
+      else
+        record "torch_${m}_guided_losses" FAIL "guided run at 50% of peak failed; see logs/torch_${m}_guided.log"
       fi
     fi
 
@@ -430,7 +541,7 @@ if [[ $torch_selected = 1 ]]; then
         else record "torch_${m}_fraction" FAIL "failed without an OOM; see logs/torch_${m}_fraction.log"; fi
       fi
       for b in save-on-cpu checkpoint; do
-        if run "torch_${m}_${b}" 580 "${train[@]}" "${margs[@]}" --steps 20 --budget "$half" "--$b"; then
+        if run "torch_${m}_${b}" 580 "${train[@]}" "${margs[@]}" "${steps[@]}" --budget "$half" "--$b"; then
           b_ms=$(json_field "$(log "torch_${m}_${b}")" summary step_ms_median)
           record "torch_${m}_${b}" MEASURED "step ${b_ms} ms at $half B (gswap: ${h_ms:-not run} ms, bare: ${bare_ms} ms)"
         else
