@@ -173,7 +173,9 @@ class FakeDevice final : public Device {
     return CUDA_SUCCESS;
   }
   CUresult host_free(void* p) override {
+    std::lock_guard<std::mutex> l(m_);
     ::operator delete(p);
+    ++counts_["host_free"];
     return CUDA_SUCCESS;
   }
   CUresult stream_create(Stream* out) override {

@@ -23,11 +23,19 @@ bool HostMemory::acquire(std::uint64_t bytes, std::uint64_t now_ns, HostBuffer* 
       pool_.erase(it);
       return true;
     }
-    // Room under the cap: make it by trimming the pool if needed, then reserve it.
-    if (bytes <= pinned_cap_ && pinned_ + bytes > pinned_cap_) trim_to(0);
+    // Room under the cap: reserve it. The pool is never trimmed to make room: cuMemFreeHost
+    // waits until the device is idle and holds up every thread's driver calls meanwhile (480 ms
+    // behind a running kernel on an H200, docs/gpu-validation.md).
     if (pinned_ + bytes <= pinned_cap_) {
       pinned_ += bytes;
       reserved = true;
+    } else if (it != pool_.end()) {
+      // At the cap: a larger pooled buffer, however much of it goes unused, still copies at the
+      // pinned rate, where pageable memory goes through the staging ring.
+      *out = HostBuffer{it->second.ptr, it->first, true};
+      pooled_ -= it->first;
+      pool_.erase(it);
+      return true;
     }
   }
   if (reserved) {
@@ -54,20 +62,8 @@ void HostMemory::release(HostBuffer* b, std::uint64_t now_ns) {
     std::lock_guard<std::mutex> lock(pool_mutex_);
     pool_.emplace(b->bytes, Pooled{b->ptr, now_ns});
     pooled_ += b->bytes;
-    trim_to(pinned_cap_ / 4);
   }
   *b = HostBuffer{};
-}
-
-void HostMemory::trim_to(std::uint64_t keep) {
-  // Largest first: one big buffer back to the driver frees the most for the fewest calls.
-  while (pooled_ > keep && !pool_.empty()) {
-    auto it = std::prev(pool_.end());
-    device_.host_free(it->second.ptr);
-    pooled_ -= it->first;
-    pinned_ -= it->first;
-    pool_.erase(it);
-  }
 }
 
 void HostMemory::trim_idle(std::uint64_t now_ns) {

@@ -2,10 +2,11 @@
 //
 // Pinned buffers (cuMemAllocHost) up to the pinned cap, kept in a pool when released so the next
 // swap-out of a similar size reuses one: a released buffer serves any request of at least 3/4 of
-// its size (so sizes need not match exactly), and the pool gives memory back to the driver when
-// it holds more than a quarter of the cap or a buffer sits unused for kIdleTrimNs. Beyond the cap,
-// ordinary pageable memory filled and drained through a two-half pinned staging ring (vDNN++: the
-// pinned requirement stays bounded whatever is swapped).
+// its size (so sizes need not match exactly), and at the cap any smaller request. The pool gives
+// memory back to the driver only when a buffer sits unused for kIdleTrimNs, never to make room:
+// cuMemFreeHost waits until the device is idle and holds up every thread's driver calls until
+// then. Beyond the cap, ordinary pageable memory filled and drained through a two-half pinned
+// staging ring (vDNN++: the pinned requirement stays bounded whatever is swapped).
 //
 // Threads: the pool has its own mutex (pool_mutex_), held only for list operations, never across
 // a driver call, so the swapper allocating pinned memory never holds up a free on another thread.
@@ -39,7 +40,9 @@ class HostMemory {
   bool acquire(std::uint64_t bytes, std::uint64_t now_ns, HostBuffer* out);
   // Gives a buffer back (pinned to the pool, pageable to the OS); *b is cleared.
   void release(HostBuffer* b, std::uint64_t now_ns);
-  // Frees pooled pinned buffers idle for longer than kIdleTrimNs (the swapper calls it).
+  // Frees pooled pinned buffers idle for longer than kIdleTrimNs (the swapper calls it). Each
+  // free waits for the device to be idle: a workload whose swapping has shrunk for that long pays
+  // it once.
   void trim_idle(std::uint64_t now_ns);
 
   std::uint64_t pinned_bytes() const;  // held: in use, pooled and the staging ring
@@ -55,7 +58,6 @@ class HostMemory {
   void forget();
 
  private:
-  void trim_to(std::uint64_t keep);  // pool_mutex_ held
   bool ensure_staging();
 
   Device& device_;

@@ -47,7 +47,9 @@ void Residency::stop_swapper() {
 
 // Times one copy each way of kCalibrationBytes on gswap's own streams, so the link's bandwidth is
 // known (and gswapd plans with it) before the first swap. Off the application's threads; the
-// memory is gswap's for a moment and given back, never counted against the budget.
+// device memory is gswap's for a moment and given back, never counted against the budget. The
+// pinned buffer comes from the pinned pool and goes back there: cuMemFreeHost would wait for the
+// application's first kernels and hold up its driver calls meanwhile.
 void Residency::calibrate_link() {
   constexpr std::uint64_t kCalibrationBytes = 8ull << 20;
   std::uint64_t bytes = (kCalibrationBytes + granularity_ - 1) / granularity_ * granularity_;
@@ -58,11 +60,13 @@ void Residency::calibrate_link() {
   }
   if (!va) return;
   Device::Handle h = 0;
-  void* host = nullptr;
+  HostBuffer buf;
   Device::Event e[3] = {};
   bool ok = dev_.create(bytes, &h) == CUDA_SUCCESS;
   bool mapped = ok && dev_.map(va, bytes, h) == CUDA_SUCCESS;
-  ok = mapped && dev_.host_alloc(bytes, &host) == CUDA_SUCCESS;
+  // Pageable memory (a pinned cap below the buffer) would time the staging ring, not the link.
+  ok = mapped && host_.acquire(bytes, monotonic_ns(), &buf) && buf.pinned;
+  void* host = buf.ptr;
   for (auto& ev : e) ok = ok && dev_.event_create(&ev, true) == CUDA_SUCCESS;
   bool enqueued = false;  // a copy may be in flight on the buffers from here on
   ok = ok && dev_.record(e[0], evict_stream_) == CUDA_SUCCESS &&
@@ -85,7 +89,7 @@ void Residency::calibrate_link() {
   }
   for (auto& ev : e)
     if (ev) dev_.event_destroy(ev);
-  if (host) dev_.host_free(host);
+  host_.release(&buf, monotonic_ns());
   // A range still mapped is never handed out again (a later map there would fail).
   if (mapped && dev_.unmap(va, bytes) != CUDA_SUCCESS) return;
   if (h) dev_.release(h);
