@@ -155,21 +155,24 @@ gswap_run() {
 
 # guided_run NAME TIMEOUT BUDGET CMD...: the same with a gswapd of its own (GSWAP_DAEMON=connect):
 # the daemon measures the iterations, plans and the library follows the plan. The daemon's log is
-# logs/NAME_gswapd.log.
+# logs/NAME_gswapd.log (GSWAPD_LOG_LEVEL, default info); the library logs at GSWAP_LOG (default
+# info) there.
 guided_run() {
   local name=$1 limit=$2 budget=$3
   shift 3
   local rt
   rt=$(mktemp -d /tmp/gswap-rt.XXXXXX) || return 2
   LD_LIBRARY_PATH=$build_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} GSWAP_RUNTIME_DIR=$rt \
-    "$gswapd" --gpu 0 --foreground --log-file "$out/logs/${name}_gswapd.log" &
+    "$gswapd" --gpu 0 --foreground --log-level "${GSWAPD_LOG_LEVEL:-info}" \
+    --log-file "$out/logs/${name}_gswapd.log" &
   local dpid=$! i
   for ((i = 0; i < 100; i++)); do
     compgen -G "$rt/*.sock" >/dev/null && break
     sleep 0.1
   done
   local rc=0
-  GSWAP_RUNTIME_DIR=$rt GSWAP_DAEMON=connect gswap_run "$name" "$limit" "$budget" "$@" || rc=$?
+  GSWAP_LOG=${GSWAP_LOG:-info} GSWAP_RUNTIME_DIR=$rt GSWAP_DAEMON=connect \
+    gswap_run "$name" "$limit" "$budget" "$@" || rc=$?
   kill -TERM "$dpid" 2>/dev/null
   wait "$dpid" 2>/dev/null
   rm -rf "$rt"
@@ -395,7 +398,8 @@ if want minitrain-guided; then
   if [[ ! -x $minitrain || ! -x $gswapd ]]; then
     record minitrain_guided FAIL "$minitrain or $gswapd is missing"
   else
-    read -r -a margs <<<"$minitrain_args --streams 1"
+    # minitrain_args with --guided-iters for its --iters.
+    read -r -a margs <<<"$(sed -E 's/--iters[ =]+[0-9]+//' <<<"$minitrain_args") --streams 1"
     margs+=(--iters "$guided_iters")
     if ! run minitrain_guided_driver 300 "$minitrain" "${margs[@]}"; then
       record minitrain_guided FAIL "bare run failed; see logs/minitrain_guided_driver.log"

@@ -4,7 +4,8 @@
 // thread that unmaps all rest on figures that only a GPU can give (design brief, facts 6 and 12):
 //   vmm        cost of cuMemCreate, cuMemMap+cuMemSetAccess, cuMemUnmap+cuMemRelease, 2 and 64 MiB
 //   unmap      whether cuMemUnmap/cuMemRelease of an unrelated range blocks while a kernel runs
-//   pinned     whether cuMemAllocHost/cuMemFreeHost wait for a kernel running on another stream,
+//   pinned     whether cuMemAllocHost/cuMemFreeHost (and cuMemHostRegister/Unregister) wait for
+//              a kernel running on another stream,
 //              and whether another thread's driver call waits meanwhile (gswap's pinned pool and
 //              its start-up link calibration free pinned memory while the application runs)
 //   bandwidth  pinned copy bandwidth H2D, D2H, and both directions at once
@@ -209,6 +210,29 @@ void measure_pinned_blocking(std::uint64_t spin_ms) {
          "cuMemFreeHost waits for a running kernel (1 yes, 0 no)", "");
   result("host_free_other_thread_us", other_us,
          "another thread's cuMemsetD32Async during that cuMemFreeHost", "us");
+
+  // The other way to pin: cuMemHostRegister on ordinary memory, cuMemHostUnregister to let go.
+  std::vector<char> plain(size, 1);
+  busy();
+  t0 = now_us();
+  GT_CU(cuMemHostRegister(plain.data(), size, 0));
+  const double reg_us = now_us() - t0;
+  const bool reg_waited = cuStreamQuery(s) != CUDA_ERROR_NOT_READY;
+  GT_CU(cuStreamSynchronize(s));
+  busy();
+  t0 = now_us();
+  GT_CU(cuMemHostUnregister(plain.data()));
+  const double unreg_us = now_us() - t0;
+  const bool unreg_waited = cuStreamQuery(s) != CUDA_ERROR_NOT_READY;
+  GT_CU(cuStreamSynchronize(s));
+  result("host_register_busy_us", reg_us,
+         "cuMemHostRegister 64MiB, kernel running on another stream", "us");
+  result("host_register_waits", reg_waited ? 1 : 0,
+         "cuMemHostRegister waits for a running kernel (1 yes, 0 no)", "");
+  result("host_unregister_busy_us", unreg_us,
+         "cuMemHostUnregister 64MiB, kernel running on another stream", "us");
+  result("host_unregister_waits", unreg_waited ? 1 : 0,
+         "cuMemHostUnregister waits for a running kernel (1 yes, 0 no)", "");
   GT_CU(cuMemFree(word));
   GT_CU(cuStreamDestroy(s));
   GT_CU(cuStreamDestroy(other));
