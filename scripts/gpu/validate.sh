@@ -465,6 +465,20 @@ if [[ $torch_selected = 1 ]] && ! "$py" -c 'import torch, torchvision; assert to
   record torch FAIL "$py cannot import torch/torchvision with CUDA"
   torch_selected=0
 fi
+# half_outcome NAME PASS_DETAIL STEP_DETAIL: for a run at half the peak (logs/NAME.log), the
+# losses against the model's bare run and the step time against the throughput target.
+half_outcome() {
+  local name=$1 pass_detail=$2 step_detail=$3 ms thr
+  if "${train[@]}" --compare "$(log "torch_${m}_bare")" "$(log "$name")" >"$out/logs/${name}_compare.log"; then
+    record "${name}_losses" PASS "$torch_steps losses bitwise equal at budget $half B$pass_detail"
+  else
+    record "${name}_losses" FAIL "$(cat "$out/logs/${name}_compare.log")"
+  fi
+  ms=$(json_field "$(log "$name")" summary step_ms_median)
+  thr=$(calc "100 * $bare_ms / $ms")
+  target "${name}_throughput" "$(calc "$thr >= 90")" \
+    "step ${ms} ms ${step_detail}: ${thr}% of unconstrained throughput (target >= 90% where the link allows)"
+}
 IFS=, read -r -a model_list <<<"$models"
 per_model=0
 for c in torch-overhead torch-half torch-guided torch-baselines; do want $c && per_model=1; done
@@ -504,14 +518,8 @@ if [[ $torch_selected = 1 ]]; then
       if gswap_run "torch_${m}_half" 580 "$half" "${train[@]}" "${margs[@]}" "${steps[@]}"; then
         h_ms=$(json_field "$(log "torch_${m}_half")" summary step_ms_median)
         swapped=$(summary_field "$(log "torch_${m}_half")" swapped_out)
-        if "${train[@]}" --compare "$(log "torch_${m}_bare")" "$(log "torch_${m}_half")" >"$out/logs/torch_${m}_half_compare.log"; then
-          record "torch_${m}_half_losses" PASS "$torch_steps losses bitwise equal at budget $half B (peak $peak), swapped out ${swapped:-?} B"
-        else
-          record "torch_${m}_half_losses" FAIL "$(cat "$out/logs/torch_${m}_half_compare.log")"
-        fi
-        thr=$(calc "100 * $bare_ms / $h_ms")
-        target "torch_${m}_half_throughput" "$(calc "$thr >= 90")" \
-          "step ${h_ms} ms vs ${bare_ms} ms: ${thr}% of unconstrained throughput (target >= 90% where the link allows)"
+        half_outcome "torch_${m}_half" " (peak $peak), swapped out ${swapped:-?} B" \
+          "vs ${bare_ms} ms"
       else
         record "torch_${m}_half_losses" FAIL "gswap run at 50% of peak failed; see logs/torch_${m}_half.log"
       fi
@@ -521,16 +529,8 @@ if [[ $torch_selected = 1 ]]; then
       if [[ ! -x $gswapd ]]; then
         record "torch_${m}_guided" FAIL "$gswapd is missing"
       elif guided_run "torch_${m}_guided" 580 "$half" "${train[@]}" "${margs[@]}" "${steps[@]}"; then
-        g_ms=$(json_field "$(log "torch_${m}_guided")" summary step_ms_median)
-        figures=$(guided_figures "$(log "torch_${m}_guided")")
-        if "${train[@]}" --compare "$(log "torch_${m}_bare")" "$(log "torch_${m}_guided")" >"$out/logs/torch_${m}_guided_compare.log"; then
-          record "torch_${m}_guided_losses" PASS "$torch_steps losses bitwise equal at budget $half B; $figures"
-        else
-          record "torch_${m}_guided_losses" FAIL "$(cat "$out/logs/torch_${m}_guided_compare.log")"
-        fi
-        thr=$(calc "100 * $bare_ms / $g_ms")
-        target "torch_${m}_guided_throughput" "$(calc "$thr >= 90")" \
-          "step ${g_ms} ms guided, ${h_ms:-not run} ms passive, ${bare_ms} ms bare: ${thr}% of unconstrained throughput (target >= 90% where the link allows)"
+        half_outcome "torch_${m}_guided" "; $(guided_figures "$(log "torch_${m}_guided")")" \
+          "guided, ${h_ms:-not run} ms passive, ${bare_ms} ms bare"
       else
         record "torch_${m}_guided_losses" FAIL "guided run at 50% of peak failed; see logs/torch_${m}_guided.log"
       fi
