@@ -48,6 +48,9 @@ Options:
   --guided-iters N       minitrain's iterations in minitrain-guided (default: 30)
   --torch-steps N        steps of every PyTorch training run (default: 20); the first half are left
                          out of the step time (guided mode learns the iteration in its first steps)
+  --dump-every S         during each guided run, every S seconds, save gswapd's status, the
+                         client's last measured iteration and its launch window (logs/NAME_status.json,
+                         NAME_trace.json, NAME_window.json); default 0, off
   --strict-targets       a missed performance target fails the run
   -h, --help             this text
 EOF
@@ -64,6 +67,7 @@ maxbatch_budget=8GiB
 minitrain_args="--layers 8 --width 1024 --batch 16384 --iters 10"
 guided_iters=30
 torch_steps=20
+dump_every=0
 strict=0
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -77,6 +81,7 @@ while [[ $# -gt 0 ]]; do
     --minitrain-args) minitrain_args=$2; shift 2 ;;
     --guided-iters) guided_iters=$2; shift 2 ;;
     --torch-steps) torch_steps=$2; shift 2 ;;
+    --dump-every) dump_every=$2; shift 2 ;;
     --strict-targets) strict=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "validate.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
@@ -172,7 +177,24 @@ guided_run() {
   done
   local rc=0
   GSWAP_LOG=${GSWAP_LOG:-info} GSWAP_RUNTIME_DIR=$rt GSWAP_DAEMON=connect \
-    gswap_run "$name" "$limit" "$budget" "$@" || rc=$?
+    gswap_run "$name" "$limit" "$budget" "$@" &
+  local job=$! pid f
+  # With --dump-every: what gswapd holds of the client, replaced every so often while it runs, so
+  # the last copy shows the end of the run (status, the last measured iteration, and the launch
+  # window as a timeline, for replaying iteration detection offline).
+  ctl() { LD_LIBRARY_PATH=$build_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} GSWAP_RUNTIME_DIR=$rt "$gswapctl" "$@"; }
+  while [[ $dump_every -gt 0 ]] && kill -0 "$job" 2>/dev/null; do
+    sleep "$dump_every"
+    f=$out/logs/${name}_status
+    ctl status --json >"$f.part" 2>/dev/null || continue
+    pid=$("$py" -c 'import json, sys; print(*[c["pid"] for g in json.load(open(sys.argv[1]))["gpus"] for c in g["clients"]][:1])' "$f.part" 2>/dev/null)
+    [[ -n $pid ]] && mv "$f.part" "$f.json" && ctl trace dump --pid "$pid" --out "$out/logs/${name}_trace.part" \
+      --timeline "$out/logs/${name}_window.part" >/dev/null 2>&1 &&
+      mv "$out/logs/${name}_trace.part" "$out/logs/${name}_trace.json" &&
+      mv "$out/logs/${name}_window.part" "$out/logs/${name}_window.json"
+  done
+  wait "$job" || rc=$?
+  rm -f "$out/logs/${name}"_*.part
   kill -TERM "$dpid" 2>/dev/null
   wait "$dpid" 2>/dev/null
   rm -rf "$rt"
@@ -221,6 +243,7 @@ fi
 
 lib=$build_dir/interpose/libgswap.so
 gswapd=$build_dir/bin/gswapd
+gswapctl=$build_dir/bin/gswapctl
 minitrain=$build_dir/tests/workloads/minitrain
 bin=$build_dir/tests/gpu
 if [[ $build_there = 1 ]]; then
