@@ -352,6 +352,11 @@ SC_EXPORT CUresult cuMemHostAlloc(void** pp, size_t n, unsigned int flags) {
   SC_ENTRY(cuMemHostAlloc);
   return host_alloc(pp, n, flags);
 }
+// Giving pinned memory back waits for the device on real drivers (measured on an H200: behind a
+// kernel running on another stream, cuMemFreeHost and cuMemHostUnregister return when it ends).
+static void sync_current_ctx() {
+  if (Ctx* c = current_ctx(); c && live(g().ctxs, c)) sync_ctx(c);
+}
 SC_EXPORT CUresult cuMemFreeHost(void* p) {
   SC_ENTRY(cuMemFreeHost);
   if (CUresult r = check_init()) return r;
@@ -365,6 +370,7 @@ SC_EXPORT CUresult cuMemFreeHost(void* p) {
     r = it->second;
     g().ranges.erase(it);
   }
+  sync_current_ctx();
   munmap(p, r.map_len);
   return CUDA_SUCCESS;
 }
@@ -401,6 +407,8 @@ SC_EXPORT CUresult cuMemHostUnregister(void* p) {
   if (it == g().ranges.end() || it->second.kind != RangeKind::Registered)
     return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
   g().ranges.erase(it);
+  lk.unlock();
+  sync_current_ctx();
   return CUDA_SUCCESS;
 }
 SC_EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* d, void* p, unsigned int flags) {

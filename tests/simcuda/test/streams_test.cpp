@@ -408,3 +408,29 @@ TEST_F(Sim, BadHandles) {
   CK(cuStreamDestroy(s));
   CK(cuStreamDestroy(s2));
 }
+
+// Giving pinned memory back waits for the context's work, as on the real driver (an H200 waited
+// for a kernel on another stream): after cuMemFreeHost or cuMemHostUnregister returns, the slow
+// kernel has run.
+TEST_F(Sim, FreeingPinnedMemoryWaitsForTheDevice) {
+  load_kernels();
+  Log log;
+  CUstream s;
+  CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  unsigned long long before = 0, after = 0;
+  ASSERT_EQ(simcudaGetCounter("device_wide_syncs", &before), 0);
+  void* pinned = nullptr;
+  CK(cuMemAllocHost(&pinned, 1 << 20));
+  CK(launch_append(sleep_append, s, log.l(), log.c(), 1));
+  CK(cuMemFreeHost(pinned));
+  EXPECT_EQ(cuStreamQuery(s), CUDA_SUCCESS);
+  std::vector<char> plain(1 << 20);
+  CK(cuMemHostRegister(plain.data(), plain.size(), 0));
+  CK(launch_append(sleep_append, s, log.l(), log.c(), 2));
+  CK(cuMemHostUnregister(plain.data()));
+  EXPECT_EQ(cuStreamQuery(s), CUDA_SUCCESS);
+  ASSERT_EQ(simcudaGetCounter("device_wide_syncs", &after), 0);
+  EXPECT_EQ(after - before, 2u);
+  EXPECT_EQ(log.read(), (std::vector<int32_t>{1, 2}));
+  CK(cuStreamDestroy(s));
+}
