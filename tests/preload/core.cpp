@@ -25,6 +25,9 @@
 //                                   later ones are still swapped
 //   core MODULE.so stuck MiB        an allocation that needs a region evicted whose last use waits
 //                                   for the host fails with out-of-memory after a bounded wait
+//   core MODULE.so pinned MiB       regions swapped out and back, round after round, under a pinned
+//                                   cap of a few regions: gswap never gives pinned memory back
+//                                   while the program runs (cuMemFreeHost waits for the device)
 //
 // Budgets come from GSWAP_BUDGET (set by the test); sizes are in MiB per region.
 #include <simcuda.h>
@@ -378,6 +381,52 @@ int run_stuck(unsigned long long bytes) {
 
 }  // namespace
 
+// Eight regions through a budget of two and a pinned cap of four (set by the test): each round
+// touches every region, so each is swapped out and back; host copies come from the pinned pool
+// and go back to it. cuMemFreeHost waits for the whole device, so gswap must not call it while the
+// program runs.
+int run_pinned(unsigned long long bytes) {
+  unsigned long long n = bytes / 4;
+  constexpr int kRegions = 8, kRounds = 4;
+  CUstream s;
+  PCHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  std::vector<CUdeviceptr> regions(kRegions);
+  for (auto& r : regions) {
+    PCHECK(cuMemAlloc(&r, bytes));
+    PCHECK(cuMemsetD32(r, 0u, n));
+  }
+  unsigned long long frees = counter("calls:cuMemFreeHost");
+  for (int round = 0; round < kRounds; ++round)
+    for (CUdeviceptr r : regions) PCHECK(launch_add(g_add, s, r, n, 1));
+  PCHECK(cuStreamSynchronize(s));
+  for (std::size_t i = 0; i < regions.size(); ++i) {
+    unsigned got = 0;
+    if (!all_equal(regions[i], n, kRounds, &got)) {
+      std::fprintf(stderr, "pinned: region %zu holds %u, want %d\n", i, got, kRounds);
+      return 1;
+    }
+  }
+  // Swap them all out again, then free them: the host copies of those still out go back to the
+  // pool at once, more than a quarter of the cap.
+  for (int round = 0; round < 2; ++round)
+    for (CUdeviceptr r : regions) PCHECK(launch_add(g_add, s, r, n, 1));
+  PCHECK(cuStreamSynchronize(s));
+  for (CUdeviceptr r : regions) PCHECK(cuMemFree(r));
+  CUdeviceptr more = 0;  // and a new allocation takes memory after those frees
+  PCHECK(cuMemAlloc(&more, bytes));
+  PCHECK(cuMemsetD32(more, 0u, n));
+  PCHECK(launch_add(g_add, s, more, n, 1));
+  PCHECK(cuStreamSynchronize(s));
+  frees = counter("calls:cuMemFreeHost") - frees;
+  if (frees != 0) {
+    std::fprintf(stderr, "pinned: %llu cuMemFreeHost calls while the program ran\n", frees);
+    return 1;
+  }
+  PCHECK(cuMemFree(more));
+  PCHECK(cuStreamDestroy(s));
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc < 4) {
     std::fprintf(stderr, "usage: core MODULE.so MODE MiB\n");
@@ -398,6 +447,7 @@ int main(int argc, char** argv) {
   if (mode == "no_context") return run_no_context(bytes);
   if (mode == "huge") return run_huge(bytes);
   if (mode == "stuck") return run_stuck(bytes);
+  if (mode == "pinned") return run_pinned(bytes);
   std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
   return 2;
 }
