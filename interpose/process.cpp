@@ -151,14 +151,14 @@ void print_summary() {
   static const char* const kModes[] = {"passive", "measured", "guided"};
   const char* mode = k.mode < 3 ? kModes[k.mode] : "passive";
   char a[32], b[32], c[32], d[32], e[32];
-  char line[896];
+  char line[1024];
   int n = std::snprintf(
       line, sizeof line,
       "gswap summary: peak_resident=%llu (%s) budget=%llu (%s) swapped_out=%llu (%s) "
       "swapped_in=%llu (%s) stalls=%llu stall_ms=%.1f device_stall_ms=%.1f oom=%llu "
       "swap_errors=%llu mode=%s planned_evictions=%llu prefetches=%llu late_restores=%llu "
       "divergences=%llu guided_iterations=%llu recomputed=%llu (%s) recomputes=%llu "
-      "recompute_ms=%.1f recompute_failures=%llu\n",
+      "recompute_ms=%.1f recompute_failures=%llu timing_skips=%llu dropped_events=%llu\n",
       (unsigned long long)s.peak, format_bytes(s.peak, a, 32), (unsigned long long)s.budget,
       format_bytes(s.budget, b, 32), (unsigned long long)s.swapped_out,
       format_bytes(s.swapped_out, c, 32), (unsigned long long)s.swapped_in,
@@ -168,7 +168,9 @@ void print_summary() {
       (unsigned long long)k.late_restores, (unsigned long long)k.divergences,
       (unsigned long long)k.guided_iterations, (unsigned long long)s.recomputed_bytes,
       format_bytes(s.recomputed_bytes, e, 32), (unsigned long long)s.recomputes,
-      s.recompute_ns / 1e6, (unsigned long long)s.recompute_failures);
+      s.recompute_ns / 1e6, (unsigned long long)s.recompute_failures,
+      (unsigned long long)g_res->timings().skipped(),
+      (unsigned long long)telemetry::dropped_events());
   if (n > 0) {
     ssize_t w = ::write(2, line, std::min<size_t>(static_cast<size_t>(n), sizeof line - 1));
     (void)w;

@@ -368,12 +368,22 @@ void drain() {
   }
 }
 
+}  // namespace
+
+std::uint64_t dropped_events() {
+  std::uint64_t dropped = g.dropped_no_slot.load(std::memory_order_relaxed);
+  if (g_staging)
+    for (int i = 0; i < kMaxStaging; ++i)
+      dropped += g_staging[i].dropped.load(std::memory_order_relaxed);
+  return dropped;
+}
+
+namespace {
+
 void publish_status() {
   std::uint64_t c[kNumCounters];
   for (int i = 0; i < kNumCounters; ++i) c[i] = g.counters[i].load(std::memory_order_relaxed);
-  std::uint64_t dropped = g.dropped_no_slot.load(std::memory_order_relaxed);
-  for (int i = 0; i < kMaxStaging; ++i)
-    dropped += g_staging[i].dropped.load(std::memory_order_relaxed);
+  const std::uint64_t dropped = dropped_events();
   p::StatusPayload st{};
   st.budget = c[0];
   st.resident = c[1];

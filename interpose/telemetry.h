@@ -142,4 +142,7 @@ void announce_region(std::uint64_t region_id, std::uint64_t base, std::uint64_t 
 // Called after slow-path changes (allocation, eviction, restore) and at least once a second.
 void publish_counters(const Counters& counters);
 
+// Events dropped so far: staging rings full, no daemon connected, or no staging ring free.
+std::uint64_t dropped_events();
+
 }  // namespace gswap::interpose::telemetry
