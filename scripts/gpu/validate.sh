@@ -209,7 +209,8 @@ summary_field() { grep -o "gswap summary:.*" "$1" | tail -n1 | grep -o " $2=[0-9
 # guided_figures LOG: what the summary says of the plan's execution, for a report.
 guided_figures() {
   local f=$1 k line=""
-  for k in mode guided_iterations planned_evictions prefetches late_restores stalls device_stall_ms; do
+  for k in mode guided_iterations planned_evictions prefetches late_restores stalls device_stall_ms \
+    timing_skips dropped_events; do
     line+="$k=$(summary_field "$f" "$k") "
   done
   echo "${line% }"
