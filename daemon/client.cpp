@@ -227,30 +227,17 @@ void Client::maybe_detect_iteration() {
                 "detected"};
 }
 
-namespace {
-
-// Whether some prefix of at most kSignatureLength symbols of the period starting at `phase` occurs
-// nowhere else in it (cyclically): the signature a plan is recognised by (server.cpp).
-bool unique_prefix(const std::vector<std::uint64_t>& s, std::size_t phase, std::size_t period) {
-  auto at = [&](std::size_t i) { return s[phase + i % period]; };
-  for (std::size_t p = 1; p < period; ++p) {
-    std::size_t same = 0;
-    while (same < proto::kSignatureLength && same < period && at(p + same) == at(same)) ++same;
-    if (same == proto::kSignatureLength || same == period) return false;
-  }
-  return true;
-}
-
-}  // namespace
-
 // Detection may start the period anywhere (after gswapd forgets a client's launches, wherever
-// the window now begins). A plan finds the iteration's start by a short prefix that occurs nowhere
-// else in it; in a stretch that repeats (one block of kernels per layer) there is none, and the
-// library would take another layer's block for the start. Such a phase moves forward to the first
-// launch whose function occurs once per period (a loss, an upload, an optimizer step).
+// the window now begins). A plan finds the iteration's start by a short prefix the library's
+// matcher finds only there; in a stretch that repeats (one block of kernels per layer) there may
+// be none, and the library would take another layer's block for the start. Such a phase moves
+// forward to the first launch whose function occurs once per period (a loss, an upload, an
+// optimizer step), which alone is such a prefix.
 std::size_t Client::recognisable_phase(const std::vector<std::uint64_t>& symbols, std::size_t phase,
                                        std::size_t period) const {
-  if (unique_prefix(symbols, phase, period)) return phase;
+  const std::vector<std::uint64_t> f(symbols.begin() + static_cast<std::ptrdiff_t>(phase),
+                                     symbols.begin() + static_cast<std::ptrdiff_t>(phase + period));
+  if (signature_found_at_start(f, signature_length(f))) return phase;
   std::unordered_map<std::uint64_t, std::size_t> count;
   for (std::size_t i = phase; i < phase + period; ++i) ++count[symbols[i]];
   for (std::size_t i = phase; i < phase + period; ++i) {
@@ -408,16 +395,36 @@ void Client::estimate_untimed(std::size_t begin, MeasuredIteration* m) const {
   }
 }
 
-std::size_t signature_length(const std::vector<std::uint64_t>& f) {
-  std::size_t n = f.size();
-  for (std::size_t len = 1; len <= std::min<std::size_t>(n, proto::kSignatureLength); ++len) {
-    bool unique = true;
-    for (std::size_t p = 1; p + len <= n && unique; ++p)
-      unique = !std::equal(f.begin(), f.begin() + static_cast<std::ptrdiff_t>(len),
-                           f.begin() + static_cast<std::ptrdiff_t>(p));
-    if (unique) return len;
+bool signature_found_at_start(const std::vector<std::uint64_t>& f, std::size_t length) {
+  const std::size_t n = f.size();
+  if (n == 0 || length == 0 || length > n) return false;
+  // Two periods and a signature, from just after a start: every match must begin at a start, and
+  // the second period's start must be found.
+  std::size_t matched = 0, begun = 0;
+  bool found = false;
+  for (std::size_t i = 1; i < 2 * n + length; ++i) {
+    const std::uint64_t fn = f[i % n];
+    if (fn == f[matched]) {
+      if (matched == 0) begun = i;
+      ++matched;
+    } else {
+      matched = fn == f[0] ? 1 : 0;
+      begun = i;
+    }
+    if (matched == length) {
+      matched = 0;
+      if (begun % n != 0) return false;
+      found = true;
+    }
   }
-  return std::min<std::size_t>(n, proto::kSignatureLength);
+  return found;
+}
+
+std::size_t signature_length(const std::vector<std::uint64_t>& f) {
+  const std::size_t most = std::min<std::size_t>(f.size(), proto::kSignatureLength);
+  for (std::size_t len = 1; len <= most; ++len)
+    if (signature_found_at_start(f, len)) return len;
+  return most;
 }
 
 // Whether the period of `length` launches at `begin` starts the way the period after it does (or,

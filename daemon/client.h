@@ -110,9 +110,19 @@ struct ClientCounters {
   std::uint64_t recomputations = 0, recompute_failures = 0;  // kRecomputed events
 };
 
-// The shortest prefix of an iteration's functions (at most proto::kSignatureLength) that occurs
-// nowhere else in it: the signature the library recognises the iteration's start by.
+// The shortest prefix of an iteration's functions (at most proto::kSignatureLength) by which the
+// library recognises the iteration's start in a stream of such iterations
+// (signature_found_at_start); when none is, proto::kSignatureLength or the whole iteration,
+// whichever is shorter.
 std::size_t signature_length(const std::vector<std::uint64_t>& functions);
+
+// Whether the library's matcher (plan_executor.cpp: it counts launches that continue the
+// signature and, on a mismatch, starts over at the signature's first function) completes the
+// first `length` functions of `functions` only where an iteration starts, in a stream that
+// repeats the iteration. A prefix found nowhere else in the iteration can still fail: fwd x7
+// then loss is unique in a stream of fwd x12 then loss, but the matcher starting over at the
+// eighth fwd never sees it.
+bool signature_found_at_start(const std::vector<std::uint64_t>& functions, std::size_t length);
 
 // One complete iteration with (nearly) every launch timed: what the planner plans from, with
 // what the plan needs to name positions the way the library counts them.

@@ -980,3 +980,37 @@ TEST_F(ServerTest, SecondServerOnTheSameGpuRefuses) {
 
 }  // namespace
 }  // namespace gswap::daemon
+
+namespace gswap::daemon {
+namespace {
+
+// The signature must be one the library's matcher finds where an iteration starts. minitrain's
+// iteration seen from its sixth forward layer on: fwd x7 (layers 6 to 12), loss, the backward,
+// two uploads, fwd x5 (layers 1 to 5). "fwd x7" occurs once in it, but in the stream the matcher
+// completes it at layers 1 to 7, five launches early, and "fwd x7, loss" it never completes (it
+// starts over at the eighth fwd). No prefix works there; from the loss, one launch does.
+TEST(Signature, IsOneTheLibrarysMatcherFindsAtTheStart) {
+  constexpr std::uint64_t kFwd = 1, kLoss = 2, kBwd = 3, kUpload = 4;
+  std::vector<std::uint64_t> mid_forward(7, kFwd);
+  mid_forward.push_back(kLoss);
+  for (int i = 0; i < 12; ++i) mid_forward.push_back(kBwd);
+  mid_forward.push_back(kUpload);
+  mid_forward.push_back(kUpload);
+  for (int i = 0; i < 5; ++i) mid_forward.push_back(kFwd);
+  EXPECT_FALSE(signature_found_at_start(mid_forward, 7));
+  EXPECT_FALSE(signature_found_at_start(mid_forward, 8));
+  for (std::size_t len = 1; len <= proto::kSignatureLength; ++len)
+    EXPECT_FALSE(signature_found_at_start(mid_forward, len)) << len;
+  std::vector<std::uint64_t> from_loss(mid_forward.begin() + 7, mid_forward.end());
+  from_loss.insert(from_loss.end(), mid_forward.begin(), mid_forward.begin() + 7);
+  EXPECT_EQ(signature_length(from_loss), 1u);
+  EXPECT_TRUE(signature_found_at_start(from_loss, 1));
+  // From the first upload: "upload" alone recurs at the next launch; "upload, upload" is found
+  // only at the start.
+  std::vector<std::uint64_t> from_upload(mid_forward.begin() + 20, mid_forward.end());
+  from_upload.insert(from_upload.end(), mid_forward.begin(), mid_forward.begin() + 20);
+  EXPECT_EQ(signature_length(from_upload), 2u);
+}
+
+}  // namespace
+}  // namespace gswap::daemon
