@@ -227,6 +227,19 @@ void Client::maybe_detect_iteration() {
                 "detected"};
 }
 
+namespace {
+
+// The shortest prefix of at most proto::kSignatureLength functions that the library's matcher
+// completes only where an iteration starts (signature_found_at_start); 0 when none is.
+std::size_t found_signature_length(const std::vector<std::uint64_t>& f) {
+  const std::size_t most = std::min<std::size_t>(f.size(), proto::kSignatureLength);
+  for (std::size_t len = 1; len <= most; ++len)
+    if (signature_found_at_start(f, len)) return len;
+  return 0;
+}
+
+}  // namespace
+
 // Detection may start the period anywhere (after gswapd forgets a client's launches, wherever
 // the window now begins). A plan finds the iteration's start by a short prefix the library's
 // matcher finds only there; in a stretch that repeats (one block of kernels per layer) there may
@@ -237,7 +250,7 @@ std::size_t Client::recognisable_phase(const std::vector<std::uint64_t>& symbols
                                        std::size_t period) const {
   const std::vector<std::uint64_t> f(symbols.begin() + static_cast<std::ptrdiff_t>(phase),
                                      symbols.begin() + static_cast<std::ptrdiff_t>(phase + period));
-  if (signature_found_at_start(f, signature_length(f))) return phase;
+  if (found_signature_length(f)) return phase;
   std::unordered_map<std::uint64_t, std::size_t> count;
   for (std::size_t i = phase; i < phase + period; ++i) ++count[symbols[i]];
   for (std::size_t i = phase; i < phase + period; ++i) {
@@ -400,17 +413,11 @@ bool signature_found_at_start(const std::vector<std::uint64_t>& f, std::size_t l
   if (n == 0 || length == 0 || length > n) return false;
   // Two periods and a signature, from just after a start: every match must begin at a start, and
   // the second period's start must be found.
-  std::size_t matched = 0, begun = 0;
+  std::uint32_t matched = 0;
+  std::size_t begun = 0;
   bool found = false;
   for (std::size_t i = 1; i < 2 * n + length; ++i) {
-    const std::uint64_t fn = f[i % n];
-    if (fn == f[matched]) {
-      if (matched == 0) begun = i;
-      ++matched;
-    } else {
-      matched = fn == f[0] ? 1 : 0;
-      begun = i;
-    }
+    if (proto::match_signature(f.data(), &matched, f[i % n])) begun = i;
     if (matched == length) {
       matched = 0;
       if (begun % n != 0) return false;
@@ -421,10 +428,8 @@ bool signature_found_at_start(const std::vector<std::uint64_t>& f, std::size_t l
 }
 
 std::size_t signature_length(const std::vector<std::uint64_t>& f) {
-  const std::size_t most = std::min<std::size_t>(f.size(), proto::kSignatureLength);
-  for (std::size_t len = 1; len <= most; ++len)
-    if (signature_found_at_start(f, len)) return len;
-  return most;
+  const std::size_t found = found_signature_length(f);
+  return found ? found : std::min<std::size_t>(f.size(), proto::kSignatureLength);
 }
 
 // Whether the period of `length` launches at `begin` starts the way the period after it does (or,

@@ -116,7 +116,7 @@ struct ClientCounters {
 // whichever is shorter.
 std::size_t signature_length(const std::vector<std::uint64_t>& functions);
 
-// Whether the library's matcher (plan_executor.cpp: it counts launches that continue the
+// Whether the library's matcher (proto::match_signature: it counts launches that continue the
 // signature and, on a mismatch, starts over at the signature's first function) completes the
 // first `length` functions of `functions` only where an iteration starts, in a stream that
 // repeats the iteration. A prefix found nowhere else in the iteration can still fail: fwd x7

@@ -207,13 +207,7 @@ void PlanExecutor::before(std::uint64_t seq, std::uint64_t function, const Touch
     in_iteration_ = false;
     matched_ = 0;
   }
-  if (function == p->signature[matched_]) {
-    if (matched_ == 0) candidate_ = seq;
-    ++matched_;
-  } else {
-    matched_ = function == p->signature[0] ? 1 : 0;
-    candidate_ = seq;
-  }
+  if (proto::match_signature(p->signature, &matched_, function)) candidate_ = seq;
   if (matched_ == p->signature_length) {
     matched_ = 0;
     // A new iteration, unless the signature recurs early in the current one.

@@ -276,10 +276,22 @@ static_assert(sizeof(StatusBlock) == 8 + sizeof(StatusPayload));
 inline constexpr std::uint32_t kSignatureLength = 16;
 inline constexpr std::uint64_t kNoOffset = ~std::uint64_t{0};
 
+// How the library finds `signature` in its launches, one launch at a time: `matched` counts the
+// signature's launches seen in a row; on a mismatch it starts over (at one when the launch is the
+// signature's first function). True when this launch begins the match under way. The library
+// follows plans with it (plan_executor.cpp) and gswapd chooses signatures it completes only where
+// an iteration starts (daemon/client.cpp).
+inline bool match_signature(const std::uint64_t* signature, std::uint32_t* matched,
+                            std::uint64_t function) {
+  if (function == signature[*matched]) return ++*matched == 1;
+  *matched = function == signature[0] ? 1 : 0;
+  return true;
+}
+
 // Positions in a plan are seq offsets from the start of an iteration: the library numbers every
 // allocation, free and access while a daemon records or a plan is followed, and an iteration
 // starts at the first launch of `signature` (the function ids of its first signature_len
-// launches, a sequence the daemon chose because it occurs only there).
+// launches, a sequence the daemon chose because match_signature completes it only there).
 struct PlanHeader {
   std::uint64_t generation;           // bumped by the daemon on every publish
   std::uint64_t budget_bytes;         // this client's share of the GPU budget
