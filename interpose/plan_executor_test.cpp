@@ -139,6 +139,21 @@ const std::vector<std::uint64_t> kIteration = {kCopy, kCopy, kFwd, kFwd, kFwd,
 const std::vector<std::uint64_t> kSignature = {kCopy, kCopy, kFwd};
 constexpr std::uint64_t kLen = 10;
 
+// Where most tests start: region 7 (w) is live, an executor acts on `fake`, and `e` is a swap entry
+// for region 7 to fill in.
+class PlanExecutorOneRegion : public ::testing::Test {
+ protected:
+  PlanExecutorOneRegion() {
+    fake.live[7] = w;
+    e.region_id = 7;
+  }
+  FakeActions fake;
+  Regions regions;
+  Region* w = regions.make(7);
+  PlanExecutor exec{fake};
+  proto::PlanEntry e = swap_entry();
+};
+
 // Drives the executor like the launch path: before() once the access's regions are resident,
 // the access, then after().
 struct Driver {
@@ -186,14 +201,7 @@ TEST(PlanExecutor, PassiveUntilAPlanArrivesAndAfterItIsUnloaded) {
   EXPECT_FALSE(s.measure);
 }
 
-TEST(PlanExecutor, PersistentRegionEvictedAfterItsAccessAndPrefetchedAtItsTrigger) {
-  FakeActions fake;
-  Regions regions;
-  Region* w = regions.make(7);
-  fake.live[7] = w;
-  PlanExecutor exec(fake);
-  proto::PlanEntry e = swap_entry();
-  e.region_id = 7;
+TEST_F(PlanExecutorOneRegion, PersistentRegionEvictedAfterItsAccessAndPrefetchedAtItsTrigger) {
   e.evict_after = 3;  // after the second forward kernel
   e.evict_function = kFwd;
   e.trigger = 6;  // restore starts before the first backward kernel
@@ -236,14 +244,7 @@ TEST(PlanExecutor, PersistentRegionEvictedAfterItsAccessAndPrefetchedAtItsTrigge
   EXPECT_EQ(fake.dues[1], 1011u + 8);
 }
 
-TEST(PlanExecutor, APrefetchForTheNextIterationIsDueThere) {
-  FakeActions fake;
-  Regions regions;
-  Region* w = regions.make(7);
-  fake.live[7] = w;
-  PlanExecutor exec(fake);
-  proto::PlanEntry e = swap_entry();
-  e.region_id = 7;
+TEST_F(PlanExecutorOneRegion, APrefetchForTheNextIterationIsDueThere) {
   e.evict_after = 4;  // a wrap: out after the last forward kernel, back at the next upload
   e.trigger = 9;
   e.back_access = 1;
@@ -268,14 +269,7 @@ TEST(PlanExecutor, APrefetchForTheNextIterationIsDueThere) {
 // A trigger at the back-access itself is for that access (a restore at the last moment), not for
 // the next iteration's: the simulator counts it so. Taken for the next iteration's, the prefetch
 // cancelled the swap-out the same access begins.
-TEST(PlanExecutor, APrefetchAtItsBackAccessIsDueThere) {
-  FakeActions fake;
-  Regions regions;
-  Region* w = regions.make(7);
-  fake.live[7] = w;
-  PlanExecutor exec(fake);
-  proto::PlanEntry e = swap_entry();
-  e.region_id = 7;
+TEST_F(PlanExecutorOneRegion, APrefetchAtItsBackAccessIsDueThere) {
   e.evict_after = 3;
   e.trigger = 3;
   e.back_access = 3;
@@ -538,14 +532,7 @@ TEST(PlanExecutor, SignatureRecurringEarlyInTheIterationDoesNotRestartIt) {
   EXPECT_TRUE(fake.divergences.empty());
 }
 
-TEST(PlanExecutor, RepublishedPlanOfTheSameShapeKeepsTheIteration) {
-  FakeActions fake;
-  Regions regions;
-  Region* w = regions.make(7);
-  fake.live[7] = w;
-  PlanExecutor exec(fake);
-  proto::PlanEntry e = swap_entry();
-  e.region_id = 7;
+TEST_F(PlanExecutorOneRegion, RepublishedPlanOfTheSameShapeKeepsTheIteration) {
   e.evict_after = 3;
   e.evict_function = kFwd;
   e.trigger = 8;
@@ -625,14 +612,7 @@ TEST(PlanExecutor, MeasuresOneIterationInMeasureEvery) {
   EXPECT_EQ(measured, want);
 }
 
-TEST(PlanExecutor, BusyExecutorAndFullQueueSkipInsteadOfWaiting) {
-  FakeActions fake;
-  Regions regions;
-  Region* w = regions.make(7);
-  fake.live[7] = w;
-  PlanExecutor exec(fake);
-  proto::PlanEntry e = swap_entry();
-  e.region_id = 7;
+TEST_F(PlanExecutorOneRegion, BusyExecutorAndFullQueueSkipInsteadOfWaiting) {
   e.evict_after = 3;
   e.evict_function = kFwd;
   e.trigger = 6;
