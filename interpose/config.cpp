@@ -92,6 +92,18 @@ bool load_config(EnvLookup env, Config* out, char* err, unsigned err_size) {
     return bad(err, err_size, "daemon_path", v, "too long");
   std::snprintf(out->daemon_path, sizeof out->daemon_path, "%s", v);
 
+  v = value_of(env, "timing");
+  if (std::strcmp(v, "events") == 0)
+    out->timing = Config::Timing::kEvents;
+  else if (std::strcmp(v, "cupti") == 0)
+    out->timing = Config::Timing::kCupti;
+  else
+    return bad(err, err_size, "timing", v, "expected events|cupti");
+  v = value_of(env, "cupti_path");
+  if (std::strlen(v) >= sizeof out->cupti_path)
+    return bad(err, err_size, "cupti_path", v, "too long");
+  std::snprintf(out->cupti_path, sizeof out->cupti_path, "%s", v);
+
   v = value_of(env, "timeline");
   if (std::strlen(v) >= sizeof out->timeline) return bad(err, err_size, "timeline", v, "too long");
   std::snprintf(out->timeline, sizeof out->timeline, "%s", v);

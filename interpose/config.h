@@ -29,7 +29,10 @@ struct Config {
   enum class Daemon { kOff, kConnect, kSpawn } daemon = Daemon::kConnect;
   char runtime_dir[256] = {};   // resolved (proto/rendezvous.h)
   char daemon_path[1024] = {};  // GSWAP_DAEMON_PATH; empty: the gswapd beside libgswap.so
-  char timeline[1024] = {};     // GSWAP_TIMELINE: a file written at exit (timeline.h); empty: off
+  // How measured accesses are timed (cupti_timing.h), and the libcupti to load.
+  enum class Timing { kEvents, kCupti } timing = Timing::kEvents;
+  char cupti_path[1024] = {};
+  char timeline[1024] = {};  // GSWAP_TIMELINE: a file written at exit (timeline.h); empty: off
   std::uint64_t timeline_events = 0;
 };
 

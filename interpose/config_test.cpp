@@ -56,6 +56,21 @@ TEST(Config, DaemonSettings) {
   EXPECT_STREQ(c.runtime_dir, "/tmp/rt");
 }
 
+TEST(Config, TimingSource) {
+  Config c;
+  std::string err;
+  ASSERT_TRUE(load({}, &c, &err)) << err;
+  EXPECT_EQ(c.timing, Config::Timing::kEvents);
+  EXPECT_STREQ(c.cupti_path, "");
+  ASSERT_TRUE(load({{"GSWAP_TIMING", "cupti"}, {"GSWAP_CUPTI_PATH", "/opt/libcupti.so"}}, &c, &err))
+      << err;
+  EXPECT_EQ(c.timing, Config::Timing::kCupti);
+  EXPECT_STREQ(c.cupti_path, "/opt/libcupti.so");
+  EXPECT_FALSE(load({{"GSWAP_TIMING", "nvtx"}}, &c, &err));
+  EXPECT_NE(err.find("GSWAP_TIMING=\"nvtx\""), std::string::npos) << err;
+  EXPECT_NE(err.find("events|cupti"), std::string::npos) << err;
+}
+
 TEST(Config, BadDaemonModeIsRefusedLikeEveryOtherSetting) {
   Config c;
   std::string err;

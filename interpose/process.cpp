@@ -22,6 +22,7 @@
 
 #include "interpose/clock.h"
 #include "interpose/config.h"
+#include "interpose/cupti_timing.h"
 #include "interpose/device_cuda.h"
 #include "interpose/driver.h"
 #include "interpose/frameworks.h"
@@ -158,7 +159,8 @@ void print_summary() {
       "swapped_in=%llu (%s) stalls=%llu stall_ms=%.1f device_stall_ms=%.1f oom=%llu "
       "swap_errors=%llu mode=%s planned_evictions=%llu prefetches=%llu late_restores=%llu "
       "divergences=%llu guided_iterations=%llu recomputed=%llu (%s) recomputes=%llu "
-      "recompute_ms=%.1f recompute_failures=%llu timing_skips=%llu dropped_events=%llu\n",
+      "recompute_ms=%.1f recompute_failures=%llu timing_skips=%llu dropped_events=%llu "
+      "timing=%s\n",
       (unsigned long long)s.peak, format_bytes(s.peak, a, 32), (unsigned long long)s.budget,
       format_bytes(s.budget, b, 32), (unsigned long long)s.swapped_out,
       format_bytes(s.swapped_out, c, 32), (unsigned long long)s.swapped_in,
@@ -170,7 +172,7 @@ void print_summary() {
       format_bytes(s.recomputed_bytes, e, 32), (unsigned long long)s.recomputes,
       s.recompute_ns / 1e6, (unsigned long long)s.recompute_failures,
       (unsigned long long)g_res->timings().skipped(),
-      (unsigned long long)telemetry::dropped_events());
+      (unsigned long long)telemetry::dropped_events(), cupti::active() ? "cupti" : "events");
   if (n > 0) {
     ssize_t w = ::write(2, line, std::min<size_t>(static_cast<size_t>(n), sizeof line - 1));
     (void)w;
@@ -204,6 +206,7 @@ void fork_child() {
   g_res = new (g_residency_storage) Residency(cuda_device(), *g_fast, *g_victims);
   g_exec = new (g_executor_storage) PlanExecutor(*g_actions);
   layout_cache_reset();
+  cupti::forget_after_fork();
   telemetry::after_fork_child();
 }
 
@@ -314,6 +317,8 @@ CUresult init_process() {
   rs.recompute_keep_copy = g->config.recompute_keep_copy;
   g_res->configure(rs);
   g_res->set_tick(publish_tick, nullptr);
+  cupti::configure(g->config.timing == Config::Timing::kCupti, g->config.cupti_path);
+  g_res->set_external_timings(&cupti::service());
   timeline::configure(g->config.timeline, g->config.timeline_events);
   static std::atomic<bool> daemon_recording{false};
   if (timeline::enabled()) {
@@ -478,6 +483,12 @@ void plan_before(std::uint64_t seq, std::uint64_t function, const TouchSet& t, C
   if (!(step->step.measure || g_time_all) || function == proto::kMemOpFunction ||
       g_fast->capturing.load(std::memory_order_relaxed) > 0)
     return;
+  if (cupti::active()) {
+    g_res->timings().note_access(seq, step->stream_number, step->name);
+    cupti::begin(seq);
+    step->cupti = true;
+    return;
+  }
   Device::Event start = g_res->timings().take();
   if (!start) return;
   if (cuda_device().record(start, stream) != CUDA_SUCCESS) {
@@ -490,6 +501,8 @@ void plan_before(std::uint64_t seq, std::uint64_t function, const TouchSet& t, C
 }
 
 void plan_after(PlanStep* step) {
+  // Before the plan's own calls (a planned swap-out's copy): CUPTI would time them as the access.
+  if (step->cupti) cupti::end();
   g_exec->after(step->step);
   if (!step->start) return;
   Device::Event end = g_res->timings().take();

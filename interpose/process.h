@@ -82,6 +82,7 @@ struct PlanStep {
   std::uint32_t stream_number = 0;  // as traces number streams (stream_table.h)
   const char* name = nullptr;       // the kernel's (layout_cache.h), for the timeline
   CUevent start = nullptr;          // kernel timing, while measured
+  bool cupti = false;               // timed by CUPTI instead (cupti_timing.h)
 };
 void plan_before(std::uint64_t seq, std::uint64_t function, const TouchSet& t, CUstream stream,
                  bool per_thread, PlanStep* step);

@@ -173,6 +173,9 @@ class Residency {
     tick_ = fn;
     tick_ctx_ = ctx;
   }
+  // Timings of measured accesses from another source than events (cupti_timing.h), started and
+  // polled by the swapper thread. Set before the first region.
+  void set_external_timings(ExternalTimings* source) { external_timings_ = source; }
   std::mutex& mutex() { return mutex_; }
 
  private:
@@ -409,6 +412,7 @@ class Residency {
   std::uint64_t last_counters_ns_ = 0;  // the timeline's last memory sample (swapper)
   void (*tick_)(void* ctx) = nullptr;
   void* tick_ctx_ = nullptr;
+  ExternalTimings* external_timings_ = nullptr;
   friend struct ResidencyTestPeer;
 };
 

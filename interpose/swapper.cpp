@@ -113,6 +113,7 @@ void* Residency::swapper_main(void* arg) {
       return nullptr;
     }
   }
+  if (self->external_timings_) self->external_timings_->start();
   self->calibrate_link();
   std::uint64_t backoff_us = 20;
   for (;;) {
@@ -218,6 +219,7 @@ bool Residency::step_locked(std::unique_lock<std::mutex>& lock) {
     } sink;
     sink.self = this;
     did = timings_.collect(sink, evict_stream_) || did;
+    if (external_timings_) did = external_timings_->poll(timings_, sink) || did;
     if (timeline::enabled()) {
       std::uint64_t now = monotonic_ns();
       if (now - last_counters_ns_ >= 1'000'000) {  // a memory sample every millisecond at most

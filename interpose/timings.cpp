@@ -60,6 +60,35 @@ bool Timings::push_wait(Region* r, std::uint64_t restores_issued, Device::Event 
   return false;
 }
 
+void Timings::note_access(std::uint64_t seq, std::uint32_t stream, const char* name) {
+  Noted& n = noted_[seq % kNoted];
+  n.seq.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  n.stream.store(stream, std::memory_order_relaxed);
+  n.name.store(name, std::memory_order_relaxed);
+  n.seq.store(seq + 1, std::memory_order_release);
+}
+
+void Timings::external_access(Sink& sink, std::uint64_t seq, std::uint64_t start_host_ns,
+                              std::uint64_t end_host_ns) {
+  std::uint64_t start = host_to_device(start_host_ns);
+  if (!start) {  // before the axis had its base: nothing to place it on
+    skipped_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  const Noted& n = noted_[seq % kNoted];
+  std::uint32_t stream = 0;
+  const char* name = nullptr;
+  if (n.seq.load(std::memory_order_acquire) == seq + 1) {
+    stream = n.stream.load(std::memory_order_relaxed);
+    name = n.name.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (n.seq.load(std::memory_order_relaxed) != seq + 1) stream = 0, name = nullptr;
+  }
+  sink.kernel(seq, stream, name, start,
+              end_host_ns > start_host_ns ? end_host_ns - start_host_ns : 1);
+}
+
 // The base of the device axis: an event recorded on one of gswap's own streams, which has nothing
 // queued before it the first time, so it completes at once; the host time that corresponds to it
 // goes to the timeline so host and device records share an axis.
@@ -123,9 +152,12 @@ bool Timings::collect(Sink& sink, Device::Stream stream) {
     }
     float dur_ms = 0;
     std::uint64_t start_ns = 0;
+    // At least 1 ns: a measured access shorter than the events' resolution is still measured
+    // (gswapd takes a zero duration for one never timed).
     if (axis(p.start, &start_ns) && dev_.elapsed(p.start, p.end, &dur_ms) == CUDA_SUCCESS)
-      sink.kernel(p.seq, p.stream, p.name, start_ns,
-                  static_cast<std::uint64_t>(std::max(0.0f, dur_ms) * 1e6f));
+      sink.kernel(
+          p.seq, p.stream, p.name, start_ns,
+          std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::max(0.0f, dur_ms) * 1e6f)));
     give_back(p.start);
     give_back(p.end);
     pending_kernels_[i] = pending_kernels_[--num_kernels_];

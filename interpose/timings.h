@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 #include "interpose/command_queue.h"
@@ -40,6 +41,10 @@ class Timings {
   // nullptr: reported untimed).
   bool push_recompute(std::uint64_t region, std::uint64_t bytes, bool failed, Device::Event start,
                       Device::Event end);
+  // A measured access timed by another source (ExternalTimings): its stream and name, for the
+  // timeline, kept in a slot per seq until the times come (a slot reused first loses them).
+  void note_access(std::uint64_t seq, std::uint32_t stream, const char* name);
+  void count_skips(std::uint64_t n) { skipped_.fetch_add(n, std::memory_order_relaxed); }
 
   // --- swapper thread ----------------------------------------------------------------------------
   // Tops the pool up (creates events) and collects completed measurements. Returns true when it
@@ -63,6 +68,10 @@ class Timings {
   // the link's bandwidth; *start_ns/*end_ns get its device times (false when not known).
   bool copy_done(bool to_device, std::uint64_t bytes, Device::Event start, Device::Event end,
                  std::uint64_t* start_ns, std::uint64_t* end_ns);
+  // A measured access's host-clock (CLOCK_MONOTONIC) start and end from another source, to the
+  // sink on the device axis (swapper thread).
+  void external_access(Sink& sink, std::uint64_t seq, std::uint64_t start_host_ns,
+                       std::uint64_t end_host_ns);
   void copy_done_ns(bool to_device, std::uint64_t bytes, std::uint64_t ns);
 
   // Records the base of the device-time axis on `stream` (one of gswap's own, idle) and waits
@@ -117,6 +126,28 @@ class Timings {
   std::atomic<std::uint64_t> base_host_ns_{0};  // the host time at base_ (set once)
   std::atomic<std::uint64_t> h2d_bps_{0}, d2h_bps_{0};
   std::atomic<std::uint64_t> skipped_{0};
+  // note_access's slots: written by launching threads, read by the swapper; `seq` is seq + 1 once
+  // the other fields are written, 0 while a writer is in the slot.
+  struct Noted {
+    std::atomic<std::uint64_t> seq{0};
+    std::atomic<std::uint32_t> stream{0};
+    std::atomic<const char*> name{nullptr};
+  };
+  static constexpr std::size_t kNoted = 8192;
+  Noted noted_[kNoted];
+};
+
+// Timings of measured accesses from a source other than events (cupti_timing.h), served by the
+// swapper thread.
+class ExternalTimings {
+ public:
+  virtual ~ExternalTimings() = default;
+  // Once, on the swapper thread, with the context current: sets the source up (or decides not
+  // to).
+  virtual void start() = 0;
+  // Every swapper step: hands completed measurements to timings.external_access; true when it
+  // did something.
+  virtual bool poll(Timings& timings, Timings::Sink& sink) = 0;
 };
 
 }  // namespace gswap::interpose

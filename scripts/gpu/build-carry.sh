@@ -70,6 +70,14 @@ if [[ -e $pack/bin/gswapd ]]; then
       esac
     done
 fi
+# The toolkit's CUPTI (4 MiB) for validate.sh --timing cupti, which the GPU machine may lack.
+for f in /usr/local/cuda/lib64/libcupti.so.13 /usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13; do
+  if [[ -e $f ]]; then
+    mkdir -p "$pack/lib"
+    cp -pL "$f" "$pack/lib/libcupti.so.13"
+    break
+  fi
+done
 du -sh "$pack"
 echo "carry $pack to the GPU machine, then run there from the repository root:"
 echo "  scripts/gpu/validate.sh --build-dir ${pack#"$root"/}"

@@ -51,6 +51,8 @@ Options:
   --dump-every S         during each guided run, every S seconds, save gswapd's status, the
                          client's last measured iteration and its launch window (logs/NAME_status.json,
                          NAME_trace.json, NAME_window.json); default 0, off
+  --timing MODE          GSWAP_TIMING of every run under gswap: events (default) or cupti
+                         (CUPTI's activity API; the guided rows then say which one timed them)
   --strict-targets       a missed performance target fails the run
   -h, --help             this text
 EOF
@@ -68,6 +70,7 @@ minitrain_args="--layers 8 --width 1024 --batch 16384 --iters 10"
 guided_iters=30
 torch_steps=20
 dump_every=0
+timing=events
 strict=0
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -82,6 +85,7 @@ while [[ $# -gt 0 ]]; do
     --guided-iters) guided_iters=$2; shift 2 ;;
     --torch-steps) torch_steps=$2; shift 2 ;;
     --dump-every) dump_every=$2; shift 2 ;;
+    --timing) timing=$2; shift 2 ;;
     --strict-targets) strict=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "validate.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
@@ -90,6 +94,21 @@ done
 
 cd "$root" || exit 2
 [[ $build_dir = /* ]] || build_dir=$root/$build_dir
+[[ $timing == events || $timing == cupti ]] || { echo "--timing: events or cupti, not '$timing'" >&2; exit 2; }
+# CUPTI for --timing cupti: GSWAP_CUPTI_PATH, else the one build-carry.sh packed, else the
+# toolkit's, else the one PyTorch's wheels bring.
+if [[ $timing == cupti && -z ${GSWAP_CUPTI_PATH:-} ]]; then
+  GSWAP_CUPTI_PATH=$(ls "$build_dir/lib/libcupti.so.13" /usr/local/cuda/lib64/libcupti.so.13 \
+    /usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13 2>/dev/null | head -n 1)
+  [[ -n $GSWAP_CUPTI_PATH ]] || GSWAP_CUPTI_PATH=$("$py" -c '
+import glob, site, sys
+for d in site.getsitepackages() + [site.getusersitepackages()]:
+    for f in sorted(glob.glob(d + "/nvidia/**/libcupti.so.13*", recursive=True)):
+        print(f); sys.exit()
+' 2>/dev/null)
+  export GSWAP_CUPTI_PATH
+  echo "validate: GSWAP_TIMING=cupti with ${GSWAP_CUPTI_PATH:-libcupti.so.13 by the loader path}"
+fi
 mkdir -p "$out/logs" || exit 2
 out=$(cd "$out" && pwd)
 results=$out/results.tsv
@@ -155,7 +174,8 @@ run() {
 gswap_run() {
   local name=$1 limit=$2 budget=$3
   shift 3
-  LD_PRELOAD=$lib GSWAP_BUDGET=$budget GSWAP_DAEMON=${GSWAP_DAEMON:-off} run "$name" "$limit" "$@"
+  LD_PRELOAD=$lib GSWAP_BUDGET=$budget GSWAP_DAEMON=${GSWAP_DAEMON:-off} GSWAP_TIMING=$timing \
+    run "$name" "$limit" "$@"
 }
 
 # guided_run NAME TIMEOUT BUDGET CMD...: the same with a gswapd of its own (GSWAP_DAEMON=connect):
@@ -210,7 +230,7 @@ summary_field() { grep -o "gswap summary:.*" "$1" | tail -n1 | grep -o " $2=[0-9
 guided_figures() {
   local f=$1 k line=""
   for k in mode guided_iterations planned_evictions prefetches late_restores stalls device_stall_ms \
-    timing_skips dropped_events; do
+    timing_skips dropped_events timing; do
     line+="$k=$(summary_field "$f" "$k") "
   done
   echo "${line% }"

@@ -1,0 +1,308 @@
+// cupti_timing.cpp: CUPTI's activity API as a source of access timings (see cupti_timing.h).
+#include "interpose/cupti_timing.h"
+
+#include <cupti_activity.h>
+#include <cupti_result.h>
+#include <cupti_version.h>
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "interpose/clock.h"
+#include "interpose/command_queue.h"
+#include "interpose/cupti_join.h"
+#include "interpose/driver.h"
+#include "interpose/log.h"
+
+namespace gswap::interpose::cupti {
+namespace {
+
+constexpr CUpti_ExternalCorrelationKind kKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2;
+constexpr std::size_t kBufferBytes = 1u << 20;
+constexpr std::uint64_t kFlushEveryNs = 100'000'000;  // while accesses are being measured
+constexpr std::uint64_t kQuietNs = 2'000'000'000;     // no flush after this long with none begun
+// Measured launches with no record back for this long: CUPTI no longer delivers to us.
+constexpr std::uint64_t kSilenceNs = 3'000'000'000;
+constexpr std::uint64_t kSilenceLaunches = 256;
+// The activity kinds gswap enables. The kernel, copy and memset records of CUDA 13's CUPTI
+// (CUpti_ActivityKernel10, Memcpy6, Memset4) are the layouts read below.
+constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+                                         CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                                         CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET};
+
+struct Api {
+  CUptiResult (*get_version)(std::uint32_t*);
+  CUptiResult (*result_string)(CUptiResult, const char**);
+  CUptiResult (*register_callbacks)(CUpti_BuffersCallbackRequestFunc,
+                                    CUpti_BuffersCallbackCompleteFunc);
+  CUptiResult (*register_timestamp)(CUpti_TimestampCallbackFunc);  // may be missing
+  CUptiResult (*get_timestamp)(std::uint64_t*);
+  CUptiResult (*enable)(CUpti_ActivityKind);
+  CUptiResult (*disable)(CUpti_ActivityKind);
+  CUptiResult (*flush_all)(std::uint32_t);
+  CUptiResult (*next_record)(std::uint8_t*, std::size_t, CUpti_Activity**);
+  CUptiResult (*push)(CUpti_ExternalCorrelationKind, std::uint64_t);
+  CUptiResult (*pop)(CUpti_ExternalCorrelationKind, std::uint64_t*);
+};
+
+bool g_wanted = false;
+bool g_forked = false;  // a child after fork: never
+char g_path[1024] = {};
+Api g_api = {};
+std::atomic<bool> g_active{false};
+std::atomic<std::uint64_t> g_begun{0};
+// CUPTI's timestamps plus this are CLOCK_MONOTONIC (0 when CUPTI was given that clock).
+std::atomic<std::int64_t> g_offset_ns{0};
+
+// The buffer callbacks' state.
+std::mutex g_join_mutex;
+Join g_join;
+std::uint64_t g_lost_reported = 0;              // g_join_mutex
+CommandQueue<Timing, 16384> g_done;             // callback -> swapper
+std::atomic<std::uint64_t> g_done_overflow{0};  // timings the queue had no room for
+
+std::uint64_t CUPTIAPI host_clock() {
+  return monotonic_ns();
+}
+
+void CUPTIAPI buffer_requested(std::uint8_t** buffer, std::size_t* size, std::size_t* max_records) {
+  void* p = nullptr;
+  if (posix_memalign(&p, 8, kBufferBytes) != 0) p = nullptr;
+  *buffer = static_cast<std::uint8_t*>(p);
+  *size = p ? kBufferBytes : 0;
+  *max_records = 0;
+}
+
+void CUPTIAPI buffer_completed(CUcontext, std::uint32_t, std::uint8_t* buffer, std::size_t,
+                               std::size_t valid) {
+  if (!buffer) return;
+  if (valid && g_api.next_record) {
+    std::lock_guard<std::mutex> lock(g_join_mutex);
+    CUpti_Activity* rec = nullptr;
+    while (g_api.next_record(buffer, valid, &rec) == CUPTI_SUCCESS) {
+      Timing t;
+      bool got = false;
+      switch (rec->kind) {
+        case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
+          auto* r = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(rec);
+          if (r->externalKind == kKind) got = g_join.external(r->correlationId, r->externalId, &t);
+          break;
+        }
+        case CUPTI_ACTIVITY_KIND_KERNEL:
+        case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+          auto* r = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
+          got = g_join.activity(r->correlationId, r->start, r->end, &t);
+          break;
+        }
+        case CUPTI_ACTIVITY_KIND_MEMCPY: {
+          auto* r = reinterpret_cast<const CUpti_ActivityMemcpy6*>(rec);
+          got = g_join.activity(r->correlationId, r->start, r->end, &t);
+          break;
+        }
+        case CUPTI_ACTIVITY_KIND_MEMSET: {
+          auto* r = reinterpret_cast<const CUpti_ActivityMemset4*>(rec);
+          got = g_join.activity(r->correlationId, r->start, r->end, &t);
+          break;
+        }
+        default:
+          break;
+      }
+      if (got && !g_done.push(t)) g_done_overflow.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  std::free(buffer);
+}
+
+const char* result_name(CUptiResult r) {
+  const char* s = nullptr;
+  if (g_api.result_string && g_api.result_string(r, &s) == CUPTI_SUCCESS && s) return s;
+  return "unknown CUPTI error";
+}
+
+// Loads libcupti and resolves what gswap calls; the handle, or nullptr with *why set.
+void* load(const char** why) {
+  static const char* const kDefaults[] = {"libcupti.so.13", "libcupti.so",
+                                          "/usr/local/cuda/lib64/libcupti.so.13",
+                                          "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13"};
+  // A process has one CUPTI: the one the program loaded already (PyTorch's, say), if any.
+  void* h = dlopen("libcupti.so.13", RTLD_NOW | RTLD_NOLOAD);
+  if (h) {
+    GSWAP_LOG(kInfo, "GSWAP_TIMING=cupti: the program's libcupti.so.13, loaded already, is used");
+  } else if (g_path[0]) {
+    h = dlopen(g_path, RTLD_NOW | RTLD_LOCAL);
+  } else {
+    for (const char* name : kDefaults)
+      if ((h = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
+  }
+  if (!h) {
+    *why = "libcupti cannot be loaded";
+    return nullptr;
+  }
+  auto sym = [&](const char* name) { return real_dlsym(h, name); };
+#define GSWAP_CUPTI_SYM(field, name) \
+  g_api.field = reinterpret_cast<decltype(g_api.field)>(sym(name));
+  GSWAP_CUPTI_SYM(get_version, "cuptiGetVersion")
+  GSWAP_CUPTI_SYM(result_string, "cuptiGetResultString")
+  GSWAP_CUPTI_SYM(register_callbacks, "cuptiActivityRegisterCallbacks")
+  GSWAP_CUPTI_SYM(register_timestamp, "cuptiActivityRegisterTimestampCallback")
+  GSWAP_CUPTI_SYM(get_timestamp, "cuptiGetTimestamp")
+  GSWAP_CUPTI_SYM(enable, "cuptiActivityEnable")
+  GSWAP_CUPTI_SYM(disable, "cuptiActivityDisable")
+  GSWAP_CUPTI_SYM(flush_all, "cuptiActivityFlushAll")
+  GSWAP_CUPTI_SYM(next_record, "cuptiActivityGetNextRecord")
+  GSWAP_CUPTI_SYM(push, "cuptiActivityPushExternalCorrelationId")
+  GSWAP_CUPTI_SYM(pop, "cuptiActivityPopExternalCorrelationId")
+#undef GSWAP_CUPTI_SYM
+  if (!g_api.get_version || !g_api.register_callbacks || !g_api.get_timestamp || !g_api.enable ||
+      !g_api.disable || !g_api.flush_all || !g_api.next_record || !g_api.push || !g_api.pop) {
+    *why = "libcupti lacks the activity API";
+    return nullptr;
+  }
+  return h;
+}
+
+class Service final : public ExternalTimings {
+ public:
+  void start() override;
+  bool poll(Timings& timings, Timings::Sink& sink) override;
+
+ private:
+  std::uint64_t last_flush_ns_ = 0;
+  std::uint64_t seen_begun_ = 0, begun_changed_ns_ = 0;
+  std::uint64_t last_delivery_ns_ = 0, begun_at_delivery_ = 0;
+  std::uint64_t overflow_counted_ = 0;
+};
+
+Service g_service;
+
+void Service::start() {
+  if (!g_wanted) return;
+  g_wanted = false;  // once
+  const char* where = g_path[0] ? g_path : "libcupti.so.13";
+  const char* why = nullptr;
+  if (!load(&why)) {
+    GSWAP_LOG(kWarn, "GSWAP_TIMING=cupti: %s (%s): kernels are timed with events", why, where);
+    return;
+  }
+  std::uint32_t version = 0;
+  CUptiResult r = g_api.get_version(&version);
+  // CUDA 13's CUPTI numbers its API 130000 and up; earlier ones (CUDA 12: 18 to 26) write other
+  // record layouts.
+  if (r != CUPTI_SUCCESS || version / 10000 != CUPTI_API_VERSION / 10000) {
+    GSWAP_LOG(kWarn,
+              "GSWAP_TIMING=cupti: %s has CUPTI API version %u, gswap reads version %u's records: "
+              "kernels are timed with events",
+              where, version, (unsigned)CUPTI_API_VERSION);
+    return;
+  }
+  // CUPTI's records on the library's clock; without that call, an offset measured now.
+  if (!g_api.register_timestamp || g_api.register_timestamp(host_clock) != CUPTI_SUCCESS) {
+    std::uint64_t cupti_now = 0;
+    if (g_api.get_timestamp(&cupti_now) == CUPTI_SUCCESS)
+      g_offset_ns.store(
+          static_cast<std::int64_t>(monotonic_ns()) - static_cast<std::int64_t>(cupti_now),
+          std::memory_order_relaxed);
+  }
+  r = g_api.register_callbacks(buffer_requested, buffer_completed);
+  if (r != CUPTI_SUCCESS) {
+    GSWAP_LOG(kWarn,
+              "GSWAP_TIMING=cupti: cuptiActivityRegisterCallbacks -> %d (%s), another CUPTI "
+              "client may hold them: kernels are timed with events",
+              (int)r, result_name(r));
+    return;
+  }
+  std::size_t enabled = 0;
+  for (; enabled < sizeof kKinds / sizeof kKinds[0]; ++enabled)
+    if ((r = g_api.enable(kKinds[enabled])) != CUPTI_SUCCESS) break;
+  if (enabled < sizeof kKinds / sizeof kKinds[0]) {
+    GSWAP_LOG(kWarn,
+              "GSWAP_TIMING=cupti: cuptiActivityEnable(%d) -> %d (%s): kernels are timed with "
+              "events",
+              (int)kKinds[enabled], (int)r, result_name(r));
+    while (enabled-- > 0) g_api.disable(kKinds[enabled]);
+    return;
+  }
+  last_delivery_ns_ = monotonic_ns();
+  g_active.store(true, std::memory_order_release);
+  GSWAP_LOG(kInfo, "kernels, copies and memsets are timed with CUPTI (API version %u)", version);
+}
+
+bool Service::poll(Timings& timings, Timings::Sink& sink) {
+  if (!g_active.load(std::memory_order_relaxed)) return false;
+  const std::uint64_t now = monotonic_ns();
+  const std::uint64_t begun = g_begun.load(std::memory_order_relaxed);
+  if (begun != seen_begun_) seen_begun_ = begun, begun_changed_ns_ = now;
+  // Buffers reach the callback when full or flushed: while accesses are measured, flush them
+  // often enough that gswapd has an iteration's timings soon after it ended.
+  if (now - last_flush_ns_ >= kFlushEveryNs && begun_changed_ns_ &&
+      now - begun_changed_ns_ <= kQuietNs) {
+    last_flush_ns_ = now;
+    CUptiResult r = g_api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    if (r != CUPTI_SUCCESS)
+      GSWAP_LOG_ONCE(kWarn, "cuptiActivityFlushAll -> %d (%s)", (int)r, result_name(r));
+  }
+  const std::int64_t offset = g_offset_ns.load(std::memory_order_relaxed);
+  bool did = false;
+  Timing t;
+  while (g_done.pop(&t)) {
+    timings.external_access(sink, t.seq, static_cast<std::uint64_t>(t.start_ns + offset),
+                            static_cast<std::uint64_t>(t.end_ns + offset));
+    did = true;
+  }
+  if (did) last_delivery_ns_ = now, begun_at_delivery_ = begun;
+  std::uint64_t lost = 0;
+  {
+    std::lock_guard<std::mutex> lock(g_join_mutex);
+    lost = g_join.lost() - g_lost_reported;
+    g_lost_reported = g_join.lost();
+  }
+  std::uint64_t overflow = g_done_overflow.load(std::memory_order_relaxed);
+  timings.count_skips(lost + overflow - overflow_counted_);
+  overflow_counted_ = overflow;
+  if (begun - begun_at_delivery_ >= kSilenceLaunches && now - last_delivery_ns_ >= kSilenceNs) {
+    // Our activity kinds stay enabled: the client that took the callbacks may rely on them.
+    g_active.store(false, std::memory_order_relaxed);
+    GSWAP_LOG(kWarn,
+              "CUPTI delivered no record for the last %llu measured accesses in %.1f s (another "
+              "CUPTI client, such as a profiler, may have taken the activity buffers): kernels "
+              "are timed with events from now on",
+              (unsigned long long)(begun - begun_at_delivery_), (now - last_delivery_ns_) / 1e9);
+    did = true;
+  }
+  return did;
+}
+
+}  // namespace
+
+void configure(bool wanted, const char* path) {
+  g_wanted = wanted && !g_forked;
+  std::strncpy(g_path, path ? path : "", sizeof g_path - 1);
+}
+
+bool active() {
+  return g_active.load(std::memory_order_relaxed);
+}
+
+void begin(std::uint64_t seq) {
+  g_begun.fetch_add(1, std::memory_order_relaxed);
+  g_api.push(kKind, seq);
+}
+
+void end() {
+  std::uint64_t last = 0;
+  g_api.pop(kKind, &last);
+}
+
+void forget_after_fork() {
+  g_active.store(false, std::memory_order_relaxed);
+  g_wanted = false;
+  g_forked = true;
+}
+
+ExternalTimings& service() {
+  return g_service;
+}
+
+}  // namespace gswap::interpose::cupti

@@ -1,0 +1,223 @@
+// fake_cupti.cpp: a stand-in libcupti for the tests of GSWAP_TIMING=cupti on simcuda (real CUPTI
+// needs NVIDIA's driver). It implements the activity API calls libgswap makes, with CUDA 13's
+// record layouts: each pop of an external correlation id becomes a call with a correlation id,
+// an external correlation record and a kernel record whose start and end are the push and pop
+// times on the registered timestamp clock. To exercise the join, odd calls' kernel records come
+// before their external records and every third call's external record waits for the next flush.
+//
+// Environment (all optional):
+//   FAKE_CUPTI_VERSION          what cuptiGetVersion says (default CUPTI_API_VERSION)
+//   FAKE_CUPTI_REGISTER_RESULT  what cuptiActivityRegisterCallbacks returns (default 0)
+//   FAKE_CUPTI_STOP_AFTER       deliver nothing after this many calls (another client took over)
+//   FAKE_CUPTI_REPORT           a file that gets "calls=N delivered=M flushes=F" at exit
+#include <cupti_activity.h>
+#include <cupti_result.h>
+#include <cupti_version.h>
+#include <time.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+struct Call {
+  std::uint64_t external;
+  std::uint32_t correlation;
+  std::uint64_t start, end;
+};
+
+std::mutex g_mutex;
+CUpti_BuffersCallbackRequestFunc g_request = nullptr;
+CUpti_BuffersCallbackCompleteFunc g_complete = nullptr;
+CUpti_TimestampCallbackFunc g_clock = nullptr;
+std::vector<Call> g_calls;  // made since the last flush
+std::vector<Call> g_held;   // external records held back one flush
+std::uint32_t g_correlation = 0;
+std::uint64_t g_delivered = 0, g_flushes = 0;
+thread_local std::vector<std::pair<std::uint64_t, std::uint64_t>> t_stack;  // (id, start)
+
+std::uint64_t env_u64(const char* name, std::uint64_t fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::strtoull(v, nullptr, 0) : fallback;
+}
+
+std::uint64_t now() {
+  if (g_clock) return g_clock();
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);  // another clock than the library's, as CUPTI's own is
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+}
+
+// Records are laid out back to back, 8-byte aligned, each behind its size.
+void put(std::vector<std::uint8_t>* out, const void* rec, std::uint32_t size) {
+  std::size_t at = out->size();
+  out->resize(at + 8 + ((size + 7) & ~7u));
+  std::memcpy(out->data() + at, &size, sizeof size);
+  std::memcpy(out->data() + at + 8, rec, size);
+}
+
+void put_external(std::vector<std::uint8_t>* out, const Call& c) {
+  CUpti_ActivityExternalCorrelation r{};
+  r.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
+  r.externalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2;
+  r.externalId = c.external;
+  r.correlationId = c.correlation;
+  put(out, &r, sizeof r);
+}
+
+void put_kernel(std::vector<std::uint8_t>* out, const Call& c) {
+  CUpti_ActivityKernel10 r{};
+  r.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  r.start = c.start;
+  r.end = c.end;
+  r.correlationId = c.correlation;
+  r.name = "fake_kernel";
+  put(out, &r, sizeof r);
+}
+
+struct Report {
+  ~Report() {
+    const char* path = std::getenv("FAKE_CUPTI_REPORT");
+    if (!path || !*path) return;
+    if (FILE* f = std::fopen(path, "w")) {
+      std::fprintf(f, "calls=%u delivered=%llu flushes=%llu\n", g_correlation,
+                   (unsigned long long)g_delivered, (unsigned long long)g_flushes);
+      std::fclose(f);
+    }
+  }
+} g_report;
+
+}  // namespace
+
+FAKE_EXPORT CUptiResult cuptiGetVersion(std::uint32_t* version) {
+  *version = static_cast<std::uint32_t>(env_u64("FAKE_CUPTI_VERSION", CUPTI_API_VERSION));
+  return CUPTI_SUCCESS;
+}
+
+FAKE_EXPORT CUptiResult cuptiGetResultString(CUptiResult result, const char** str) {
+  *str = result == CUPTI_SUCCESS ? "CUPTI_SUCCESS" : "CUPTI_ERROR_FAKE";
+  return CUPTI_SUCCESS;
+}
+
+FAKE_EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc request,
+                                                       CUpti_BuffersCallbackCompleteFunc done) {
+  auto r = static_cast<CUptiResult>(env_u64("FAKE_CUPTI_REGISTER_RESULT", 0));
+  if (r != CUPTI_SUCCESS) return r;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_request = request;
+  g_complete = done;
+  return CUPTI_SUCCESS;
+}
+
+FAKE_EXPORT CUptiResult cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc f) {
+  g_clock = f;
+  return CUPTI_SUCCESS;
+}
+
+FAKE_EXPORT CUptiResult cuptiGetTimestamp(std::uint64_t* ts) {
+  *ts = now();
+  return CUPTI_SUCCESS;
+}
+
+FAKE_EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind) {
+  return CUPTI_SUCCESS;
+}
+FAKE_EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind) {
+  return CUPTI_SUCCESS;
+}
+
+FAKE_EXPORT CUptiResult cuptiActivityPushExternalCorrelationId(CUpti_ExternalCorrelationKind,
+                                                               std::uint64_t id) {
+  t_stack.emplace_back(id, now());
+  return CUPTI_SUCCESS;
+}
+
+FAKE_EXPORT CUptiResult cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrelationKind,
+                                                              std::uint64_t* last) {
+  if (t_stack.empty()) return CUPTI_ERROR_QUEUE_EMPTY;
+  auto [id, start] = t_stack.back();
+  t_stack.pop_back();
+  if (last) *last = id;
+  std::uint64_t end = now();
+  if (end <= start) end = start + 1000;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  Call c{id, ++g_correlation, start, end};
+  if (g_correlation <= env_u64("FAKE_CUPTI_STOP_AFTER", ~0ull)) g_calls.push_back(c);
+  return CUPTI_SUCCESS;
+}
+
+FAKE_EXPORT CUptiResult cuptiActivityFlushAll(std::uint32_t) {
+  std::vector<std::uint8_t> records;
+  CUpti_BuffersCallbackCompleteFunc complete;
+  CUpti_BuffersCallbackRequestFunc request;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    ++g_flushes;
+    request = g_request;
+    complete = g_complete;
+    for (const Call& c : g_held) put_external(&records, c);
+    g_held.clear();
+    for (const Call& c : g_calls) {
+      if (c.correlation % 3 == 0) {
+        put_kernel(&records, c);
+        g_held.push_back(c);
+      } else if (c.correlation % 2) {
+        put_kernel(&records, c);
+        put_external(&records, c);
+      } else {
+        put_external(&records, c);
+        put_kernel(&records, c);
+      }
+    }
+    g_delivered += g_calls.size();
+    g_calls.clear();
+  }
+  if (!request || !complete || records.empty()) return CUPTI_SUCCESS;
+  // One buffer per flush, as large as the records need (a real client's may be smaller; CUPTI
+  // then fills several).
+  std::size_t at = 0;
+  while (at < records.size()) {
+    std::uint8_t* buffer = nullptr;
+    std::size_t size = 0, max_records = 0;
+    request(&buffer, &size, &max_records);
+    if (!buffer || size < 64) return CUPTI_ERROR_OUT_OF_MEMORY;
+    std::size_t n = 0;
+    while (at + n < records.size()) {
+      std::uint32_t rec = 0;
+      std::memcpy(&rec, records.data() + at + n, sizeof rec);
+      std::size_t len = 8 + ((rec + 7) & ~7u);
+      if (n + len > size) break;
+      n += len;
+    }
+    std::memcpy(buffer, records.data() + at, n);
+    at += n;
+    complete(nullptr, 0, buffer, size, n);
+  }
+  return CUPTI_SUCCESS;
+}
+
+FAKE_EXPORT CUptiResult cuptiActivityGetNextRecord(std::uint8_t* buffer, std::size_t valid,
+                                                   CUpti_Activity** record) {
+  std::size_t at = 0;
+  if (*record) {
+    std::uint8_t* cur = reinterpret_cast<std::uint8_t*>(*record);
+    std::uint32_t size = 0;
+    std::memcpy(&size, cur - 8, sizeof size);
+    at = static_cast<std::size_t>(cur - buffer) + ((size + 7) & ~7u);
+  }
+  if (at + 8 > valid) return CUPTI_ERROR_MAX_LIMIT_REACHED;
+  *record = reinterpret_cast<CUpti_Activity*>(buffer + at + 8);
+  return CUPTI_SUCCESS;
+}
+
+FAKE_EXPORT CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext, std::uint32_t,
+                                                          std::size_t* dropped) {
+  *dropped = 0;
+  return CUPTI_SUCCESS;
+}

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Scenario: GSWAP_TIMING=cupti on simcuda, with a stand-in libcupti (tests/cupti_fake, which turns
+# each measured access bracketed by gswap into CUPTI's records, in shuffled order and across
+# flushes). The measured iterations are timed from CUPTI's records alone (no event is recorded),
+# gswapd plans from them, the library follows the plan, and results are bitwise those without
+# gswap; a trace dumped meanwhile has the durations. Where CUPTI cannot be used (no libcupti, a
+# CUPTI of another CUDA major version, its callbacks refused) or stops delivering (a profiler took
+# the callbacks), one warning says so and events time the accesses: the run still gets a plan.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/guided_lib.sh"
+: "${FAKE_CUPTI:?}"
+export GSWAP_TIMING=cupti GSWAP_CUPTI_PATH=$FAKE_CUPTI
+
+MT=(--layers 6 --width 256 --batch 2048 --iters 30)
+peak=$(peak_of "$RT/ref.out" "$MINITRAIN" "${MT[@]}")
+ref=$(checksum_of "$RT/ref.out")
+budget=$((peak * 60 / 100))
+
+# Where CUPTI cannot be used, without a daemon: one warning, and the run is unchanged.
+refused() {  # NAME EXPECTED-WARNING ENV...
+  local name=$1 warning=$2
+  shift 2
+  env GSWAP_DAEMON=off GSWAP_BUDGET=$budget GSWAP_SUMMARY=1 "$@" LD_PRELOAD="$LIBGSWAP" \
+    "$MINITRAIN" --layers 6 --width 256 --batch 2048 --iters 3 >"$RT/$name.out" 2>&1 ||
+    fail "$name: minitrain failed: $(tail -n 5 "$RT/$name.out")"
+  grep -q -- "$warning" "$RT/$name.out" || fail "$name: no warning '$warning': $(cat "$RT/$name.out")"
+  (($(grep -c "GSWAP_TIMING=cupti" "$RT/$name.out") == 1)) ||
+    fail "$name: not one warning: $(grep GSWAP_TIMING "$RT/$name.out")"
+  [[ $(summary_field "$RT/$name.out" timing) == events ]] || fail "$name: $(grep summary "$RT/$name.out")"
+  echo "$name: $(grep -o 'GSWAP_TIMING=cupti.*' "$RT/$name.out")"
+}
+refused missing "libcupti cannot be loaded ($RT/none/libcupti.so)" GSWAP_CUPTI_PATH="$RT/none/libcupti.so"
+refused version "has CUPTI API version 24, gswap reads version" FAKE_CUPTI_VERSION=24
+refused callbacks "cuptiActivityRegisterCallbacks -> 39" FAKE_CUPTI_REGISTER_RESULT=39
+
+start_daemon "$RT/daemon.log"
+
+# CUPTI times the measured iterations; the plan follows.
+start_prog "$RT/cupti.out" GSWAP_BUDGET=$budget GSWAP_LOG=info FAKE_CUPTI_REPORT="$RT/cupti.report" \
+  "$MINITRAIN" "${MT[@]}"
+wait_for "the plan to be followed" 60 "status_has $TRAIN_PID 'c[\"mode\"] == \"guided\"'"
+"$GSWAPCTL" trace dump --pid "$TRAIN_PID" --out "$RT/trace.json" ||
+  fail "gswapctl trace dump failed"
+wait "$TRAIN_PID" || fail "minitrain failed under gswap: $(tail -n 5 "$RT/cupti.out")"
+expect_guided_run "$RT/cupti.out" "$ref" 5
+grep -q "timed with CUPTI" "$RT/cupti.out" || fail "CUPTI was not used: $(grep -i cupti "$RT/cupti.out")"
+[[ $(summary_field "$RT/cupti.out" timing) == cupti ]] ||
+  fail "CUPTI was given up: $(grep -iE 'cupti|summary' "$RT/cupti.out")"
+# Every measured access went through CUPTI, none through events: the library logs any fallback.
+! grep -q "timed with events" "$RT/cupti.out" || fail "$(grep 'timed with events' "$RT/cupti.out")"
+read -r calls delivered < <(sed -E 's/calls=([0-9]+) delivered=([0-9]+).*/\1 \2/' "$RT/cupti.report")
+((calls > 100 && delivered > 100)) || fail "the stand-in CUPTI saw $(cat "$RT/cupti.report")"
+python3 - "$RT/trace.json" <<'PY' || fail "the dumped trace lacks CUPTI's durations"
+import json, sys
+t = json.load(open(sys.argv[1]))
+kernels = [l for l in t["launches"] if l["kernel"].startswith("mt_")]
+assert kernels and all(l["dur_us"] > 0 for l in kernels), "kernels without a duration"
+PY
+echo "cupti: $(cat "$RT/cupti.report"), $(grep -o 'mode=.*' "$RT/cupti.out")"
+
+# CUPTI delivers nothing (another client took the callbacks): events take over, a plan follows.
+LONG=(--layers 6 --width 256 --batch 2048 --iters 60)
+"$MINITRAIN" "${LONG[@]}" >"$RT/long.ref" 2>&1 || fail "reference run failed"
+start_prog "$RT/silent.out" GSWAP_BUDGET=$budget FAKE_CUPTI_STOP_AFTER=0 "$MINITRAIN" "${LONG[@]}"
+wait "$TRAIN_PID" || fail "minitrain failed under gswap: $(tail -n 5 "$RT/silent.out")"
+grep -q "CUPTI delivered no record for the last" "$RT/silent.out" ||
+  fail "no fallback: $(grep -iE 'cupti|summary' "$RT/silent.out")"
+expect_guided_run "$RT/silent.out" "$(checksum_of "$RT/long.ref")" 5
+[[ $(summary_field "$RT/silent.out" timing) == events ]] || fail "$(grep summary "$RT/silent.out")"
+echo "silent: $(grep -o 'CUPTI delivered.*s ' "$RT/silent.out")$(grep -o 'mode=.*' "$RT/silent.out")"
+echo "PASS cupti"
