@@ -1012,5 +1012,87 @@ TEST(Signature, IsOneTheLibrarysMatcherFindsAtTheStart) {
   EXPECT_EQ(signature_length(from_upload), 2u);
 }
 
+// A ResNet-like run, as PyTorch's on an H200: its start-up repeats a block of 19 kernels per
+// layer (weight initialisation), which gswapd may take for the iteration and plan (nothing to
+// move). Then come training iterations of 409 launches, made of blocks that repeat too, while the
+// library swaps: gswapd measures again and follows the whole iteration.
+TEST_F(ServerTest, ResnetLikeStartupThenLongIterations) {
+  FakeLibrary lib;
+  int fd = -1, shm = -1;
+  ASSERT_NO_FATAL_FAILURE(connect_library(256ull << 20, &lib, &fd, &shm));
+  lib.timing_lag = 200;
+  constexpr std::uint64_t kBlocks = 16, kRegions = 60;
+  lib.regions(kRegions);
+  proto::StatusPayload st{};
+  proto::PlanHeader ph{};
+  std::vector<proto::PlanEntry> entries;
+  std::uint64_t launches = 0;
+  auto access = [&](std::uint64_t f, std::uint64_t a, std::uint64_t b) {
+    lib.access(f, a, b);
+    if (++launches % 64 == 0) {
+      server_->tick(0);
+      ASSERT_TRUE(lib.plan(&ph, &entries));
+      lib.timed = ph.mode == static_cast<std::uint32_t>(proto::PlanMode::kMeasure);
+    }
+  };
+  // Start-up: 53 layers initialised, 19 kernels each.
+  for (std::uint64_t l = 0; l < 53; ++l) {
+    for (std::uint64_t k = 0; k < 19; ++k) access(301 + 2 * k, l % kRegions + 1, l % kRegions + 1);
+    for (int i = 0; i < 2; ++i) server_->tick(1);
+  }
+  std::size_t iteration_length = 0;
+  auto iteration = [&] {
+    std::size_t n = 0;
+    auto a = [&](std::uint64_t f, std::uint64_t x, std::uint64_t y) {
+      access(f, x, y);
+      ++n;
+    };
+    a(proto::kCopyFunction, 1, 1);
+    a(501, 1, 2);
+    a(503, 2, 2);
+    for (std::uint64_t b = 0; b < kBlocks; ++b) {
+      std::uint64_t r = 3 + b * 3;
+      for (int c = 0; c < 3; ++c) {
+        a(601, r, r + 1);      // conv
+        a(603, r + 1, r + 1);  // bn
+        a(605, r + 1, r + 2);  // relu
+      }
+      a(607, r + 2, r);  // add
+      a(605, r + 2, r + 2);
+    }
+    a(701, 55, 56);  // loss
+    a(703, 56, 57);
+    for (std::uint64_t b = kBlocks; b-- > 0;) {
+      std::uint64_t r = 3 + b * 3;
+      for (int c = 0; c < 3; ++c) {
+        a(801, r + 2, r + 1);
+        a(803, r + 1, r + 1);
+        a(805, r + 1, r);
+        a(807, r, r + 1);
+      }
+      a(809, r, r + 2);
+    }
+    for (int k = 0; k < 20; ++k) a(901 + 2 * k, 58, 59);
+    iteration_length = n;
+    st.swapped_out += 36ull * (64ull << 20);
+    lib.status(st);
+  };
+  // The library's swapping while it follows no plan is noticed after kIdleGraceMs (500 ms) of
+  // wall time: iterations here take about 4 ms.
+  for (int it = 0; it < 400 && !(ph.mode == static_cast<std::uint32_t>(proto::PlanMode::kGuided) &&
+                                 ph.iteration_length == iteration_length);
+       ++it) {
+    iteration();
+    for (int i = 0; i < 5; ++i) server_->tick(2);
+    ASSERT_TRUE(lib.plan(&ph, &entries));
+  }
+  ASSERT_EQ(ph.mode, static_cast<std::uint32_t>(proto::PlanMode::kGuided))
+      << server_->status_json().dump();
+  EXPECT_EQ(ph.iteration_length, iteration_length);
+  EXPECT_FALSE(entries.empty());
+  close(shm);
+  close(fd);
+}
+
 }  // namespace
 }  // namespace gswap::daemon
