@@ -282,7 +282,7 @@ void configure(bool wanted, const char* path) {
 }
 
 bool active() {
-  return g_active.load(std::memory_order_relaxed);
+  return g_active.load(std::memory_order_acquire);  // g_api was set before
 }
 
 void begin(std::uint64_t seq) {

@@ -30,7 +30,7 @@ namespace gswap::interpose::cupti {
 // libcupti.so.13, then libcupti.so, by the loader's path, then /usr/local/cuda/lib64).
 void configure(bool wanted, const char* path);
 
-// Whether measured accesses are timed by CUPTI now (a relaxed load; the launch path).
+// Whether measured accesses are timed by CUPTI now (one load; the launch path).
 bool active();
 
 // The launch path of a measured access: around its enqueue.
