@@ -24,6 +24,8 @@
 #include "policy/lower_bound.h"
 
 #include <algorithm>
+#include <functional>
+#include <queue>
 #include <unordered_map>
 
 namespace gswap::policy {
@@ -62,6 +64,104 @@ class ReleaseSchedule {
   double bw_ = 1;
   std::vector<double> done_, cum_;
 };
+
+// A stretch of launches [first, last] that a region may spend off the device, and what leaving
+// for it costs on one copy engine (0 or 1, times its bytes).
+struct Piece {
+  std::size_t first, last;
+  double bytes;
+  bool paid;
+};
+
+// The least bytes of paid pieces that, with every free piece, leave off the device at least
+// need[i] bytes at every launch i (fractions of a piece allowed). Sweeping launches in order and
+// covering what is still missing at each from the pieces under it that reach furthest is
+// optimal: an optimal choice that agrees up to launch i and takes less of that piece covers i
+// with pieces ending no later, and moving that amount onto it keeps every launch covered (those
+// before i were covered already) at the same cost.
+double least_cover(std::size_t n, const std::vector<double>& need, std::vector<Piece>& pieces) {
+  std::sort(pieces.begin(), pieces.end(),
+            [](const Piece& x, const Piece& y) { return x.first < y.first; });
+  std::vector<double> free_delta(n + 1, 0);
+  for (const Piece& p : pieces)
+    if (!p.paid) free_delta[p.first] += p.bytes, free_delta[p.last + 1] -= p.bytes;
+  std::priority_queue<std::pair<std::size_t, double>> open;  // (last, bytes left), furthest first
+  std::priority_queue<std::pair<std::size_t, double>, std::vector<std::pair<std::size_t, double>>,
+                      std::greater<>>
+      taken;  // (last, bytes), soonest to end first
+  double free_now = 0, taken_now = 0, paid = 0;
+  std::size_t k = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    free_now += free_delta[i];
+    for (; k < pieces.size() && pieces[k].first <= i; ++k)
+      if (pieces[k].paid) open.emplace(pieces[k].last, pieces[k].bytes);
+    while (!taken.empty() && taken.top().first < i) taken_now -= taken.top().second, taken.pop();
+    double missing = need[i] - free_now - taken_now;
+    while (missing > 0 && !open.empty()) {
+      auto [last, left] = open.top();
+      open.pop();
+      if (last < i) continue;  // over before this launch
+      const double take = std::min(left, missing);
+      paid += take, taken_now += take, missing -= take;
+      taken.emplace(last, take);
+      if (left > take) open.emplace(last, left - take);
+    }
+  }
+  return paid;
+}
+
+// README "Traffic over the whole iteration": the copy-in and copy-out bytes that covering every
+// launch's excess needs, over each engine's bandwidth, plus the program's own copies on it.
+double covering_bound(const Analysis& a, std::uint64_t budget) {
+  const Trace& t = *a.trace;
+  const std::size_t n = a.n;
+  std::vector<double> need(n, 0);
+  for (std::size_t i = 0; i < n; ++i)
+    need[i] = std::max(0.0, static_cast<double>(a.live_bytes[i]) - static_cast<double>(budget));
+  // Pieces per region, with whether each costs a copy-in, and a copy-out in either of two
+  // assignments of a wrap episode's one copy-out (to its trailing or to its leading piece).
+  std::vector<Piece> in, out_trailing, out_leading;
+  for (std::size_t r = 0; r < t.regions.size(); ++r) {
+    if (a.first_live[r] > a.last_live[r]) continue;
+    const double b = static_cast<double>(t.regions[r].bytes);
+    const bool rc = t.regions[r].recompute.has_value();
+    const bool carried = a.live_at_start[r];
+    const auto& acc = a.accesses[r];
+    const std::size_t lo = a.first_live[r], hi = a.last_live[r];
+    auto add = [&](std::size_t first, std::size_t last, bool pays_in, bool pays_out_t,
+                   bool pays_out_l) {
+      if (first > last) return;
+      in.push_back({first, last, b, pays_in});
+      out_trailing.push_back({first, last, b, pays_out_t});
+      out_leading.push_back({first, last, b, pays_out_l});
+    };
+    if (acc.empty()) {
+      add(lo, hi, false, false, false);  // never used: nothing to copy
+      continue;
+    }
+    // Before the first access: free unless carried over (then restored before that access, and
+    // copied out by a wrap entry after the last one).
+    if (acc.front() > lo) add(lo, acc.front() - 1, carried, false, carried);
+    for (std::size_t k = 0; k + 1 < acc.size(); ++k)
+      if (acc[k + 1] > acc[k] + 1) add(acc[k] + 1, acc[k + 1] - 1, !rc, !rc, !rc);
+    // After the last access: a copy-out (none for a recomputable region, which may be dropped).
+    if (acc.back() < hi) add(acc.back() + 1, hi, false, !rc, !rc && !carried);
+  }
+  double own_in_us = 0, own_out_us = 0;
+  for (const Launch& l : t.launches) {
+    if (l.link == CopyLink::kToDevice) own_in_us += l.dur_us;
+    if (l.link == CopyLink::kToHost) own_out_us += l.dur_us;
+  }
+  const double bw_in = t.device.h2d_bytes_per_s / 1e6, bw_out = t.device.d2h_bytes_per_s / 1e6;
+  double bound = 0;
+  if (bw_in > 0) bound = std::max(bound, least_cover(n, need, in) / bw_in + own_in_us);
+  if (bw_out > 0) {
+    const double out =
+        std::max(least_cover(n, need, out_trailing), least_cover(n, need, out_leading));
+    bound = std::max(bound, out / bw_out + own_out_us);
+  }
+  return bound;
+}
 
 }  // namespace
 
@@ -258,7 +358,8 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
       lb.tightest_launch = i;
     }
   }
-  lb.bound_us = std::max(lb.compute_us, lb.traffic_us);
+  lb.covering_us = covering_bound(a, budget);
+  lb.bound_us = std::max({lb.compute_us, lb.traffic_us, lb.covering_us});
   return lb;
 }
 

@@ -9,9 +9,12 @@
 namespace gswap::policy {
 
 struct LowerBound {
-  double bound_us = 0;    // max of the two below
+  double bound_us = 0;    // max of the three below
   double compute_us = 0;  // busiest stream's compute, or the ideal step when longer
   double traffic_us = 0;  // the link-traffic bound at the tightest launch
+  // The copies every launch over the budget needs, counted once over the whole iteration, on
+  // each direction's engine (policy/README.md, "Traffic over the whole iteration").
+  double covering_us = 0;
   std::size_t tightest_launch = 0;
 };
 

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include "policy/baselines.h"
 #include "policy/lower_bound.h"
 #include "policy/planners.h"
@@ -176,7 +178,7 @@ TEST(SimulatorTest, DemandEvictionIsLeastRecentlyUsed) {
 
 TEST(SimulatorTest, RandomTracesKeepEveryInvariant) {
   std::mt19937_64 rng(20260521);
-  int feasible = 0, total = 0, traffic_bound = 0;
+  int feasible = 0, total = 0, traffic_bound = 0, covering_bound = 0;
   for (int k = 0; k < 300; ++k) {
     Trace t = testing::random_trace(rng);
     Analysis a = analyze(t);
@@ -186,6 +188,7 @@ TEST(SimulatorTest, RandomTracesKeepEveryInvariant) {
     const LowerBound lb = lower_bound(a, budget);
     EXPECT_GE(lb.bound_us + 1e-6, lb.compute_us);
     if (lb.traffic_us > lb.compute_us) ++traffic_bound;
+    if (lb.covering_us > std::max(lb.compute_us, lb.traffic_us)) ++covering_bound;
     for (PolicyKind p : kAllPolicies) {
       Plan plan = make_plan(p, a, budget);
       ASSERT_TRUE(plan.feasible) << policy_name(p) << " trace " << k;
@@ -202,6 +205,8 @@ TEST(SimulatorTest, RandomTracesKeepEveryInvariant) {
   EXPECT_GT(total, 500);
   EXPECT_GE(feasible, total * 9 / 10);
   EXPECT_GT(traffic_bound, 20);  // the traffic part of the bound is exercised, not just compute
+  std::printf("bound set by the whole-iteration traffic on %d traces\n", covering_bound);
+  EXPECT_GT(covering_bound, 5);  // and so is the count over the whole iteration
 }
 
 }  // namespace
