@@ -7,7 +7,7 @@
 # built here and copied, with the spdlog and fmt libraries gswapd and gswapctl link (in lib/). The
 # pack keeps the build layout (interpose/libgswap.so, bin/gswapd, tests/workloads/minitrain and its
 # fatbin, tests/gpu/*), so `validate.sh --build-dir <pack>` finds everything, and it holds only
-# those files (about 22 MiB with a RelWithDebInfo build), not the object files of the whole build.
+# those files (about 26 MiB with a RelWithDebInfo build, CUPTI included), not the object files of the whole build.
 #
 # Usage: scripts/gpu/build-carry.sh [BUILD_DIR [PACK_DIR]]
 #   BUILD_DIR  where to configure and build (default: build)
