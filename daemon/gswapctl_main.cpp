@@ -225,15 +225,26 @@ nlohmann::json ask_for_client(nlohmann::json request, long pid) {
   throw Failure(error.empty() ? fmt::format("no client with pid {}", pid) : error);
 }
 
-int cmd_trace(long pid, const std::string& out, const std::string& timeline) {
+int cmd_trace(long pid, const std::string& out, const std::string& plan_out,
+              const std::string& timeline) {
   if (out.empty() && timeline.empty())
     throw Failure(
         "trace dump: give --out FILE (the gswap-trace), --timeline FILE (a Chrome "
         "trace for ui.perfetto.dev), or both");
+  if (!plan_out.empty() && out.empty())
+    throw Failure("trace dump: --plan-out needs --out (the plan's positions are that trace's)");
   if (!out.empty()) {
     nlohmann::json a = ask_for_client({{"cmd", "trace"}}, pid);
+    // Checked before anything is written: a plan asked for and not there is an error.
+    if (!plan_out.empty() && !a.contains("plan_json"))
+      throw Failure(
+          fmt::format("pid {} follows no plan (not guided): nothing for --plan-out", pid));
     write_text(out, a["trace_json"].get<std::string>());
     std::cout << fmt::format("wrote the last iteration of pid {} to {}\n", pid, out);
+    if (!plan_out.empty()) {
+      write_text(plan_out, a["plan_json"].get<std::string>() + "\n");
+      std::cout << fmt::format("wrote the plan pid {} follows to {}\n", pid, plan_out);
+    }
   }
   if (!timeline.empty()) {
     nlohmann::json a = ask_for_client({{"cmd", "timeline"}}, pid);
@@ -594,9 +605,12 @@ int main(int argc, char** argv) {
   auto* trace_dump = trace->add_subcommand(
       "dump", "write a client's last complete iteration, or its timeline, or both");
   long trace_pid = 0;
-  std::string trace_out, trace_timeline;
+  std::string trace_out, trace_plan_out, trace_timeline;
   trace_dump->add_option("--pid", trace_pid, "the client")->required();
   trace_dump->add_option("--out", trace_out, "output file (gswap-trace JSON)");
+  trace_dump->add_option("--plan-out", trace_plan_out,
+                         "with --out: also the plan the client follows, in that trace's positions "
+                         "(gswap-plan JSON, for `simulate --plan`)");
   trace_dump->add_option("--timeline", trace_timeline,
                          "timeline file (Chrome trace event JSON for ui.perfetto.dev or "
                          "chrome://tracing): kernels, swaps, stalls, recomputations, memory");
@@ -653,7 +667,7 @@ int main(int argc, char** argv) {
     if (*policy_dump)
       return cmd_policy(
           policy_dump->count("--pid") ? std::optional<long>(policy_pid) : std::nullopt, json);
-    if (*trace_dump) return cmd_trace(trace_pid, trace_out, trace_timeline);
+    if (*trace_dump) return cmd_trace(trace_pid, trace_out, trace_plan_out, trace_timeline);
     if (*top) return cmd_top(json, top_interval, top_count);
     if (*check) return cmd_config_check(check_file);
     if (*run) return cmd_run(run_budget, run_config, run_cmd);

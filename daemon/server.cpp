@@ -966,7 +966,19 @@ nlohmann::json Server::handle_request(const nlohmann::json& request) {
       const proto::StatusPayload& st = c->counters().status;
       if (st.h2d_bytes_per_s) t.device.h2d_bytes_per_s = static_cast<double>(st.h2d_bytes_per_s);
       if (st.d2h_bytes_per_s) t.device.d2h_bytes_per_s = static_cast<double>(st.d2h_bytes_per_s);
-      return {{"ok", true}, {"trace_json", policy::write_trace_json(t)}};
+      nlohmann::json out = {{"ok", true}, {"trace_json", policy::write_trace_json(t)}};
+      // The plan the library follows, in that trace's positions: the entries published (the
+      // ones it can name), as the feedback rule last moved them.
+      if (c->published().mode == proto::PlanMode::kGuided &&
+          !c->planned_from().trace.launches.empty()) {
+        policy::Plan followed;
+        followed.policy = c->planner();
+        for (std::size_t k : c->entry_of_published())
+          if (k < c->current_plan().entries.size())
+            followed.entries.push_back(c->current_plan().entries[k]);
+        out["plan_json"] = policy::write_plan_json(followed);
+      }
+      return out;
     }
     return {{"ok", false}, {"error", fmt::format("no client with pid {}", pid)}};
   }

@@ -24,7 +24,9 @@
 
 #include "daemon/control.h"
 #include "daemon/untrusted_text.h"
+#include "policy/analysis.h"
 #include "policy/iteration.h"
+#include "policy/simulator.h"
 #include "policy/trace_json.h"
 #include "proto/fdpass.h"
 #include "proto/ring.h"
@@ -445,6 +447,20 @@ TEST_F(ServerTest, MeasuresPlansAndPublishesAGuidedPlan) {
   for (const policy::Launch& l : trace.launches)
     named = named || l.kernel == "gemm_kernel_with_a_rather_long_name_for_two_chunks";
   EXPECT_TRUE(named);
+  // With it, the plan the library follows, in that trace's positions: one entry per published
+  // one, and the simulator runs it.
+  {
+    nlohmann::json tr = server_->handle_request({{"cmd", "trace"}, {"pid", getpid()}});
+    ASSERT_TRUE(tr.contains("plan_json")) << tr.dump();
+    policy::Plan followed;
+    std::string error;
+    ASSERT_TRUE(
+        policy::parse_plan_json(tr["plan_json"].get<std::string>(), trace, &followed, &error))
+        << error;
+    EXPECT_EQ(followed.entries.size(), entries.size());
+    policy::Analysis a = policy::analyze(trace);
+    EXPECT_TRUE(policy::simulate(a, followed, 128ull << 20).feasible);
+  }
 
   nlohmann::json pol = server_->handle_request({{"cmd", "policy"}, {"pid", getpid()}});
   ASSERT_TRUE(pol["ok"].get<bool>());

@@ -220,12 +220,67 @@ Trace parse(const json& root) {
   return t;
 }
 
-}  // namespace
+// A launch position of a plan entry: null for kNoLaunch, else a launch of the trace.
+std::size_t get_position(const json& v, const std::string& path, std::size_t n) {
+  if (v.is_null()) return kNoLaunch;
+  const std::uint64_t x = get_uint(v, path);
+  if (x >= n)
+    fail(path, std::to_string(x) + " is past the trace's " + std::to_string(n) + " launches");
+  return static_cast<std::size_t>(x);
+}
 
-bool parse_trace_json(std::string_view text, Trace* out, std::string* error) {
-  // nlohmann throws even with allow_exceptions=false (out_of_range.406 for a number that
-  // overflows a double, 1e400), so every exception it raises is caught here and reported in the
-  // usual form: nothing but (false, message) leaves this function.
+Plan parse_plan(const json& root, const Trace& trace) {
+  get_object(root, "$");
+  const json& format = member(root, "", "format");
+  if (!format.is_string() || format.get<std::string>() != kPlanFormat)
+    fail("format", std::string("expected \"") + kPlanFormat + "\"");
+  const json& version = member(root, "", "version");
+  if (!version.is_number_integer() || version.get<std::int64_t>() != kPlanVersion)
+    fail("version",
+         "unsupported version (this reader understands " + std::to_string(kPlanVersion) + ")");
+  Plan plan;
+  if (auto it = root.find("policy"); it != root.end()) {
+    if (!it->is_string()) fail("policy", "expected a string");
+    plan.policy = it->get<std::string>();
+  }
+  std::unordered_map<RegionId, bool> recomputable;
+  for (const Region& r : trace.regions) recomputable[r.id] = r.recompute.has_value();
+  const std::size_t n = trace.launches.size();
+  const json& entries = get_array(member(root, "", "entries"), "entries");
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const std::string p = "entries[" + std::to_string(i) + "]";
+    const json& e = get_object(entries[i], p);
+    PlanEntry pe;
+    pe.region = get_uint(member(e, p, "region"), join(p, "region"));
+    auto rc = recomputable.find(pe.region);
+    if (rc == recomputable.end())
+      fail(join(p, "region"), "unknown region " + std::to_string(pe.region));
+    const json& kind = member(e, p, "kind");
+    if (kind == "swap")
+      pe.kind = EvictKind::kSwap;
+    else if (kind == "recompute")
+      pe.kind = EvictKind::kRecompute;
+    else
+      fail(join(p, "kind"), "expected \"swap\" or \"recompute\"");
+    if (pe.kind == EvictKind::kRecompute && !rc->second)
+      fail(join(p, "kind"), "region " + std::to_string(pe.region) + " is not recomputable");
+    pe.evict_after = get_position(member(e, p, "evict_after"), join(p, "evict_after"), n);
+    if (pe.evict_after == kNoLaunch) fail(join(p, "evict_after"), "expected a launch position");
+    if (auto it = e.find("evict_at"); it != e.end())
+      pe.evict_at = get_position(*it, join(p, "evict_at"), n);
+    pe.trigger = get_position(member(e, p, "trigger"), join(p, "trigger"), n);
+    pe.back_access = get_position(member(e, p, "back_access"), join(p, "back_access"), n);
+    if (auto it = e.find("swap_in_us"); it != e.end())
+      pe.swap_in_us = get_time_us(*it, join(p, "swap_in_us"));
+    plan.entries.push_back(pe);
+  }
+  return plan;
+}
+
+// Parses text and runs parse_root on it; every exception becomes (false, message): nothing else
+// leaves the public parsers.
+template <class Parse>
+bool guarded_parse(std::string_view text, std::string* error, Parse&& parse_root) {
   json root;
   try {
     root = json::parse(text.begin(), text.end());
@@ -234,7 +289,7 @@ bool parse_trace_json(std::string_view text, Trace* out, std::string* error) {
     return false;
   }
   try {
-    *out = parse(root);
+    parse_root(root);
     return true;
   } catch (const PathError& e) {
     if (error) *error = e.what();
@@ -243,6 +298,36 @@ bool parse_trace_json(std::string_view text, Trace* out, std::string* error) {
     if (error) *error = std::string("$: ") + e.what();
     return false;
   }
+}
+
+}  // namespace
+
+bool parse_plan_json(std::string_view text, const Trace& trace, Plan* out, std::string* error) {
+  return guarded_parse(text, error, [&](const json& root) { *out = parse_plan(root, trace); });
+}
+
+std::string write_plan_json(const Plan& plan) {
+  auto position = [](std::size_t x) { return x == kNoLaunch ? json(nullptr) : json(x); };
+  json entries = json::array();
+  for (const PlanEntry& e : plan.entries)
+    entries.push_back({{"region", e.region},
+                       {"kind", e.kind == EvictKind::kSwap ? "swap" : "recompute"},
+                       {"evict_after", e.evict_after},
+                       {"evict_at", position(e.evict_at)},
+                       {"trigger", position(e.trigger)},
+                       {"back_access", position(e.back_access)},
+                       {"swap_in_us", e.swap_in_us}});
+  json root = {{"format", kPlanFormat},
+               {"version", kPlanVersion},
+               {"policy", plan.policy},
+               {"entries", entries}};
+  return root.dump(1);
+}
+
+bool parse_trace_json(std::string_view text, Trace* out, std::string* error) {
+  // nlohmann throws even with allow_exceptions=false (out_of_range.406 for a number that
+  // overflows a double, 1e400): guarded_parse reports every exception in the usual form.
+  return guarded_parse(text, error, [&](const json& root) { *out = parse(root); });
 }
 
 std::string write_trace_json(const Trace& trace) {

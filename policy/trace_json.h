@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "policy/plan.h"
 #include "policy/trace.h"
 
 namespace gswap::policy {
@@ -34,5 +35,17 @@ bool parse_trace_json(std::string_view text, Trace* out, std::string* error);
 
 // Serialises a trace; parse_trace_json(write_trace_json(t)) gives back t.
 std::string write_trace_json(const Trace& trace);
+
+// A plan ("gswap-plan", version 1: what gswapd follows, `gswapctl trace dump --plan-out`):
+//   {"format": "gswap-plan", "version": 1, "policy": "capuchin", "entries": [
+//     {"region": 4, "kind": "swap" | "recompute", "evict_after": 12, "evict_at": null,
+//      "trigger": 9, "back_access": 13, "swap_in_us": 210.5}, ...]}
+// Positions are launch indexes of the trace it was made for, null for kNoLaunch. Parsing checks
+// types and, given that trace, that every region is one of its regions and every position one of
+// its launches; errors name the JSON path as parse_trace_json's do.
+inline constexpr const char* kPlanFormat = "gswap-plan";
+inline constexpr int kPlanVersion = 1;
+bool parse_plan_json(std::string_view text, const Trace& trace, Plan* out, std::string* error);
+std::string write_plan_json(const Plan& plan);
 
 }  // namespace gswap::policy

@@ -179,5 +179,63 @@ TEST(TraceJsonTest, LimitsAndLifetimes) {
   expect_rejected(many, "regions[1024].bytes: the regions hold more than 1 EiB");
 }
 
+// Plans: what gswapd follows, written by `gswapctl trace dump --plan-out` and read by
+// `gswapctl simulate --plan`, checked against the trace it was made for.
+TEST(PlanJsonTest, RoundTripAndChecksAgainstTheTrace) {
+  Trace t;
+  std::string err;
+  ASSERT_TRUE(parse_trace_json(kExample, &t, &err)) << err;
+  Plan plan;
+  plan.policy = "capuchin";
+  PlanEntry a;
+  a.region = 7;
+  a.kind = EvictKind::kRecompute;
+  a.evict_after = 0;
+  a.back_access = 0;  // a wrap
+  a.swap_in_us = 0.1 + 0.2;
+  PlanEntry b;
+  b.region = 3;
+  b.evict_after = 0;  // no trigger, no back access: null positions
+  plan.entries = {a, b};
+  Plan back;
+  ASSERT_TRUE(parse_plan_json(write_plan_json(plan), t, &back, &err)) << err;
+  EXPECT_EQ(back.policy, "capuchin");
+  ASSERT_EQ(back.entries.size(), 2u);
+  EXPECT_EQ(back.entries[0].kind, EvictKind::kRecompute);
+  EXPECT_EQ(back.entries[0].back_access, 0u);
+  EXPECT_EQ(back.entries[0].swap_in_us, 0.1 + 0.2);
+  EXPECT_EQ(back.entries[1].trigger, kNoLaunch);
+  EXPECT_EQ(back.entries[1].back_access, kNoLaunch);
+  EXPECT_EQ(back.entries[1].evict_at, kNoLaunch);
+
+  auto rejects = [&](const std::string& text, const std::string& path) {
+    Plan p;
+    std::string e;
+    EXPECT_FALSE(parse_plan_json(text, t, &p, &e)) << text;
+    EXPECT_EQ(e.rfind(path, 0), 0u) << e;
+  };
+  const std::string head = R"({"format": "gswap-plan", "version": 1, "entries": [)";
+  rejects(head + R"({"region": 9, "kind": "swap", "evict_after": 0, "trigger": null,
+          "back_access": null}]})",
+          "entries[0].region: unknown region 9");
+  rejects(head + R"({"region": 3, "kind": "swap", "evict_after": 1, "trigger": null,
+          "back_access": null}]})",
+          "entries[0].evict_after: 1 is past");
+  rejects(head + R"({"region": 3, "kind": "drop", "evict_after": 0, "trigger": null,
+          "back_access": null}]})",
+          "entries[0].kind");
+  rejects(head + R"({"region": 3, "kind": "recompute", "evict_after": 0, "trigger": null,
+          "back_access": null}]})",
+          "entries[0].kind: region 3 is not recomputable");
+  rejects(head + R"({"region": 3, "kind": "swap", "evict_after": 0, "trigger": -1,
+          "back_access": null}]})",
+          "entries[0].trigger");
+  rejects(head + R"({"region": 3, "kind": "swap", "evict_after": 0}]})",
+          "entries[0].trigger: missing");
+  rejects(R"({"format": "gswap-trace", "version": 1, "entries": []})", "format");
+  rejects(R"({"format": "gswap-plan", "version": 2, "entries": []})", "version");
+  rejects("[1, 2", "$: not valid JSON");
+}
+
 }  // namespace
 }  // namespace gswap::policy

@@ -1,7 +1,8 @@
 // simulate_command.cpp: `simulate --trace F --budget B --policy P [--json] [--no-recompute]
-// [--search-ms MS] [--seed N] [--timeline FILE]`. Loads a trace (a file, or a built-in one with
-// ref:NAME), plans it under the budget with one policy (capuchin: the greedy plan improved by the
-// search, as gswapd plans), simulates the plan and prints the prediction next to the lower bound;
+// [--search-ms MS] [--seed N] [--plan FILE] [--timeline FILE]`. Loads a trace (a file, or a
+// built-in one with ref:NAME), plans it under the budget with one policy (capuchin: the greedy
+// plan improved by the search, as gswapd plans) or reads a plan made for it (--plan), simulates
+// the plan and prints the prediction next to the lower bound;
 // --timeline also writes the simulated iteration as a Chrome trace (chrome_trace.h). Errors are
 // thrown as CLI::Error / std::runtime_error for the caller's command boundary to report.
 #include "policy/cli/simulate_command.h"
@@ -35,7 +36,7 @@ namespace gswap::policy::cli {
 namespace {
 
 struct Options {
-  std::string trace, budget, policy = "capuchin", timeline;
+  std::string trace, budget, policy = "capuchin", timeline, plan;
   bool json = false;
   bool no_recompute = false;
   double search_ms = 200;
@@ -64,6 +65,28 @@ std::string ratio(double x, double y) {
 
 }  // namespace
 
+namespace {
+
+// The text of a trace or plan file. A directory reads as empty text and /dev/zero never ends: it
+// is a regular file, or a pipe (`--trace <(...)`, `--trace /dev/stdin`).
+std::string read_text(const std::string& path, const char* what) {
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (!ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st) &&
+      !std::filesystem::is_fifo(st))
+    throw std::runtime_error(
+        printable_text(std::string(what) + " file '" + path + "' is not a regular file or a pipe"));
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw std::runtime_error(
+        printable_text(std::string("cannot open ") + what + " file '" + path + "'"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
 Trace load_trace(const std::string& spec) {
   if (spec.rfind("ref:", 0) == 0) {
     auto t = reference_trace(spec.substr(4));
@@ -77,24 +100,21 @@ Trace load_trace(const std::string& spec) {
     }
     return std::move(*t);
   }
-  // A directory reads as empty text and /dev/zero never ends: a trace is a regular file, or a
-  // pipe (`--trace <(...)`, `--trace /dev/stdin`).
-  std::error_code ec;
-  const auto st = std::filesystem::status(spec, ec);
-  if (!ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st) &&
-      !std::filesystem::is_fifo(st))
-    throw std::runtime_error(
-        printable_text("trace file '" + spec + "' is not a regular file or a pipe"));
-  std::ifstream in(spec, std::ios::binary);
-  if (!in) throw std::runtime_error(printable_text("cannot open trace file '" + spec + "'"));
-  std::stringstream ss;
-  ss << in.rdbuf();
+  const std::string text = read_text(spec, "trace");
   Trace t;
   std::string err;
   // The message may quote the trace's own text (a kernel name, a link value).
-  if (!parse_trace_json(ss.str(), &t, &err))
+  if (!parse_trace_json(text, &t, &err))
     throw std::runtime_error(printable_text(spec + ": " + err));
   return last_marked_iteration(t);
+}
+
+Plan load_plan(const std::string& path, const Trace& trace) {
+  Plan plan;
+  std::string err;
+  if (!parse_plan_json(read_text(path, "plan"), trace, &plan, &err))
+    throw std::runtime_error(printable_text(path + ": " + err));
+  return plan;
 }
 
 std::uint64_t parse_budget(const std::string& text, std::uint64_t peak, const std::string& option) {
@@ -168,7 +188,18 @@ void run(const Options& o) {
   const Analysis a = analyze(trace);
   const std::uint64_t budget = parse_budget(o.budget, a.peak_bytes, "--budget");
   std::size_t evaluations = 0;
-  Evaluation ev = plan_and_simulate(a, budget, {o.policy, o.search_ms, o.seed}, &evaluations);
+  Evaluation ev;
+  std::string label = policy_name(*kind);
+  if (!o.plan.empty()) {
+    // A plan made elsewhere (gswapd's, from `trace dump --plan-out`), simulated as it is.
+    ev.plan = load_plan(o.plan, trace);
+    ev.sim = simulate(a, ev.plan, budget);
+    ev.bound = lower_bound(a, budget);
+    label = "plan " + printable_text(o.plan) +
+            (ev.plan.policy.empty() ? "" : " (" + printable_text(ev.plan.policy) + ")");
+  } else {
+    ev = plan_and_simulate(a, budget, {o.policy, o.search_ms, o.seed}, &evaluations);
+  }
   const SimResult& s = ev.sim;
   const bool feasible = ev.plan.feasible && s.feasible;
   const std::string reason = !ev.plan.feasible ? ev.plan.reason : s.reason;
@@ -193,7 +224,7 @@ void run(const Options& o) {
                               s.demand_evictions == 1 ? "" : "s");
 
   if (o.json) {
-    nlohmann::json j = {{"policy", policy_name(*kind)},
+    nlohmann::json j = {{"policy", label},
                         {"feasible", feasible},
                         {"budget_bytes", budget},
                         {"budget_possible", impossible_budget_reason(a, budget).empty()},
@@ -227,7 +258,7 @@ void run(const Options& o) {
     };
     auto mib = [](std::uint64_t b) { return fmt::format("{:.1f} MiB", b / 1048576.0); };
     auto us = [](double x) { return fmt::format("{:.1f} us", x); };
-    row("policy", policy_name(*kind));
+    row("policy", label);
     row("launches", std::to_string(a.n));
     row("budget", mib(budget));
     row("trace peak", mib(a.peak_bytes));
@@ -282,20 +313,28 @@ void add_simulate_command(CLI::App& app) {
                   "device memory budget: bytes with a unit (6GiB, 512MiB) or a percentage of the "
                   "trace's peak live bytes (50%)")
       ->required();
-  sub->add_option("--policy", o->policy,
-                  "capuchin (hybrid swap/recompute planner), delta (online), lru (passive, on "
-                  "demand), vdnn (swap after forward, prefetch one step ahead), recompute "
-                  "(recompute-only)")
-      ->capture_default_str();
+  CLI::Option* policy =
+      sub->add_option("--policy", o->policy,
+                      "capuchin (hybrid swap/recompute planner), delta (online), lru (passive, on "
+                      "demand), vdnn (swap after forward, prefetch one step ahead), recompute "
+                      "(recompute-only)")
+          ->capture_default_str();
   sub->add_flag("--json", o->json, "print one JSON object instead of a table");
   sub->add_flag("--no-recompute", o->no_recompute,
                 "plan as for a program that registers no recompute callback: no region of the "
                 "trace is recomputable (swap-only plans)");
-  sub->add_option("--search-ms", o->search_ms,
-                  "capuchin: time the search may spend improving the greedy plan, as gswapd does "
-                  "(0: the greedy plan alone)")
-      ->capture_default_str();
-  sub->add_option("--seed", o->seed, "capuchin: the search's seed")->capture_default_str();
+  CLI::Option* search = sub->add_option("--search-ms", o->search_ms,
+                                        "capuchin: time the search may spend improving the "
+                                        "greedy plan, as gswapd does (0: the greedy plan alone)")
+                            ->capture_default_str();
+  CLI::Option* seed =
+      sub->add_option("--seed", o->seed, "capuchin: the search's seed")->capture_default_str();
+  sub->add_option("--plan", o->plan,
+                  "simulate this plan (gswap-plan JSON, such as `gswapctl trace dump --plan-out` "
+                  "writes: the plan gswapd follows) instead of planning")
+      ->excludes(policy)
+      ->excludes(search)
+      ->excludes(seed);
   sub->add_option("--timeline", o->timeline,
                   "also write the simulated iteration as a timeline (Chrome trace event JSON for "
                   "ui.perfetto.dev or chrome://tracing)");

@@ -23,6 +23,8 @@ void add_simulate_command(CLI::App& app);
 // (printable: text quoted from the trace is escaped). Anything but a regular file is refused.
 // A file with several iteration marks gives its last marked iteration (last_marked_iteration).
 Trace load_trace(const std::string& spec);
+// A plan file (gswap-plan JSON) made for `trace`; throws with a clear, printable message.
+Plan load_plan(const std::string& path, const Trace& trace);
 // A budget as `simulate --budget` takes it: bytes with a unit, or a percentage of `peak`.
 // Throws CLI::ValidationError naming `option`.
 std::uint64_t parse_budget(const std::string& text, std::uint64_t peak, const std::string& option);

@@ -4,7 +4,7 @@
 # back-access are reported per plan entry; gswapd moves their triggers earlier and republishes,
 # and within a bounded number of guided iterations the device no longer waits for restores
 # (nearly). A trace dumped meanwhile has measured kernel durations, real kernel names and the
-# measured link bandwidth, and the simulator runs on it.
+# measured link bandwidth, and the simulator runs on it, and on the plan the library follows.
 #
 # What "nearly" allows, and why: on a shared 2-core machine simcuda's kernel threads, the swapper
 # and the link's memcpys compete for the CPUs, so a copy sometimes takes longer than the link
@@ -31,9 +31,10 @@ wait_for "the plan to be followed" 40 "status_has $TRAIN_PID 'c[\"mode\"] == \"g
 # Counters over time: time, guided iterations, late restores, prefetches, device stall. One poller
 # for the whole run: a python3 started every quarter second would take CPU from the run it
 # watches.
-python3 - "$GSWAPCTL" "$TRAIN_PID" "$RT/counters.txt" "$RT/trace.json" "$RT/plan_budget" <<'PY' ||
+python3 - "$GSWAPCTL" "$TRAIN_PID" "$RT/counters.txt" "$RT/trace.json" "$RT/plan_budget" \
+  "$RT/plan.json" <<'PY' ||
 import json, os, subprocess, sys, time
-ctl, pid, counters, trace, budget_file = sys.argv[1], int(sys.argv[2]), *sys.argv[3:]
+ctl, pid, counters, trace, budget_file, plan = sys.argv[1], int(sys.argv[2]), *sys.argv[3:]
 dumped = False
 
 def running():
@@ -56,7 +57,8 @@ with open(counters, "w") as out:
                 print(time.monotonic_ns(), c["guided_iterations"], c["late_restores"],
                       c["prefetches"], c["device_stall_ns"], file=out, flush=True)
                 if not dumped and c["guided_iterations"] >= 20:
-                    r = subprocess.run([ctl, "trace", "dump", "--pid", str(pid), "--out", trace],
+                    r = subprocess.run([ctl, "trace", "dump", "--pid", str(pid), "--out", trace,
+                                        "--plan-out", plan],
                                        capture_output=True, text=True, timeout=30)
                     if r.returncode != 0:
                         sys.exit("gswapctl trace dump failed: " + r.stderr.strip())
@@ -107,5 +109,10 @@ PY
   --no-recompute --json >"$RT/sim.json" || fail "gswapctl simulate failed on the dumped trace"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["step_time_us"] > 0 and d["plan_fits"], d' \
   "$RT/sim.json" || fail "the simulation of the dumped trace: $(cat "$RT/sim.json")"
+# The plan the library was following, simulated as it is.
+"$GSWAPCTL" simulate --trace "$RT/trace.json" --budget "$plan_budget" --plan "$RT/plan.json" \
+  --no-recompute --json >"$RT/followed.json" || fail "gswapctl simulate --plan failed on the dumped plan"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); p=json.load(open(sys.argv[2])); assert d["step_time_us"] > 0 and d["plan_entries"] == len(p["entries"]) > 0, (d, p)' \
+  "$RT/followed.json" "$RT/plan.json" || fail "the followed plan: $(cat "$RT/followed.json")"
 echo "$(grep -o 'mode=.*' "$RT/train.out")"
 echo "PASS guided_feedback"
