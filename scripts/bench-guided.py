@@ -7,8 +7,9 @@ In one run, for each workload (minitrain, and shuffled_train with weight-sized l
 50% and 33% of its peak: the steady step without gswap, under passive gswap (no daemon, so no
 plan) and under guided gswap (a fresh gswapd; timing starts once the library follows the plan);
 host and device-side stall and bytes copied per iteration; and the simulator's prediction for the
-trace the daemon captured (`gswapctl trace dump`, then `gswapctl simulate` at the budget it planned
-for) next to the measured guided step. Then the issue's own configuration (minitrain 12 x 256 x
+trace the daemon captured (`gswapctl trace dump --plan-out`, then `gswapctl simulate --plan` at the
+budget it planned for: the plan the library followed) next to the measured guided step, with the
+prediction for a plan searched afresh from that trace beside it. Then the issue's own configuration (minitrain 12 x 256 x
 4096, link 200 MB/s, 12 iterations, half its peak): passive against guided. Then both workloads
 at half their peak on fast links (simcuda unthrottled, and 1 GB/s), where the simulator predicts
 a step near the ideal one: guided against no gswap. Then the launch-path cost of following a plan
@@ -194,8 +195,9 @@ class Bench:
                     snap = dict(c, steps_before=done)
                 if trace is None and c["guided_iterations"] >= 1:
                     path = os.path.join(self.work, "trace%d.json" % self.runs)
+                    plan = os.path.join(self.work, "plan%d.json" % self.runs)
                     if subprocess.run([self.gswapctl, "trace", "dump", "--pid", str(prog.pid), "--out",
-                                       path], env=env, stdout=subprocess.DEVNULL,
+                                       path, "--plan-out", plan], env=env, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL).returncode == 0:
                         trace, plan_budget = path, c["plan_budget_bytes"]
             time.sleep(0.1)
@@ -222,13 +224,18 @@ class Bench:
                                   snap["swapped_in_bytes"]) / n / 2**20,
                 }
             p["guided_iterations_timed"] = n
-        p["simulated"] = None
+        # The prediction: the simulator on the plan the library followed (as gswapd had it when
+        # the trace was dumped), and, for comparison, on a plan searched afresh from the trace.
+        p["simulated"] = p["replanned"] = None
         if trace:
-            r = subprocess.run([self.gswapctl, "simulate", "--trace", trace, "--budget", str(plan_budget),
-                                "--policy", "capuchin", "--no-recompute", "--json"], env=self.env,
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-            if r.returncode == 0:
-                p["simulated"] = json.loads(r.stdout)
+            base = [self.gswapctl, "simulate", "--trace", trace, "--budget", str(plan_budget),
+                    "--no-recompute", "--json"]
+            for key, extra in (("simulated", ["--plan", trace.replace("trace", "plan")]),
+                               ("replanned", ["--policy", "capuchin"])):
+                r = subprocess.run(base + extra, env=self.env, stdout=subprocess.PIPE,
+                                   stderr=subprocess.DEVNULL, text=True)
+                if r.returncode == 0:
+                    p[key] = json.loads(r.stdout)
         return p
 
     # --- a workload ------------------------------------------------------------------------------
@@ -254,9 +261,9 @@ class Bench:
         none = self.plain(cmd_for(iters), bps)
         lines.append("| budget | no gswap | passive | guided | passive / none | guided / none | "
                      "guided / passive | host stall ms/it (passive, guided) | device stall ms/it "
-                     "(passive, guided) | MiB moved/it (passive, guided) | simulated | guided / "
-                     "simulated | checksums |")
-        lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+                     "(passive, guided) | MiB moved/it (passive, guided) | simulated (plan followed) "
+                     "| guided / simulated | simulated (searched afresh) | checksums |")
+        lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for frac in fractions:
             budget = int(none["peak"] * frac)
             pa = self.passive(cmd_for(iters), bps, budget)
@@ -285,9 +292,11 @@ class Bench:
                 vs = "%.2f" % (gu["steady_step_seconds"] / (sim["step_time_us"] / 1e6))
             else:
                 s, vs = "-", "-"
-            lines.append("| %d%% | %.3f s | %.3f s | %s | %.2f | %s | %s | %s | %s | %s | %s | %s | %s |"
+            re = gu["replanned"]
+            rs = "%.3f s" % (re["step_time_us"] / 1e6) if re else "-"
+            lines.append("| %d%% | %.3f s | %.3f s | %s | %.2f | %s | %s | %s | %s | %s | %s | %s | %s | %s |"
                          % (round(frac * 100), t0, tp, g, tp / t0, ratio_g, ratio_gp, stall, dstall, moved,
-                            s, vs, "equal" if ok else "DIFFER"))
+                            s, vs, rs, "equal" if ok else "DIFFER"))
             sys.stderr.write("  %s at %d%%: done\n" % (name, round(frac * 100)))
 
     def issue_config(self, lines):
