@@ -194,6 +194,14 @@ void run(const Options& o) {
     // A plan made elsewhere (gswapd's, from `trace dump --plan-out`), simulated as it is.
     ev.plan = load_plan(o.plan, trace);
     ev.sim = simulate(a, ev.plan, budget);
+    // The planners never make such a plan; one made by hand can recompute a region from one
+    // already freed.
+    if (ev.sim.feasible && ev.sim.access_violations)
+      throw std::runtime_error(printable_text(fmt::format(
+          "{}: not a valid plan for this trace: {} access{} would run without {} data (a "
+          "recomputation from a region freed before it)",
+          o.plan, ev.sim.access_violations, ev.sim.access_violations == 1 ? "" : "es",
+          ev.sim.access_violations == 1 ? "its" : "their")));
     ev.bound = lower_bound(a, budget);
     label = "plan " + printable_text(o.plan) +
             (ev.plan.policy.empty() ? "" : " (" + printable_text(ev.plan.policy) + ")");
