@@ -34,6 +34,13 @@ wait_for "the first iteration" 60 "grep -q 'loss: iter 0' $RT/train.out"
 start_daemon "$RT/daemon1.log"
 wait_for "the client in the late daemon" 30 "status_has $TRAIN_PID"
 trace_has_parameters late
+# Nothing to move at this budget, so no plan to follow: --plan-out says so and writes nothing.
+if "$GSWAPCTL" trace dump --pid "$TRAIN_PID" --out "$RT/noplan-trace.json" \
+  --plan-out "$RT/noplan.json" 2>"$RT/noplan.err"; then
+  fail "trace dump --plan-out succeeded for a client that follows no plan"
+fi
+grep -q "follows no plan" "$RT/noplan.err" || fail "trace dump --plan-out: $(cat "$RT/noplan.err")"
+[[ ! -e $RT/noplan.json && ! -e $RT/noplan-trace.json ]] || fail "trace dump --plan-out wrote files"
 
 # A restart: the new daemon must learn the regions that stayed alive across it.
 kill -9 "$DAEMON_PID"
