@@ -27,6 +27,22 @@
 #include "interpose/timeline.h"
 
 namespace gswap::interpose {
+namespace {
+
+// Where access timings go: to gswapd and to the timeline. An external source (CUPTI) gives
+// these only.
+struct KernelSink : Timings::Sink {
+  void kernel(std::uint64_t seq, std::uint32_t stream, const char* name, std::uint64_t start_ns,
+              std::uint64_t dur_ns) override {
+    telemetry::gpu_timing(seq, start_ns, dur_ns);
+    timeline::kernel(seq, stream, name, start_ns, dur_ns);
+  }
+  void waited(std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t) override {}
+  void recomputed(std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t, bool) override {}
+};
+
+}  // namespace
+
 void Residency::start_swapper() {
   if (swapper_running_ || stopping_) return;
   swapper_running_ = pthread_create(&swapper_, nullptr, swapper_main, this) == 0;
@@ -122,6 +138,11 @@ void* Residency::swapper_main(void* arg) {
       if (self->stopping_) break;
     }
     bool did = self->swapper_step();
+    // Outside the residency mutex: CUPTI's flush may take a while.
+    if (self->external_timings_) {
+      KernelSink sink;
+      did = self->external_timings_->poll(self->timings_, sink) || did;
+    }
     std::uint64_t now = monotonic_ns();
     if (now - self->last_tick_ns_ >= 1'000'000'000ull) {
       self->last_tick_ns_ = now;
@@ -195,13 +216,8 @@ bool Residency::step_locked(std::unique_lock<std::mutex>& lock) {
   }
   {
     // Measurements (timings.h): to gswapd, to the timeline, and into residency's counters.
-    struct Sink final : Timings::Sink {
+    struct Sink final : KernelSink {
       Residency* self;
-      void kernel(std::uint64_t seq, std::uint32_t stream, const char* name, std::uint64_t start_ns,
-                  std::uint64_t dur_ns) override {
-        telemetry::gpu_timing(seq, start_ns, dur_ns);
-        timeline::kernel(seq, stream, name, start_ns, dur_ns);
-      }
       void waited(std::uint64_t tag, std::uint64_t region, std::uint64_t late_ns,
                   std::uint64_t end_ns) override {
         self->device_stall_ns_.fetch_add(late_ns, std::memory_order_relaxed);
@@ -219,7 +235,6 @@ bool Residency::step_locked(std::unique_lock<std::mutex>& lock) {
     } sink;
     sink.self = this;
     did = timings_.collect(sink, evict_stream_) || did;
-    if (external_timings_) did = external_timings_->poll(timings_, sink) || did;
     if (timeline::enabled()) {
       std::uint64_t now = monotonic_ns();
       if (now - last_counters_ns_ >= 1'000'000) {  // a memory sample every millisecond at most

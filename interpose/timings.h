@@ -145,8 +145,8 @@ class ExternalTimings {
   // Once, on the swapper thread, with the context current: sets the source up (or decides not
   // to).
   virtual void start() = 0;
-  // Every swapper step: hands completed measurements to timings.external_access; true when it
-  // did something.
+  // After every swapper step, without the residency mutex: hands completed measurements to
+  // timings.external_access; true when it did something.
   virtual bool poll(Timings& timings, Timings::Sink& sink) = 0;
 };
 
