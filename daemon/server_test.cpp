@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <future>
 #include <random>
@@ -222,6 +223,27 @@ class ServerTest : public ::testing::Test {
   }
 
   void layers_taken_for_the_iteration(std::uint64_t budget, bool layer_planned);
+
+  // Runs the program's iterations (gswapd ticking after each) until the library is sent a plan
+  // of `length` launches, 400 at most, and checks that it was, with entries. `length` may be set
+  // by the first iteration.
+  void iterate_until_guided(FakeLibrary& lib, const std::function<void()>& iteration,
+                            const std::size_t& length, proto::PlanHeader* ph,
+                            std::vector<proto::PlanEntry>* entries) {
+    auto guided = [&] {
+      return ph->mode == static_cast<std::uint32_t>(proto::PlanMode::kGuided) &&
+             ph->iteration_length == length;
+    };
+    for (int it = 0; it < 400 && !guided(); ++it) {
+      iteration();
+      for (int i = 0; i < 5; ++i) server_->tick(2);
+      ASSERT_TRUE(lib.plan(ph, entries));
+    }
+    ASSERT_EQ(ph->mode, static_cast<std::uint32_t>(proto::PlanMode::kGuided))
+        << server_->status_json().dump();
+    EXPECT_EQ(ph->iteration_length, length);
+    EXPECT_FALSE(entries->empty());
+  }
 
   // The trace gswapd gives for this process (`gswapctl trace dump`).
   void trace_of_client(policy::Trace* trace) {
@@ -647,17 +669,8 @@ void ServerTest::layers_taken_for_the_iteration(std::uint64_t budget, bool layer
   }
   ASSERT_TRUE(layer_plan) << server_->status_json().dump();
   // The program goes on, iteration after iteration.
-  for (int it = 0; it < 400 && !(ph.mode == static_cast<std::uint32_t>(proto::PlanMode::kGuided) &&
-                                 ph.iteration_length == kLength);
-       ++it) {
-    iteration();
-    for (int i = 0; i < 5; ++i) server_->tick(2);
-    ASSERT_TRUE(lib.plan(&ph, &entries));
-  }
-  ASSERT_EQ(ph.mode, static_cast<std::uint32_t>(proto::PlanMode::kGuided))
-      << server_->status_json().dump();
-  EXPECT_EQ(ph.iteration_length, kLength);
-  EXPECT_FALSE(entries.empty());
+  const std::size_t length = kLength;
+  ASSERT_NO_FATAL_FAILURE(iterate_until_guided(lib, iteration, length, &ph, &entries));
   close(shm);
   close(fd);
 }
@@ -1095,17 +1108,7 @@ TEST_F(ServerTest, ResnetLikeStartupThenLongIterations) {
   };
   // The library's swapping while it follows no plan is noticed after kIdleGraceMs (500 ms) of
   // wall time: iterations here take about 4 ms.
-  for (int it = 0; it < 400 && !(ph.mode == static_cast<std::uint32_t>(proto::PlanMode::kGuided) &&
-                                 ph.iteration_length == iteration_length);
-       ++it) {
-    iteration();
-    for (int i = 0; i < 5; ++i) server_->tick(2);
-    ASSERT_TRUE(lib.plan(&ph, &entries));
-  }
-  ASSERT_EQ(ph.mode, static_cast<std::uint32_t>(proto::PlanMode::kGuided))
-      << server_->status_json().dump();
-  EXPECT_EQ(ph.iteration_length, iteration_length);
-  EXPECT_FALSE(entries.empty());
+  ASSERT_NO_FATAL_FAILURE(iterate_until_guided(lib, iteration, iteration_length, &ph, &entries));
   close(shm);
   close(fd);
 }
