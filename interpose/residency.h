@@ -305,6 +305,9 @@ class Residency {
   bool issue_prefetch(std::unique_lock<std::mutex>& lock, Region* r, std::uint64_t tag,
                       std::uint64_t due, std::uint64_t trigger, std::uint64_t asked);
   void prefetched(Region* r, std::uint64_t tag);
+  // A restore on demand of r just issued: if r's planned prefetch still waits for memory, this
+  // restore is it (see swapper.cpp).
+  void adopt_prefetch(Region* r);
   bool memory_owed_before(std::uint64_t due) const;
   void want_prefetch(Region* r, std::uint64_t tag, std::uint64_t due, std::uint64_t trigger);
   void report_back_access(Region* r, bool late_unknown);

@@ -219,6 +219,34 @@ TEST(Residency, DeferredPrefetchesStartSoonestBackAccessFirst) {
   EXPECT_EQ(env.res.stats().prefetches, 1u);
 }
 
+// With the host ahead of the device, a back-access is reached on the host while its prefetch
+// still waits for memory; the region is restored on demand then. That restore is the planned
+// prefetch: counted as one (and its lateness measured for its plan entry), and the prefetch
+// waiting no longer.
+TEST(Residency, APrefetchStillWaitingWhenItsBackAccessComesIsTheRestoreItMakes) {
+  Env env(2 * kMiB);
+  CUdeviceptr a = env.alloc(kMiB);
+  env.fill(a, kMiB, 5);
+  CUdeviceptr b = env.alloc(kMiB), c = env.alloc(kMiB);  // a leaves
+  ASSERT_EQ(env.state(a), kRegionHost);
+  Region* ra = env.region(a);
+  ASSERT_TRUE(env.res.plan_prefetch(ra, ra->id, plan_tag::make(1, 0), /*due=*/10'000));
+  env.res.drain();
+  ASSERT_EQ(env.state(a), kRegionHost);  // no room: it waits
+  EXPECT_EQ(env.res.stats().prefetches, 0u);
+  ASSERT_EQ(env.launch({a}), CUDA_SUCCESS);  // its back-access
+  env.res.drain();
+  EXPECT_TRUE(env.holds(a, kMiB, 5));
+  EXPECT_EQ(env.res.stats().prefetches, 1u);
+  // Nothing is prefetched later: b and c stay as they are once a is back.
+  const std::uint32_t sb = env.state(b), sc = env.state(c);
+  ASSERT_EQ(env.launch({a}), CUDA_SUCCESS);
+  env.res.drain();
+  EXPECT_EQ(env.state(b), sb);
+  EXPECT_EQ(env.state(c), sc);
+  EXPECT_EQ(env.res.stats().prefetches, 1u);
+}
+
 TEST(Residency, RestoreInFlightIsWaitedForOnTheStream) {
   Env env(kMiB);
   CUdeviceptr a = env.alloc(kMiB);

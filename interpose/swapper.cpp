@@ -700,6 +700,23 @@ void Residency::prefetched(Region* r, std::uint64_t tag) {
   ++prefetches_;
 }
 
+// With the host ahead of the device, a planned prefetch is asked for at its trigger and its
+// back-access is reached a few calls later, on the host, before the memory the prefetch waits
+// for has come back; the access then restores the region on demand. That restore is the
+// prefetch (issued a host lead ahead of the device all the same): it counts as one, and the
+// stream's wait at the back-access is measured and reported as the plan entry's lateness, so
+// feedback sees it, instead of an entry reported as restored on demand.
+void Residency::adopt_prefetch(Region* r) {
+  for (std::size_t i = 0; i < prefetches_wanted_.size(); ++i) {
+    const Prefetch& p = prefetches_wanted_[i];
+    if (p.region != r || p.id != r->id) continue;
+    const std::uint64_t tag = p.tag;
+    prefetches_wanted_.erase(prefetches_wanted_.begin() + static_cast<std::ptrdiff_t>(i));
+    prefetched(r, tag);
+    return;
+  }
+}
+
 // Whether `bytes` more fit the budget with nothing evicted: a pooled handle of that size is
 // reused as it is, and pooled handles of other sizes are given back to make room.
 bool Residency::room_without_eviction(std::uint64_t bytes) {
@@ -811,6 +828,7 @@ bool Residency::serve_wanted(std::unique_lock<std::mutex>& lock) {
         CUresult e = issue_restore(lock, r, donor);
         if (e != CUDA_ERROR_NOT_READY) {
           if (e != CUDA_SUCCESS) r->restore_error = e;
+          if (e == CUDA_SUCCESS) adopt_prefetch(r);
           wanted_.erase(wanted_.begin() + static_cast<std::ptrdiff_t>(i));
           did = true;
           continue;
@@ -831,6 +849,7 @@ bool Residency::serve_wanted(std::unique_lock<std::mutex>& lock) {
         ++i;
         continue;
       }
+      if (e == CUDA_SUCCESS) adopt_prefetch(r);
     }
     if (e != CUDA_SUCCESS) r->restore_error = e;
     // issue_restore may have released the mutex; other threads only append to wanted_, so the
