@@ -62,6 +62,7 @@ Join g_join;
 std::uint64_t g_lost_reported = 0;              // g_join_mutex
 CommandQueue<Timing, 16384> g_done;             // callback -> swapper
 std::atomic<std::uint64_t> g_done_overflow{0};  // timings the queue had no room for
+std::atomic<std::uint64_t> g_incomplete{0};     // activity records without their timestamps
 
 std::uint64_t CUPTIAPI host_clock() {
   return monotonic_ns();
@@ -84,6 +85,14 @@ void CUPTIAPI buffer_completed(CUcontext, std::uint32_t, std::uint8_t* buffer, s
     while (g_api.next_record(buffer, valid, &rec) == CUPTI_SUCCESS) {
       Timing t;
       bool got = false;
+      // An activity's times, or false (counted) for a record delivered before its work ended.
+      auto times = [&](std::uint64_t start, std::uint64_t end, std::uint32_t correlation) {
+        if (start == 0 || end < start) {
+          g_incomplete.fetch_add(1, std::memory_order_relaxed);
+          return false;
+        }
+        return g_join.activity(correlation, start, end, &t);
+      };
       switch (rec->kind) {
         case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
           auto* r = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(rec);
@@ -93,17 +102,17 @@ void CUPTIAPI buffer_completed(CUcontext, std::uint32_t, std::uint8_t* buffer, s
         case CUPTI_ACTIVITY_KIND_KERNEL:
         case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
           auto* r = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
-          got = g_join.activity(r->correlationId, r->start, r->end, &t);
+          got = times(r->start, r->end, r->correlationId);
           break;
         }
         case CUPTI_ACTIVITY_KIND_MEMCPY: {
           auto* r = reinterpret_cast<const CUpti_ActivityMemcpy6*>(rec);
-          got = g_join.activity(r->correlationId, r->start, r->end, &t);
+          got = times(r->start, r->end, r->correlationId);
           break;
         }
         case CUPTI_ACTIVITY_KIND_MEMSET: {
           auto* r = reinterpret_cast<const CUpti_ActivityMemset4*>(rec);
-          got = g_join.activity(r->correlationId, r->start, r->end, &t);
+          got = times(r->start, r->end, r->correlationId);
           break;
         }
         default:
@@ -239,7 +248,9 @@ bool Service::poll(Timings& timings, Timings::Sink& sink) {
   if (now - last_flush_ns_ >= kFlushEveryNs && begun_changed_ns_ &&
       now - begun_changed_ns_ <= kQuietNs) {
     last_flush_ns_ = now;
-    CUptiResult r = g_api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    // The default flush: buffers whose records are all complete (a forced one also returns
+    // records of work still running, without their timestamps).
+    CUptiResult r = g_api.flush_all(0);
     if (r != CUPTI_SUCCESS)
       GSWAP_LOG_ONCE(kWarn, "cuptiActivityFlushAll -> %d (%s)", (int)r, result_name(r));
   }
@@ -258,7 +269,8 @@ bool Service::poll(Timings& timings, Timings::Sink& sink) {
     lost = g_join.lost() - g_lost_reported;
     g_lost_reported = g_join.lost();
   }
-  std::uint64_t overflow = g_done_overflow.load(std::memory_order_relaxed);
+  const std::uint64_t overflow = g_done_overflow.load(std::memory_order_relaxed) +
+                                 g_incomplete.load(std::memory_order_relaxed);
   timings.count_skips(lost + overflow - overflow_counted_);
   overflow_counted_ = overflow;
   if (begun - begun_at_delivery_ >= kSilenceLaunches && now - last_delivery_ns_ >= kSilenceNs) {

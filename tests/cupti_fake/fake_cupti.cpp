@@ -9,6 +9,8 @@
 //   FAKE_CUPTI_VERSION          what cuptiGetVersion says (default CUPTI_API_VERSION)
 //   FAKE_CUPTI_REGISTER_RESULT  what cuptiActivityRegisterCallbacks returns (default 0)
 //   FAKE_CUPTI_STOP_AFTER       deliver nothing after this many calls (another client took over)
+//   FAKE_CUPTI_INCOMPLETE_EVERY every Nth call's kernel record has no timestamps (work still
+//                               running, as a forced flush returns it)
 //   FAKE_CUPTI_REPORT           a file that gets "calls=N delivered=M flushes=F" at exit
 #include <cupti_activity.h>
 #include <cupti_result.h>
@@ -74,8 +76,11 @@ void put_external(std::vector<std::uint8_t>* out, const Call& c) {
 void put_kernel(std::vector<std::uint8_t>* out, const Call& c) {
   CUpti_ActivityKernel10 r{};
   r.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-  r.start = c.start;
-  r.end = c.end;
+  // A record of work still running, as a forced flush delivers it: no timestamps.
+  const std::uint64_t every = env_u64("FAKE_CUPTI_INCOMPLETE_EVERY", 0);
+  const bool incomplete = every && c.correlation % every == 0;
+  r.start = incomplete ? 0 : c.start;
+  r.end = incomplete ? 0 : c.end;
   r.correlationId = c.correlation;
   r.name = "fake_kernel";
   put(out, &r, sizeof r);
