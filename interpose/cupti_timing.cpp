@@ -20,9 +20,8 @@ namespace gswap::interpose::cupti {
 namespace {
 
 constexpr CUpti_ExternalCorrelationKind kKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2;
-constexpr std::size_t kBufferBytes = 1u << 20;
-constexpr std::uint64_t kFlushEveryNs = 100'000'000;  // while accesses are being measured
-constexpr std::uint64_t kQuietNs = 2'000'000'000;     // no flush after this long with none begun
+constexpr std::size_t kBufferBytes = 256u << 10;  // about 1,200 kernel records
+constexpr std::uint64_t kFlushEveryNs = 100'000'000;
 // Measured launches with no record back for this long: CUPTI no longer delivers to us.
 constexpr std::uint64_t kSilenceNs = 3'000'000'000;
 constexpr std::uint64_t kSilenceLaunches = 256;
@@ -179,7 +178,6 @@ class Service final : public ExternalTimings {
 
  private:
   std::uint64_t last_flush_ns_ = 0;
-  std::uint64_t seen_begun_ = 0, begun_changed_ns_ = 0;
   std::uint64_t last_delivery_ns_ = 0, begun_at_delivery_ = 0;
   std::uint64_t overflow_counted_ = 0;
 };
@@ -242,11 +240,11 @@ bool Service::poll(Timings& timings, Timings::Sink& sink) {
   if (!g_active.load(std::memory_order_relaxed)) return false;
   const std::uint64_t now = monotonic_ns();
   const std::uint64_t begun = g_begun.load(std::memory_order_relaxed);
-  if (begun != seen_begun_) seen_begun_ = begun, begun_changed_ns_ = now;
-  // Buffers reach the callback when full or flushed: while accesses are measured, flush them
-  // often enough that gswapd has an iteration's timings soon after it ended.
-  if (now - last_flush_ns_ >= kFlushEveryNs && begun_changed_ns_ &&
-      now - begun_changed_ns_ <= kQuietNs) {
+  // Buffers reach the callback when flushed, and a default flush returns only those whose
+  // records are all complete: the kernel kind records every kernel, measured or not, so on a busy
+  // device a buffer may complete only once it is full. Flushing every 100 ms whatever is being
+  // measured gets an iteration's timings to gswapd soon after its work has ended.
+  if (now - last_flush_ns_ >= kFlushEveryNs) {
     last_flush_ns_ = now;
     // The default flush: buffers whose records are all complete (a forced one also returns
     // records of work still running, without their timestamps).
