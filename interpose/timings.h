@@ -5,7 +5,9 @@
 // Application threads take timing events from a pool and push what they recorded into bounded
 // lock-free queues; nothing on their side blocks, allocates or locks (an empty pool or a full
 // queue skips the measurement and counts it). The swapper thread creates the events, collects
-// completed measurements (cuEventElapsedTime) and hands the results to telemetry.
+// completed measurements (cuEventElapsedTime) and hands the results to telemetry. Kernel
+// durations can come from another source instead (ExternalTimings below: CUPTI,
+// cupti_timing.h); they are put on the same device-time axis.
 #pragma once
 
 #include <atomic>
