@@ -456,7 +456,10 @@ bool Client::start_recurs(std::size_t begin, std::size_t length) const {
 }
 
 std::optional<MeasuredIteration> Client::take_measured(std::uint64_t device_bytes) {
-  if (!iteration_.length || launches_.empty()) return std::nullopt;
+  if (!iteration_.length || launches_.empty()) {
+    measure_wait_ = fmt::format("no iteration found yet ({} launches seen)", launches_.size());
+    return std::nullopt;
+  }
   std::size_t len = iteration_.length;
   std::size_t start = launches_.size();
   for (std::size_t i = 0; i < launches_.size(); ++i)
@@ -464,7 +467,15 @@ std::optional<MeasuredIteration> Client::take_measured(std::uint64_t device_byte
       start = i;
       break;
     }
-  if (start == launches_.size()) return std::nullopt;
+  if (start == launches_.size()) {
+    measure_wait_ = fmt::format("iteration of {} launches: its start left the window", len);
+    return std::nullopt;
+  }
+  measure_wait_ = fmt::format(
+      "iteration of {} launches ({}): no complete period after the last "
+      "one measured yet",
+      len, iteration_.source);
+  bool described = false;
   // The newest complete period with (nearly) every launch timed: while a plan is followed only
   // one iteration in measure_every is, and timings arrive a little after their launches.
   // The launch after the period must have arrived too: the period's length in seq numbers counts
@@ -475,13 +486,29 @@ std::optional<MeasuredIteration> Client::take_measured(std::uint64_t device_byte
         (measured_first_seq_ == ~0ull || launches_[s].seq > measured_first_seq_)) {
       std::size_t timed = 0;
       for (std::size_t i = s; i < s + len; ++i) timed += launches_[i].duration_ns != 0;
-      if (timed * 10 >= len * 9 && start_recurs(s, len)) {
+      const bool recurs = timed * 10 >= len * 9 && start_recurs(s, len);
+      if (recurs) {
         MeasuredIteration m;
         build_iteration(s, s + len, device_bytes, &m);
         estimate_untimed(s, &m);
         m.token = ++measured_token_;
         measured_first_seq_ = launches_[s].seq;
+        measure_wait_.clear();
         return m;
+      }
+      // Why the newest candidate is not taken (`gswapctl status`, gswapd's log).
+      if (!described) {
+        described = true;
+        measure_wait_ =
+            timed * 10 < len * 9
+                ? fmt::format(
+                      "iteration of {} launches ({}): the newest complete period has {} "
+                      "of them timed, 90% needed",
+                      len, iteration_.source, timed)
+                : fmt::format(
+                      "iteration of {} launches ({}): the newest complete period does "
+                      "not start the way the next one does",
+                      len, iteration_.source);
       }
     }
     if (s < len) break;

@@ -190,6 +190,11 @@ class Client : public proto::EventSink {
   policy::Trace last_iteration_trace(std::uint64_t device_bytes) const;
   // The newest complete iteration with (nearly) every launch timed, once per new one.
   std::optional<MeasuredIteration> take_measured(std::uint64_t device_bytes);
+  // Why the last take_measured took nothing (empty once it took one): no iteration found, or
+  // the newest complete period not timed enough, or not recurring at its start.
+  const std::string& measure_wait() const { return measure_wait_; }
+  // When gswapd last logged measure_wait (ms, its own clock).
+  std::int64_t& wait_logged_ms() { return wait_logged_ms_; }
   // The snapshot the current plan was made from (empty trace when none).
   const MeasuredIteration& planned_from() const { return planned_from_; }
   // The planner's plan the published entries come from, and which entry each of them is.
@@ -337,6 +342,8 @@ class Client : public proto::EventSink {
   std::uint64_t generation_ = 0;
   PublishedPlan published_;
   MeasuredIteration planned_from_;
+  std::string measure_wait_;
+  std::int64_t wait_logged_ms_ = 0;
   bool planning_ = false;
   int drift_ = 0;
   bool feedback_pending_ = false;

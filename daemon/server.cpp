@@ -44,6 +44,7 @@ constexpr std::size_t kMaxPlannedLaunches = 250000;
 // client whose plan was made from part of its iteration is measured again.
 constexpr std::int64_t kIdleGraceMs = 500;
 constexpr unsigned kMaxRemeasures = 3;
+constexpr std::int64_t kWaitLogMs = 10000;  // how often a client still measuring says why
 // Time the planner thread may spend checking one round of feedback entry by entry.
 constexpr double kFeedbackCheckMs = 50;
 // Connections that have not said hello yet: at most kMaxPendingPerPeer from one process and
@@ -270,7 +271,15 @@ void Server::tick(int timeout_ms) {
       measure_again(c, "none: measuring again (the iteration is longer than the plan's)");
       continue;
     }
-    if (std::optional<MeasuredIteration> m = c.take_measured(gpu_.total_bytes)) {
+    std::optional<MeasuredIteration> m = c.take_measured(gpu_.total_bytes);
+    // While the library times every launch and no iteration can be planned yet, say why, every
+    // ten seconds: a run that never leaves measuring shows its cause in the log.
+    if (!m && c.published().mode == proto::PlanMode::kMeasure && !c.measure_wait().empty() &&
+        now - c.wait_logged_ms() >= kWaitLogMs) {
+      if (c.wait_logged_ms()) log_->info("pid {}: not planned yet: {}", c.pid(), c.measure_wait());
+      c.wait_logged_ms() = now;
+    }
+    if (m) {
       // A plan is made again when the iteration changed: its length, or, once the plan is
       // followed, its measured time or link bandwidth by more than a tenth, the same way in two
       // samples in a row (a sample every measure_every iterations shows drift; one sample alone
@@ -854,6 +863,9 @@ nlohmann::json Server::client_json(const Client& c) const {
       {"mode", mode_name(k.status.mode)},
       {"plan_generation", c.plan_generation()},
       {"planner", c.planner()},
+      // While measuring: why no iteration was planned yet (empty otherwise).
+      {"measure_wait",
+       c.published().mode == proto::PlanMode::kMeasure ? c.measure_wait() : std::string()},
   };
 }
 

@@ -1041,6 +1041,25 @@ TEST(Signature, IsOneTheLibrarysMatcherFindsAtTheStart) {
   EXPECT_EQ(signature_length(from_upload), 2u);
 }
 
+// A client whose launches never come timed (its timing events run out, its records are dropped)
+// is never planned; status says why, with how many of the newest period's launches were timed.
+TEST_F(ServerTest, StatusSaysWhyAClientIsNotPlannedYet) {
+  FakeLibrary lib;
+  int fd = -1, shm = -1;
+  ASSERT_NO_FATAL_FAILURE(connect_library(128ull << 20, &lib, &fd, &shm));
+  lib.timed = false;
+  lib.regions_and_iterations(*server_);
+  for (int i = 0; i < 5; ++i) server_->tick(1);
+  nlohmann::json c = server_->status_json()["clients"][0];
+  EXPECT_EQ(c["mode"], "passive");  // the fake library reports no mode of its own
+  EXPECT_EQ(c["iteration_length"], 8u);
+  const std::string why = c["measure_wait"].get<std::string>();
+  EXPECT_NE(why.find("iteration of 8 launches"), std::string::npos) << why;
+  EXPECT_NE(why.find("has 0 of them timed, 90% needed"), std::string::npos) << why;
+  close(shm);
+  close(fd);
+}
+
 // A ResNet-like run, as PyTorch's on an H200: its start-up repeats a block of 19 kernels per
 // layer (weight initialisation), which gswapd may take for the iteration and plan (nothing to
 // move). Then come training iterations of 409 launches, made of blocks that repeat too, while the
