@@ -854,6 +854,10 @@ nlohmann::json Server::client_json(const Client& c) const {
       {"recomputed_bytes", k.status.recomputed_bytes},
       {"recompute_ns", k.status.recompute_ns},
       {"recompute_failures", k.status.recompute_failures},
+      {"timing_skips", k.status.timing_skips},
+      {"timing", k.status.timing_source == static_cast<std::uint64_t>(proto::TimingSource::kCupti)
+                     ? "cupti"
+                     : "events"},
       {"h2d_bytes_per_s", k.status.h2d_bytes_per_s},
       {"d2h_bytes_per_s", k.status.d2h_bytes_per_s},
       {"iteration_length", c.iteration().length},

@@ -122,6 +122,9 @@ telemetry::Counters counters() {
   c.recomputed_bytes = s.recomputed_bytes;
   c.recompute_ns = s.recompute_ns;
   c.recompute_failures = s.recompute_failures;
+  c.timing_skips = g_res->timings().skipped();
+  c.timing_source = static_cast<std::uint64_t>(cupti::active() ? proto::TimingSource::kCupti
+                                                               : proto::TimingSource::kEvents);
   return c;
 }
 

@@ -413,6 +413,8 @@ void publish_status() {
   st.recomputed_bytes = c[23];
   st.recompute_ns = c[24];
   st.recompute_failures = c[25];
+  st.timing_skips = c[26];
+  st.timing_source = c[27];
   std::uint64_t words[p::kStatusWords];
   std::memcpy(words, &st, sizeof st);
   p::seqlock_write(&g_conn.status->seq, g_conn.status->words, words, p::kStatusWords);
@@ -807,7 +809,9 @@ void publish_counters(const Counters& c) {
                                          c.recomputes,
                                          c.recomputed_bytes,
                                          c.recompute_ns,
-                                         c.recompute_failures};
+                                         c.recompute_failures,
+                                         c.timing_skips,
+                                         c.timing_source};
   for (int i = 0; i < kNumCounters; ++i) g.counters[i].store(v[i], std::memory_order_relaxed);
 }
 

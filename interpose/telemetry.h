@@ -45,8 +45,10 @@ struct Counters {
   std::uint64_t recomputed_bytes = 0;
   std::uint64_t recompute_ns = 0;
   std::uint64_t recompute_failures = 0;
+  std::uint64_t timing_skips = 0;
+  std::uint64_t timing_source = 0;  // proto::TimingSource
 };
-inline constexpr int kNumCounters = 26;
+inline constexpr int kNumCounters = 28;
 
 // Called by telemetry's own thread with every new plan the daemon publishes (a new generation),
 // entries valid only during the call. The callback may allocate; it must not block for long.

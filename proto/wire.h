@@ -230,6 +230,8 @@ enum class PlanMode : std::uint32_t {
 };
 
 // Counters the library publishes (seqlock payload). Field order is the wire order.
+enum class TimingSource : std::uint64_t { kEvents = 0, kCupti = 1 };
+
 struct StatusPayload {
   std::uint64_t budget;
   std::uint64_t resident;
@@ -260,7 +262,11 @@ struct StatusPayload {
   std::uint64_t recomputed_bytes;
   std::uint64_t recompute_ns;        // their device time, as measured
   std::uint64_t recompute_failures;  // callbacks that failed (the host copy was used)
-  std::uint64_t reserved[4];
+  // Words that were reserved (0 from a library before them): device timings not taken for want
+  // of an event or queue slot, or lost by CUPTI; and what times measured accesses.
+  std::uint64_t timing_skips;
+  std::uint64_t timing_source;  // TimingSource
+  std::uint64_t reserved[2];
 };
 static_assert(std::is_trivially_copyable_v<StatusPayload>);
 static_assert(sizeof(StatusPayload) == 256);

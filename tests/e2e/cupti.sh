@@ -41,6 +41,8 @@ start_daemon "$RT/daemon.log"
 start_prog "$RT/cupti.out" GSWAP_BUDGET=$budget GSWAP_LOG=info FAKE_CUPTI_REPORT="$RT/cupti.report" \
   FAKE_CUPTI_INCOMPLETE_EVERY=40 "$MINITRAIN" "${MT[@]}"
 wait_for "the plan to be followed" 60 "status_has $TRAIN_PID 'c[\"mode\"] == \"guided\"'"
+[[ $(client_field "$TRAIN_PID" timing) == cupti ]] ||
+  fail "gswapctl status says timing '$(client_field "$TRAIN_PID" timing)', not cupti"
 "$GSWAPCTL" trace dump --pid "$TRAIN_PID" --out "$RT/trace.json" ||
   fail "gswapctl trace dump failed"
 wait "$TRAIN_PID" || fail "minitrain failed under gswap: $(tail -n 5 "$RT/cupti.out")"
