@@ -226,13 +226,18 @@ log() { echo "$out/logs/$1.log"; }
 field() { sed -n "s/^$2: *//p" "$1" | head -n1; }
 # summary_field LOG KEY: a figure (or the mode) from the library's exit summary line.
 summary_field() { grep -o "gswap summary:.*" "$1" | tail -n1 | grep -o " $2=[0-9a-z.]*" | cut -d= -f2; }
-# guided_figures LOG: what the summary says of the plan's execution, for a report.
+# guided_figures LOG: what the summary says of the plan's execution, for a report; for a run that
+# ended without a plan to follow, the last reason gswapd logged (LOG's _gswapd.log beside it).
 guided_figures() {
-  local f=$1 k line=""
+  local f=$1 k line="" why
   for k in mode guided_iterations planned_evictions prefetches late_restores stalls device_stall_ms \
     timing_skips dropped_events timing; do
     line+="$k=$(summary_field "$f" "$k") "
   done
+  if [[ $(summary_field "$f" mode) != guided && -f ${f%.log}_gswapd.log ]]; then
+    why=$(grep -o "not planned yet: .*" "${f%.log}_gswapd.log" | tail -n 1)
+    [[ -n $why ]] && line+="gswapd: $why "
+  fi
   echo "${line% }"
 }
 # json_field LOG EVENT KEY: a key of the last JSON line with that event.
