@@ -179,6 +179,13 @@ void PlanExecutor::diverge(Compiled& p, std::uint64_t offset, std::uint64_t expe
 void PlanExecutor::before(std::uint64_t seq, std::uint64_t function, const TouchSet& t,
                           Step* step) {
   if (!plan_.load(std::memory_order_relaxed)) return;
+  // Measuring needs no iteration state: every access is timed, without the try-lock (a launch
+  // that found it held by another thread's would go untimed).
+  if (mode_.load(std::memory_order_relaxed) ==
+      static_cast<std::uint32_t>(proto::PlanMode::kMeasure)) {
+    step->measure = true;
+    return;
+  }
   if (seq < quiet_below_.load(std::memory_order_acquire) &&
       function != quiet_function_.load(std::memory_order_relaxed)) {
     step->measure = quiet_measure_.load(std::memory_order_relaxed);

@@ -713,5 +713,32 @@ TEST(PlanExecutor, ConcurrentLaunchesWhilePlansAreReloaded) {
   EXPECT_EQ(shared.generation(), 20u);
 }
 
+// While gswapd measures, every access is timed, whatever other threads launch meanwhile: the
+// measurement needs no iteration state, so no access finds it held and goes untimed (gswapd plans
+// only from an iteration with nine launches in ten timed).
+TEST(PlanExecutor, MeasureModeTimesEveryAccessOfConcurrentThreads) {
+  FakeActions fake;
+  PlanExecutor exec(fake);
+  proto::PlanHeader measure{};
+  measure.generation = 1;
+  measure.mode = static_cast<std::uint32_t>(proto::PlanMode::kMeasure);
+  exec.load(measure, nullptr, 0);
+  std::atomic<std::uint64_t> seq{0}, untimed{0};
+  std::vector<std::thread> launchers;
+  for (int k = 0; k < 4; ++k)
+    launchers.emplace_back([&] {
+      for (int i = 0; i < 200000; ++i) {
+        TouchSet t;
+        PlanExecutor::Step step;
+        exec.before(seq.fetch_add(1), kIteration[i % kLen], t, &step);
+        if (!step.measure) untimed.fetch_add(1);
+        exec.after(step);
+      }
+    });
+  for (auto& t : launchers) t.join();
+  EXPECT_EQ(untimed.load(), 0u);
+  EXPECT_EQ(exec.counters().skipped.load(), 0u);
+}
+
 }  // namespace
 }  // namespace gswap::interpose
