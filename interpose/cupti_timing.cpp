@@ -240,14 +240,13 @@ bool Service::poll(Timings& timings, Timings::Sink& sink) {
   if (!g_active.load(std::memory_order_relaxed)) return false;
   const std::uint64_t now = monotonic_ns();
   const std::uint64_t begun = g_begun.load(std::memory_order_relaxed);
-  // Buffers reach the callback when flushed, and a default flush returns only those whose
-  // records are all complete: the kernel kind records every kernel, measured or not, so on a busy
-  // device a buffer may complete only once it is full. Flushing every 100 ms whatever is being
-  // measured gets an iteration's timings to gswapd soon after its work has ended.
+  // Buffers reach the callback when flushed. The default flush returns only those whose records
+  // are all complete (a forced one also returns records of work still running, without their
+  // timestamps); the kernel kind records every kernel, measured or not, so on a busy device a
+  // buffer may complete only once it is full. Flushing every 100 ms whatever is being measured
+  // gets an iteration's timings to gswapd soon after its work has ended.
   if (now - last_flush_ns_ >= kFlushEveryNs) {
     last_flush_ns_ = now;
-    // The default flush: buffers whose records are all complete (a forced one also returns
-    // records of work still running, without their timestamps).
     CUptiResult r = g_api.flush_all(0);
     if (r != CUPTI_SUCCESS)
       GSWAP_LOG_ONCE(kWarn, "cuptiActivityFlushAll -> %d (%s)", (int)r, result_name(r));

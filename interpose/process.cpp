@@ -174,8 +174,9 @@ void print_summary() {
       (unsigned long long)k.guided_iterations, (unsigned long long)s.recomputed_bytes,
       format_bytes(s.recomputed_bytes, e, 32), (unsigned long long)s.recomputes,
       s.recompute_ns / 1e6, (unsigned long long)s.recompute_failures,
-      (unsigned long long)g_res->timings().skipped(),
-      (unsigned long long)telemetry::dropped_events(), cupti::active() ? "cupti" : "events");
+      (unsigned long long)k.timing_skips, (unsigned long long)telemetry::dropped_events(),
+      k.timing_source == static_cast<std::uint64_t>(proto::TimingSource::kCupti) ? "cupti"
+                                                                                 : "events");
   if (n > 0) {
     ssize_t w = ::write(2, line, std::min<size_t>(static_cast<size_t>(n), sizeof line - 1));
     (void)w;
