@@ -486,8 +486,8 @@ std::optional<MeasuredIteration> Client::take_measured(std::uint64_t device_byte
         (measured_first_seq_ == ~0ull || launches_[s].seq > measured_first_seq_)) {
       std::size_t timed = 0;
       for (std::size_t i = s; i < s + len; ++i) timed += launches_[i].duration_ns != 0;
-      const bool recurs = timed * 10 >= len * 9 && start_recurs(s, len);
-      if (recurs) {
+      const bool timed_enough = timed * 10 >= len * 9;
+      if (timed_enough && start_recurs(s, len)) {
         MeasuredIteration m;
         build_iteration(s, s + len, device_bytes, &m);
         estimate_untimed(s, &m);
@@ -500,15 +500,14 @@ std::optional<MeasuredIteration> Client::take_measured(std::uint64_t device_byte
       if (!described) {
         described = true;
         measure_wait_ =
-            timed * 10 < len * 9
-                ? fmt::format(
-                      "iteration of {} launches ({}): the newest complete period has {} "
-                      "of them timed, 90% needed",
-                      len, iteration_.source, timed)
-                : fmt::format(
-                      "iteration of {} launches ({}): the newest complete period does "
-                      "not start the way the next one does",
-                      len, iteration_.source);
+            !timed_enough ? fmt::format(
+                                "iteration of {} launches ({}): the newest complete period has {} "
+                                "of them timed, 90% needed",
+                                len, iteration_.source, timed)
+                          : fmt::format(
+                                "iteration of {} launches ({}): the newest complete period does "
+                                "not start the way the next one does",
+                                len, iteration_.source);
       }
     }
     if (s < len) break;
