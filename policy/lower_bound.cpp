@@ -65,26 +65,26 @@ class ReleaseSchedule {
   std::vector<double> done_, cum_;
 };
 
-// A stretch of launches [first, last] that a region may spend off the device, and what leaving
-// for it costs on one copy engine (0 or 1, times its bytes).
+// A stretch of launches [first, last] that a region may spend off the device, and which copies
+// leaving for it costs (its bytes each): a copy-in, and a copy-out in either of two assignments of
+// a wrap episode's one copy-out (to its piece after the last access, or before the first).
 struct Piece {
   std::size_t first, last;
   double bytes;
-  bool paid;
+  bool pays_in, pays_out_trailing, pays_out_leading;
 };
 
-// The least bytes of paid pieces that, with every free piece, leave off the device at least
-// need[i] bytes at every launch i (fractions of a piece allowed). Sweeping launches in order and
-// covering what is still missing at each from the pieces under it that reach furthest is
-// optimal: an optimal choice that agrees up to launch i and takes less of that piece covers i
-// with pieces ending no later, and moving that amount onto it keeps every launch covered (those
-// before i were covered already) at the same cost.
-double least_cover(std::size_t n, const std::vector<double>& need, std::vector<Piece>& pieces) {
-  std::sort(pieces.begin(), pieces.end(),
-            [](const Piece& x, const Piece& y) { return x.first < y.first; });
+// The least bytes of the pieces `paid_for` marks that, with every other piece (free), leave off
+// the device at least need[i] bytes at every launch i (fractions of a piece allowed); `pieces`
+// sorted by first launch. Sweeping launches in order and covering what is still missing at each
+// from the pieces under it that reach furthest is optimal: an optimal choice that agrees up to
+// launch i and takes less of that piece covers i with pieces ending no later, and moving that
+// amount onto it keeps every launch covered (those before i were covered already) at the same cost.
+double least_cover(std::size_t n, const std::vector<double>& need, const std::vector<Piece>& pieces,
+                   bool Piece::*paid_for) {
   std::vector<double> free_delta(n + 1, 0);
   for (const Piece& p : pieces)
-    if (!p.paid) free_delta[p.first] += p.bytes, free_delta[p.last + 1] -= p.bytes;
+    if (!(p.*paid_for)) free_delta[p.first] += p.bytes, free_delta[p.last + 1] -= p.bytes;
   std::priority_queue<std::pair<std::size_t, double>> open;  // (last, bytes left), furthest first
   std::priority_queue<std::pair<std::size_t, double>, std::vector<std::pair<std::size_t, double>>,
                       std::greater<>>
@@ -94,7 +94,7 @@ double least_cover(std::size_t n, const std::vector<double>& need, std::vector<P
   for (std::size_t i = 0; i < n; ++i) {
     free_now += free_delta[i];
     for (; k < pieces.size() && pieces[k].first <= i; ++k)
-      if (pieces[k].paid) open.emplace(pieces[k].last, pieces[k].bytes);
+      if (pieces[k].*paid_for) open.emplace(pieces[k].last, pieces[k].bytes);
     while (!taken.empty() && taken.top().first < i) taken_now -= taken.top().second, taken.pop();
     double missing = need[i] - free_now - taken_now;
     while (missing > 0 && !open.empty()) {
@@ -118,9 +118,7 @@ double covering_bound(const Analysis& a, std::uint64_t budget) {
   std::vector<double> need(n, 0);
   for (std::size_t i = 0; i < n; ++i)
     need[i] = std::max(0.0, static_cast<double>(a.live_bytes[i]) - static_cast<double>(budget));
-  // Pieces per region, with whether each costs a copy-in, and a copy-out in either of two
-  // assignments of a wrap episode's one copy-out (to its trailing or to its leading piece).
-  std::vector<Piece> in, out_trailing, out_leading;
+  std::vector<Piece> pieces;
   for (std::size_t r = 0; r < t.regions.size(); ++r) {
     if (a.first_live[r] > a.last_live[r]) continue;
     const double b = static_cast<double>(t.regions[r].bytes);
@@ -130,10 +128,7 @@ double covering_bound(const Analysis& a, std::uint64_t budget) {
     const std::size_t lo = a.first_live[r], hi = a.last_live[r];
     auto add = [&](std::size_t first, std::size_t last, bool pays_in, bool pays_out_t,
                    bool pays_out_l) {
-      if (first > last) return;
-      in.push_back({first, last, b, pays_in});
-      out_trailing.push_back({first, last, b, pays_out_t});
-      out_leading.push_back({first, last, b, pays_out_l});
+      if (first <= last) pieces.push_back({first, last, b, pays_in, pays_out_t, pays_out_l});
     };
     if (acc.empty()) {
       add(lo, hi, false, false, false);  // never used: nothing to copy
@@ -147,6 +142,8 @@ double covering_bound(const Analysis& a, std::uint64_t budget) {
     // After the last access: a copy-out (none for a recomputable region, which may be dropped).
     if (acc.back() < hi) add(acc.back() + 1, hi, false, !rc, !rc && !carried);
   }
+  std::sort(pieces.begin(), pieces.end(),
+            [](const Piece& x, const Piece& y) { return x.first < y.first; });
   double own_in_us = 0, own_out_us = 0;
   for (const Launch& l : t.launches) {
     if (l.link == CopyLink::kToDevice) own_in_us += l.dur_us;
@@ -154,10 +151,11 @@ double covering_bound(const Analysis& a, std::uint64_t budget) {
   }
   const double bw_in = t.device.h2d_bytes_per_s / 1e6, bw_out = t.device.d2h_bytes_per_s / 1e6;
   double bound = 0;
-  if (bw_in > 0) bound = std::max(bound, least_cover(n, need, in) / bw_in + own_in_us);
+  if (bw_in > 0)
+    bound = std::max(bound, least_cover(n, need, pieces, &Piece::pays_in) / bw_in + own_in_us);
   if (bw_out > 0) {
-    const double out =
-        std::max(least_cover(n, need, out_trailing), least_cover(n, need, out_leading));
+    const double out = std::max(least_cover(n, need, pieces, &Piece::pays_out_trailing),
+                                least_cover(n, need, pieces, &Piece::pays_out_leading));
     bound = std::max(bound, out / bw_out + own_out_us);
   }
   return bound;
