@@ -237,6 +237,44 @@ ExactResult solve_exact(const Analysis& a, std::uint64_t budget, const ExactOpti
   };
   chain(by_e, true);
   chain(by_b, false);
+  // A restore takes its memory when it starts, and the simulator counts a copy-out in flight
+  // as resident: so a region that must be off at the first launch over the budget after the
+  // restore is issued (k), and was not yet off at the last launch before it (j), has finished
+  // its copy-out before the restore starts. Without this the model lets a restore overlap the
+  // copy-out that makes its room, which the simulator cannot run.
+  {
+    std::vector<std::map<std::size_t, int>> z_of(gaps.size());
+    for (std::size_t k = 0; k < gaps.size(); ++k)
+      for (auto [i, z] : gaps[k].z) z_of[k][i] = z;
+    auto z_at = [&](std::size_t k, std::size_t i) {
+      auto it = z_of[k].find(i);
+      return it == z_of[k].end() ? -1 : it->second;
+    };
+    for (std::size_t k = 0; k < gaps.size(); ++k) {
+      const Gap& g = gaps[k];
+      if (g.inS < 0) continue;
+      std::vector<std::pair<std::size_t, int>> before;  // g's z before its back-access, in order
+      for (auto [i, z] : g.z)
+        if (!g.wrap || i < g.b) before.push_back({i, z});
+      for (std::size_t p = 0; p < before.size(); ++p) {
+        const auto [j, zj] = before[p];
+        const bool last = p + 1 == before.size();
+        if (last && !over[g.b]) continue;
+        const std::size_t next = last ? g.b : before[p + 1].first;
+        const int znext = last ? -1 : before[p + 1].second;
+        for (std::size_t h = 0; h < gaps.size(); ++h) {
+          const int zh = h == k ? -1 : z_at(h, next);
+          if (zh < 0) continue;
+          // outE_h - inS_g <= M (2 - z_g,j + z_g,next - z_h,next + z_h,j)
+          std::vector<std::pair<int, double>> terms = {
+              {gaps[h].outE, 1}, {g.inS, -1}, {zj, M}, {zh, M}};
+          if (znext >= 0) terms.push_back({znext, -M});
+          if (const int zhj = z_at(h, j); zhj >= 0) terms.push_back({zhj, -M});
+          m.row(terms, 'L', 2 * M);
+        }
+      }
+    }
+  }
   // Memory: every launch over the budget sheds at least its excess.
   for (std::size_t i = 0; i < n; ++i) {
     if (!over[i]) continue;
