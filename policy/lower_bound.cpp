@@ -25,7 +25,9 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <queue>
+#include <tuple>
 #include <unordered_map>
 
 namespace gswap::policy {
@@ -226,11 +228,14 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
   std::vector<double> cum_bytes, cum_cost;       // prefix sums of the sorted items
   std::vector<std::pair<double, double>> outs;   // (release: ideal end of the last write, bytes)
   std::vector<std::pair<double, double>> wraps;  // B: (ideal end of the last access, bytes)
-  ReleaseSchedule out_sched, wrap_sched;
+  // B again: (least time from i's start to the end of the last access, bytes)
+  std::vector<std::pair<double, double>> wraps_after;
+  ReleaseSchedule out_sched, wrap_sched, wrap_after_sched;
   std::unordered_map<std::uint32_t, double> before;
   std::int64_t f = 0, A = 0, B = 0, C = 0;
   const double bw_out = t.device.d2h_bytes_per_s / 1e6, bw_in = t.device.h2d_bytes_per_s / 1e6;
-  std::vector<std::pair<double, double>> items;  // (cost per byte, bytes)
+  std::vector<std::pair<double, double>> items;           // (cost per byte, bytes)
+  std::vector<std::tuple<double, double, double>> cells;  // alpha grid: (bound, y, rest)
   for (std::size_t i = 0; i < n; ++i) {
     f += dfree[i], A += dA[i], B += dB[i], C += dC[i], rc_live += drc[i];
     const Launch& l = t.launches[i];
@@ -270,6 +275,7 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
     double tail_min = 0;  // least compute after the next access of any region read after i
     outs.clear();
     wraps.clear();
+    wraps_after.clear();
     if (refine) {
       bool any_in = false;
       for (std::size_t r = 0; r < t.regions.size(); ++r) {
@@ -283,7 +289,16 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
         const bool written = has_prev && (has_next || !rc);              // classes A and C
         const bool read = has_next && (has_prev || a.live_at_start[r]);  // classes B and C
         if (written) outs.emplace_back(a.end_us[*std::prev(next)], t.regions[r].bytes);
-        if (!has_prev && read) wraps.emplace_back(a.end_us[acc.back()], t.regions[r].bytes);
+        if (!has_prev && read) {
+          // The last access L comes after i: it starts no earlier than i does (issue order), and
+          // on i's stream only after every launch from i up to it has run.
+          const std::size_t last = acc.back();
+          const double after = t.launches[last].stream == l.stream
+                                   ? suffix[i] - suffix[last] + t.launches[last].dur_us
+                                   : t.launches[last].dur_us;
+          wraps.emplace_back(a.end_us[last], t.regions[r].bytes);
+          wraps_after.emplace_back(after, t.regions[r].bytes);
+        }
         if (read) {
           tail_min = any_in ? std::min(tail_min, suffix[*next]) : suffix[*next];
           any_in = true;
@@ -292,6 +307,7 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
     }
     out_sched.reset(outs, bw_out > 0 ? bw_out : 1);
     wrap_sched.reset(wraps, bw_out > 0 ? bw_out : 1);
+    wrap_after_sched.reset(wraps_after, bw_out > 0 ? bw_out : 1);
 
     const double X = static_cast<double>(std::max<std::int64_t>(0, excess - f - extra_free));
     double rc_total = 0;
@@ -342,15 +358,51 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
     grid.erase(std::unique(grid.begin(), grid.end()), grid.end());
     double best = 0;
     bool first = true;
+    cells.clear();
     auto consider = [&](double lo_alpha, double hi_alpha) {
       const double y = X - hi_alpha;
       const double in = std::max(0.0, y - static_cast<double>(A));
       const double in_us = bw_in > 0 && in > 0 ? in / bw_in + tail_min : 0;
-      const double v = traffic(y, l.dur_us + std::max(c_after + R(lo_alpha), in_us));
+      const double rest = l.dur_us + std::max(c_after + R(lo_alpha), in_us);
+      const double v = traffic(y, rest);
+      cells.push_back({v, y, rest});
       if (first || v < best) best = v, first = false;
     };
     for (std::size_t k = 0; k + 1 < grid.size(); ++k) consider(grid[k], grid[k + 1]);
     consider(amax, amax);
+    // Refinement: a wrap's copy-out waits for its last access, which comes after i and so is
+    // delayed by whatever delays i's start: that access ends no earlier than start(i) plus the
+    // least time from i's start to its end (wraps_after). start(i) grows with the A/C share
+    // and the wrap bytes shrink, so the minimum over the split is bounded cell by cell: on
+    // [a, b], start(i) >= its value at a and the wrap bytes >= y - b. Cells of the alpha grid
+    // are refined cheapest first, until the next one's unrefined value (a lower bound on its
+    // refined one) is no lower than the best refined so far, that best cannot raise the bound,
+    // or 32 cells are refined (then the next cell's unrefined value bounds the rest).
+    if (refine && !wraps.empty() && bw_out > 0) {
+      std::sort(cells.begin(), cells.end());
+      constexpr std::size_t kMaxRefined = 32;  // cells refined per launch, at most
+      constexpr int kSplits = 16;
+      double refined = std::numeric_limits<double>::infinity();
+      std::size_t k = 0;
+      for (; k < cells.size() && k < kMaxRefined; ++k) {
+        const auto& [v, y, rest] = cells[k];
+        if (v >= refined || refined <= lb.traffic_us) break;
+        const double lo = std::max(0.0, y - static_cast<double>(B));
+        const double hi = std::max(lo, std::min(y, static_cast<double>(A + C)));
+        double cell_best = std::numeric_limits<double>::infinity();
+        for (int c = 0; c < kSplits; ++c) {
+          const double ya = lo + (hi - lo) * c / kSplits;
+          const double yb = c + 1 == kSplits ? hi : lo + (hi - lo) * (c + 1) / kSplits;
+          const double start_i = std::max(c_before, out_sched.end(ya));
+          cell_best = std::min(cell_best, std::max({start_i + rest, wrap_sched.end(y - yb),
+                                                    start_i + wrap_after_sched.end(y - yb)}));
+        }
+        refined = std::min(refined, std::max(v, cell_best));
+      }
+      // Cells left unrefined: their unrefined values are lower bounds of their refined ones.
+      if (k == kMaxRefined && k < cells.size()) refined = std::min(refined, std::get<0>(cells[k]));
+      best = std::max(best, refined);
+    }
     if (best > lb.traffic_us) {
       lb.traffic_us = best;
       lb.tightest_launch = i;

@@ -98,6 +98,29 @@ TEST(LowerBoundTest, AWrapEvictionIsCountedOnce) {
   EXPECT_GE(s.step_time_us + 1e-6, lb.bound_us);
 }
 
+// Six launches of 10 us on a link that copies 4 MiB in 40 us, a 4 MiB budget. At launch 1 a
+// temporary (P) needs the device, so D (written at 0, never read again) and W (carried over, read
+// at 5 only) must both be off: D's copy-out holds launch 1 back to 50 us, and W's wrap copy-out
+// after launch 5 can start only once launches 1 to 5 (50 us) have run after that: 50 + 50 + 40 =
+// 140 us. Released at launch 5's ideal end instead, that copy-out ends at 100 us, and the bound
+// was 110 us (launch 1's own term).
+TEST(LowerBoundTest, AWrapCopyOutWaitsForTheDelayedLastAccess) {
+  Trace t = empty_trace(6, 10.0, 4.0 * kMiB / 40e-6);
+  add_region(t, 4 * kMiB, 0, 4, {0});   // D
+  add_region(t, 4 * kMiB, 1, 1, {1});   // P
+  add_region(t, 4 * kMiB, 0, -1, {5});  // W
+  Analysis a = analyze(t);
+  LowerBound lb = lower_bound(a, 4 * kMiB);
+  EXPECT_NEAR(lb.traffic_us, 140.0, 1e-6);
+  EXPECT_EQ(lb.tightest_launch, 1u);
+  EXPECT_NEAR(lb.bound_us, 140.0, 1e-6);
+  for (const Plan& p : {plan_capuchin(a, 4 * kMiB), plan_lru(a, 4 * kMiB)}) {
+    SimResult s = simulate(a, p, 4 * kMiB);
+    ASSERT_TRUE(s.feasible) << s.reason;
+    EXPECT_GE(s.step_time_us + 1e-6, lb.bound_us);
+  }
+}
+
 TEST(LowerBoundTest, RecomputationReplacesTraffic) {
   Trace t = fixture(true);
   Analysis a = analyze(t);
