@@ -12,9 +12,12 @@
 #include "interpose/log.h"
 
 namespace gswap::interpose {
+namespace detail {
+std::atomic<bool> g_driver_loaded{false};
+}
 namespace {
+using detail::g_driver_loaded;
 Real g_real;
-std::atomic<bool> g_loaded{false};
 std::atomic<void*> g_handle{nullptr};
 std::mutex g_load_mutex;
 thread_local bool t_loading = false;
@@ -42,10 +45,10 @@ bool loading_driver_on_this_thread() {
 }
 
 bool load_driver() {
-  if (g_loaded.load(std::memory_order_acquire)) return true;
+  if (g_driver_loaded.load(std::memory_order_acquire)) return true;
   if (t_loading) return false;
   std::lock_guard<std::mutex> lock(g_load_mutex);
-  if (g_loaded.load(std::memory_order_relaxed)) return true;
+  if (g_driver_loaded.load(std::memory_order_relaxed)) return true;
   t_loading = true;
   void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
   if (!h) {
@@ -68,7 +71,7 @@ bool load_driver() {
       real_dlsym(h, "cuStreamIsCapturing_ptsz"));
   g_handle.store(h, std::memory_order_release);
   t_loading = false;
-  g_loaded.store(true, std::memory_order_release);
+  g_driver_loaded.store(true, std::memory_order_release);
   return true;
 }
 

@@ -5,6 +5,8 @@
 // that would resolve to libgswap's own wrappers and recurse. Every call goes through real().
 #pragma once
 
+#include <atomic>
+
 #include "interpose/cuda_api.h"
 
 namespace gswap::interpose {
@@ -65,6 +67,14 @@ struct Real {
 // Loads the table the first time (thread-safe); later calls are one relaxed load. Returns false
 // when libcuda.so.1 cannot be opened.
 bool load_driver();
+namespace detail {
+extern std::atomic<bool> g_driver_loaded;
+}
+// True once the table is loaded: one acquire load, for the exported wrappers, which load it
+// before any hook runs (a program may call the driver before cuInit, or never call it).
+inline bool driver_loaded() {
+  return detail::g_driver_loaded.load(std::memory_order_acquire);
+}
 const Real& real();
 // The handle dlopen gave for libcuda.so.1 (nullptr before load_driver succeeds).
 void* driver_handle();

@@ -3,14 +3,19 @@
 // Each exported symbol is an alias of a hidden gswap_w_<symbol> function that calls
 // gswap::interpose::hook_<symbol>. The lookup table points at the hidden names, so handing out
 // a wrapper never resolves libgswap's own exported symbols through the global scope (which could
-// bind to another library, or recurse).
+// bind to another library, or recurse). Every wrapper loads the real driver table first: a
+// program may call the driver before cuInit (the driver then answers
+// CUDA_ERROR_NOT_INITIALIZED), and no hook may call through a table not yet loaded.
+#include "interpose/driver.h"
 #include "interpose/hooks.h"
 #include "interpose/lookup.h"
 
-#define GSWAP_HOOK(sym, api, ver, pt, ret, params, args)                      \
-  extern "C" __attribute__((visibility("hidden"))) ret gswap_w_##sym params { \
-    return ::gswap::interpose::hook_##sym args;                               \
-  }                                                                           \
+#define GSWAP_HOOK(sym, api, ver, pt, ret, params, args)                                         \
+  extern "C" __attribute__((visibility("hidden"))) ret gswap_w_##sym params {                    \
+    if (!::gswap::interpose::driver_loaded() && !::gswap::interpose::load_driver()) [[unlikely]] \
+      return CUDA_ERROR_NOT_INITIALIZED;                                                         \
+    return ::gswap::interpose::hook_##sym args;                                                  \
+  }                                                                                              \
   extern "C" __attribute__((visibility("default"), alias("gswap_w_" #sym))) ret sym params;
 #include "interpose/hooks.def"
 #undef GSWAP_HOOK

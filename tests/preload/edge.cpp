@@ -13,6 +13,8 @@
 //   edge MODULE.so indirect      a kernel follows an array of device pointers uploaded with
 //                                cuMemcpyHtoD; the regions it names stay resident while others swap
 //   edge MODULE.so init          cuInit only (a refused configuration makes it fail)
+//   edge MODULE.so before_init   driver calls before cuInit get the driver's answer
+//                                (CUDA_ERROR_NOT_INITIALIZED), then as swap
 //   edge MODULE.so bounds        sizes near 2^64 are refused with CUDA_ERROR_OUT_OF_MEMORY; copies
 //                                and memsets past the end of an allocation are refused with
 //                                CUDA_ERROR_INVALID_VALUE, and addresses there are nobody's, as
@@ -303,17 +305,61 @@ int run_contend(unsigned long long region_bytes) {
   return 0;
 }
 
+// Driver calls made before cuInit: the driver answers each with CUDA_ERROR_NOT_INITIALIZED, and
+// so must every hook, which then has no driver table unless it loads one itself.
+int check_before_init() {
+  CUdeviceptr p = 0;
+  std::size_t f = 0, t = 0, pitch = 0;
+  char buf[16] = {};
+  unsigned memory_type = 0;
+  struct Call {
+    const char* name;
+    CUresult result;
+  };
+  const Call calls[] = {
+      {"cuMemAlloc", cuMemAlloc(&p, 4 << 20)},
+      {"cuMemAllocAsync", cuMemAllocAsync(&p, 4 << 20, nullptr)},
+      {"cuMemAllocPitch", cuMemAllocPitch(&p, &pitch, 1024, 1024, 4)},
+      {"cuMemFree", cuMemFree(0x1000)},
+      {"cuMemFreeAsync", cuMemFreeAsync(0x1000, nullptr)},
+      {"cuMemGetInfo", cuMemGetInfo(&f, &t)},
+      {"cuDeviceTotalMem", cuDeviceTotalMem(&t, 0)},
+      {"cuMemcpyHtoD", cuMemcpyHtoD(0x1000, buf, sizeof buf)},
+      {"cuMemsetD8", cuMemsetD8(0x1000, 0, 16)},
+      {"cuLaunchKernel", cuLaunchKernel(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr)},
+      {"cuPointerGetAttribute",
+       cuPointerGetAttribute(&memory_type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, 0x1000)},
+      {"cuMemGetAddressRange", cuMemGetAddressRange(&p, &f, 0x1000)},
+  };
+  int failures = 0;
+  for (const Call& c : calls)
+    if (c.result != CUDA_ERROR_NOT_INITIALIZED) {
+      std::fprintf(stderr, "before_init: %s returned %d, expected CUDA_ERROR_NOT_INITIALIZED\n",
+                   c.name, (int)c.result);
+      ++failures;
+    }
+  if (failures == 0)
+    std::printf("before_init: %zu calls before cuInit answered as the driver does\n",
+                sizeof calls / sizeof calls[0]);
+  return failures;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(
         stderr,
-        "usage: edge MODULE.so oom|fork|swap|graph|indirect|bounds|contend|init [region-MiB]\n");
+        "usage: edge MODULE.so oom|fork|swap|graph|indirect|bounds|contend|init|before_init "
+        "[region-MiB]\n");
     return 2;
   }
   std::string mode = argv[2];
   unsigned long long region_bytes = (argc > 3 ? std::strtoull(argv[3], nullptr, 10) : 8ull) << 20;
+  if (mode == "before_init") {
+    if (check_before_init() != 0) return 1;
+    mode = "swap";  // then work as usual, swapping
+  }
   if (mode == "init") {
     CUresult e = cuInit(0);
     std::printf("cuInit: %d\n", (int)e);
