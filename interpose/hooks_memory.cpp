@@ -61,7 +61,7 @@ CUresult hook_cuMemGetInfo_v2(size_t* free, size_t* total) {
 
 CUresult hook_cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
   CUresult e = real().cuDeviceTotalMem_v2(bytes, dev);
-  if (e == CUDA_SUCCESS && bytes) *bytes = budget_total(*bytes);
+  if (e == CUDA_SUCCESS && bytes) *bytes = budget_total(dev, *bytes);
   return e;
 }
 

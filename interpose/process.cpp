@@ -305,6 +305,16 @@ CUresult init_process() {
     g->physical_total = total;
   }
   std::uint64_t b = g->config.budget.resolve(g->physical_total);
+  if (b == 0 && g->config.budget.is_percent) {
+    // A percentage so small that it leaves no byte, refused as 0 and 0% are.
+    char x[32];
+    GSWAP_LOG(kError,
+              "refusing to start: GSWAP_BUDGET %g%% of the device's %s is less than one byte; "
+              "every cuInit fails with CUDA_ERROR_INVALID_VALUE",
+              g->config.budget.percent, format_bytes(g->physical_total, x, 32));
+    g->init_result = CUDA_ERROR_INVALID_VALUE;
+    return g->init_result;
+  }
   if (g->physical_total && b > g->physical_total) {
     char x[32], y[32];
     GSWAP_LOG(kWarn, "GSWAP_BUDGET %s is above the device's %s; using the device size",
@@ -404,7 +414,7 @@ CUresult arena_alloc(CUdeviceptr* out, std::size_t bytes, CUstream stream, bool 
                      bool per_thread, CUmemoryPool pool) {
   ArenaCall a{out, bytes, stream, async, per_thread, pool, nullptr, 0, 0, 0};
   if (!ready()) return forward_alloc(&a, out, nullptr);
-  return g_res->alloc_arena(bytes, forward_alloc, &a, out);
+  return g_res->alloc_arena(bytes, forward_alloc, &a, out, async ? stream : nullptr);
 }
 
 CUresult arena_alloc_pitch(CUdeviceptr* out, std::size_t* pitch, std::size_t width,
@@ -427,8 +437,12 @@ CUresult free_any(CUdeviceptr p, CUstream stream, bool async, bool per_thread) {
   return e;
 }
 
-std::uint64_t budget_total(std::uint64_t physical) {
+std::uint64_t budget_total(CUdevice dev, std::uint64_t physical) {
   if (!ready()) return physical;
+  // The budget is the device's gswap manages: the one its regions live on once it has them, the
+  // one the budget was resolved against (ordinal 0) before.
+  const CUdevice managed = g_res->device_ready() ? g_res->device_ordinal() : 0;
+  if (dev != managed) return physical;
   std::uint64_t b = g_res->budget();
   return std::min(physical, b ? b : physical);
 }
@@ -439,7 +453,7 @@ bool memory_info(std::size_t* free, std::size_t* total) {
   // caller's forward to the driver produces.
   if (!cuda_device().current()) return false;
   std::uint64_t f = 0, t = 0;
-  g_res->memory_info(&f, &t);
+  if (!g_res->memory_info(&f, &t)) return false;  // another context: the driver answers
   if (free) *free = f;
   if (total) *total = t;
   return true;

@@ -39,7 +39,7 @@ CUresult arena_alloc_pitch(CUdeviceptr* out, std::size_t* pitch, std::size_t wid
 CUresult free_any(CUdeviceptr p, CUstream stream, bool async, bool per_thread);
 
 bool memory_info(std::size_t* free, std::size_t* total);  // false before init: forward
-std::uint64_t budget_total(std::uint64_t physical);
+std::uint64_t budget_total(CUdevice dev, std::uint64_t physical);
 bool region_range(CUdeviceptr p, CUdeviceptr* base, std::size_t* size);
 // Whether p lies past the end of a live region, in the rest of its granules or its guard granule:
 // memory the application never allocated, which the driver would describe while it is mapped.

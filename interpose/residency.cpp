@@ -662,11 +662,20 @@ CUresult Residency::alloc_region(CUdeviceptr* out, std::uint64_t bytes, CUstream
 }
 
 CUresult Residency::alloc_arena(std::uint64_t estimate, ForwardAlloc forward, void* fctx,
-                                CUdeviceptr* out) {
+                                CUdeviceptr* out, CUstream stream) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (!ensure_device() || dev_.current() != ctx_) {
     std::uint64_t ignored = 0;
     return forward(fctx, out, &ignored);
+  }
+  // A stream-ordered allocation on a capturing stream is graph memory: the driver's, valid only
+  // while the graph runs, and not counted against the budget.
+  if (stream && gate_.capturing()) {
+    bool capturing = false;
+    if (dev_.is_capturing(stream, &capturing) == CUDA_SUCCESS && capturing) {
+      std::uint64_t ignored = 0;
+      return forward(fctx, out, &ignored);
+    }
   }
   // Arena memory is never evicted but counts against the budget, so room is made first. During a
   // capture nothing can be evicted; the driver answers (it refuses what the capture forbids).
@@ -1172,6 +1181,8 @@ void Residency::for_each_live(void (*first)(void* ctx), void (*fn)(const Region&
 
 bool Residency::memory_info(std::uint64_t* free, std::uint64_t* total) {
   std::lock_guard<std::mutex> lock(mutex_);
+  // Another context (another device) is the driver's to answer, as for its allocations.
+  if (device_ready() && dev_.current() != ctx_) return false;
   std::uint64_t b = budget();
   std::uint64_t t = cfg_.physical_total ? std::min(b, cfg_.physical_total) : b;
   // Pooled handles are free to the application, and so is memory whose stream-ordered free is

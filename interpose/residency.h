@@ -88,9 +88,11 @@ class Residency {
   CUresult alloc_region(CUdeviceptr* out, std::uint64_t bytes, CUstream stream, bool async,
                         bool per_thread, bool* handled);
   // Memory the driver hands out (small and pitched allocations): room is made within the budget,
-  // then forward() allocates; the bytes it reports count until forget_arena.
+  // then forward() allocates; the bytes it reports count until forget_arena. `stream` is a
+  // stream-ordered allocation's: on a capturing stream it is graph memory, forwarded uncounted.
   using ForwardAlloc = CUresult (*)(void* ctx, CUdeviceptr* out, std::uint64_t* bytes);
-  CUresult alloc_arena(std::uint64_t estimate, ForwardAlloc forward, void* ctx, CUdeviceptr* out);
+  CUresult alloc_arena(std::uint64_t estimate, ForwardAlloc forward, void* ctx, CUdeviceptr* out,
+                       CUstream stream = nullptr);
   // Frees a region stream-ordered (true), else forgets an arena allocation (false: the caller
   // forwards the free and, for an arena pointer, the bytes stop counting).
   bool free_region(CUdeviceptr p, CUstream stream, bool async, bool per_thread);
@@ -130,6 +132,8 @@ class Residency {
   // announces the live regions on a new daemon connection, atomically with allocations and frees).
   void for_each_live(void (*first)(void* ctx), void (*fn)(const Region& r, void* ctx), void* ctx);
 
+  // The budget's view of memory for the calling thread's context; false for another context
+  // (the driver answers).
   bool memory_info(std::uint64_t* free, std::uint64_t* total);
   std::uint64_t budget() const { return budget_.load(std::memory_order_relaxed); }
   bool device_ready() const { return device_ready_.load(std::memory_order_acquire); }

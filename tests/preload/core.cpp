@@ -21,6 +21,10 @@
 //                                   out-of-memory; later launches on each region still work
 //   core MODULE.so no_context MiB   allocation and memory queries from a thread with no context
 //                                   fail as on the driver
+//   core MODULE.so other_device MiB cuMemGetInfo in device 1's context and cuDeviceTotalMem of
+//                                   device 1 are the driver's answers (simcuda with two devices)
+//   core MODULE.so graph_memory MiB graph memory kept after its graph ran does not count against
+//                                   the budget
 //   core MODULE.so huge MiB         an allocation larger than the budget fails with one line;
 //                                   later ones are still swapped
 //   core MODULE.so stuck MiB        an allocation that needs a region evicted whose last use waits
@@ -330,6 +334,97 @@ int run_no_context(unsigned long long bytes) {
   return 0;
 }
 
+// Swaps regions of `bytes` (five, over budgets of four) so that the summary shows the library at
+// work.
+void swap_some(unsigned long long bytes, unsigned value) {
+  unsigned long long n = bytes / 4;
+  CUdeviceptr r[5];
+  for (auto& q : r) {
+    PCHECK(cuMemAlloc(&q, bytes));
+    PCHECK(cuMemsetD32(q, value, n));
+  }
+}
+
+// Another device's context (the test runs simcuda with two devices): cuMemGetInfo and
+// cuDeviceTotalMem there are the driver's answers, the budget only device 0's.
+int run_other_device(unsigned long long bytes) {
+  CUdeviceptr p = 0;
+  PCHECK(cuMemAlloc(&p, bytes));  // device 0's regions exist
+  std::size_t total0 = 0, total1 = 0, budget_total = 0, budget_free = 0;
+  PCHECK(cuDeviceTotalMem(&total0, 0));
+  PCHECK(cuDeviceTotalMem(&total1, 1));
+  PCHECK(cuMemGetInfo(&budget_free, &budget_total));
+  int failed = 0;
+  std::thread([&] {
+    CUdevice dev;
+    CUcontext ctx;
+    PCHECK(cuDeviceGet(&dev, 1));
+    PCHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    PCHECK(cuCtxSetCurrent(ctx));
+    std::size_t f0 = 0, t0 = 0, f1 = 0, t1 = 0;
+    PCHECK(cuMemGetInfo(&f0, &t0));
+    CUdeviceptr q = 0;
+    PCHECK(cuMemAlloc(&q, 2 * bytes));
+    PCHECK(cuMemGetInfo(&f1, &t1));
+    if (t0 != total1 || t1 != total1 || f1 + 2 * bytes > f0) {
+      std::fprintf(stderr,
+                   "other_device: device 1 reports free %zu then %zu of %zu (device total %zu) "
+                   "around a %llu-byte allocation\n",
+                   f0, f1, t0, total1, 2 * bytes);
+      failed = 1;
+    }
+    PCHECK(cuMemFree(q));
+    PCHECK(cuDevicePrimaryCtxRelease(dev));
+  }).join();
+  if (total0 != budget_total || total1 <= budget_total) {
+    std::fprintf(stderr, "other_device: cuDeviceTotalMem %zu and %zu, budget total %zu\n", total0,
+                 total1, budget_total);
+    failed = 1;
+  }
+  if (failed) return 1;
+  swap_some(bytes, 3u);
+  std::printf("other_device: device 1 is answered by the driver, device 0 by the budget\n");
+  return 0;
+}
+
+// Graph memory that outlives its capture (allocated in the graph, freed after it ran) is the
+// driver's: it does not count against the budget, so a later allocation still finds it all.
+int run_graph_memory(unsigned long long bytes) {
+  CUdeviceptr warm = 0;
+  PCHECK(cuMemAlloc(&warm, bytes));
+  PCHECK(cuMemFree(warm));
+  std::size_t free_before = 0, free_after = 0, total = 0;
+  PCHECK(cuMemGetInfo(&free_before, &total));
+  CUstream s;
+  PCHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  PCHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CUdeviceptr g = 0;
+  PCHECK(cuMemAllocAsync(&g, bytes, s));
+  CUgraph graph;
+  PCHECK(cuStreamEndCapture(s, &graph));
+  CUgraphExec exec;
+  PCHECK(cuGraphInstantiate(&exec, graph, 0));
+  PCHECK(cuGraphLaunch(exec, s));
+  PCHECK(cuStreamSynchronize(s));
+  PCHECK(cuMemGetInfo(&free_after, &total));
+  if (free_after != free_before) {
+    std::fprintf(stderr, "graph_memory: free %zu before the graph's allocation, %zu after\n",
+                 free_before, free_after);
+    return 1;
+  }
+  CUdeviceptr whole = 0;  // the whole budget, as if the graph's memory were not there
+  PCHECK(cuMemAlloc(&whole, total));
+  PCHECK(cuMemFree(whole));
+  PCHECK(cuMemFreeAsync(g, s));
+  PCHECK(cuStreamSynchronize(s));
+  PCHECK(cuGraphExecDestroy(exec));
+  PCHECK(cuGraphDestroy(graph));
+  PCHECK(cuStreamDestroy(s));
+  swap_some(bytes, 4u);
+  std::printf("graph_memory: graph memory is not counted against the budget\n");
+  return 0;
+}
+
 int run_huge(unsigned long long bytes) {
   CUdeviceptr p = 0;
   CUresult e = cuMemAlloc(&p, 1ull << 50);
@@ -446,6 +541,8 @@ int main(int argc, char** argv) {
   if (mode == "upload_oom") return run_upload_oom(bytes);
   if (mode == "no_context") return run_no_context(bytes);
   if (mode == "huge") return run_huge(bytes);
+  if (mode == "other_device") return run_other_device(bytes);
+  if (mode == "graph_memory") return run_graph_memory(bytes);
   if (mode == "stuck") return run_stuck(bytes);
   if (mode == "pinned") return run_pinned(bytes);
   std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
