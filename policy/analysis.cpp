@@ -79,6 +79,10 @@ Analysis analyze(const Trace& trace) {
     fresh_diff[a.first_live[r]] += static_cast<std::int64_t>(trace.regions[r].bytes);
     fresh_diff[to + 1] -= static_cast<std::int64_t>(trace.regions[r].bytes);
   }
+  std::vector<std::vector<std::size_t>> allocated_at(a.n);  // regions allocated in the iteration
+  for (std::size_t r = 0; r < nr; ++r)
+    if (a.first_live[r] <= a.last_live[r] && !a.live_at_start[r])
+      allocated_at[a.first_live[r]].push_back(r);
   a.live_bytes.assign(a.n, 0);
   a.working_set.assign(a.n, 0);
   a.min_resident.assign(a.n, 0);
@@ -103,6 +107,15 @@ Analysis analyze(const Trace& trace) {
     if (a.min_resident[i] > a.max_min_resident) {
       a.max_min_resident = a.min_resident[i];
       a.max_min_resident_launch = i;
+    }
+    for (std::size_t r : allocated_at[i]) {
+      const std::uint64_t bytes = trace.regions[r].bytes;
+      const std::uint64_t beside = static_cast<std::uint64_t>(small) -
+                                   (bytes < trace.device.min_evictable_bytes ? bytes : 0);
+      if (bytes + beside > a.max_alloc_need) {
+        a.max_alloc_need = bytes + beside;
+        a.max_alloc_need_region = r;
+      }
     }
     a.unplannable[i] = static_cast<std::uint64_t>(fresh);
     if (a.min_resident[i] + a.unplannable[i] > a.max_min_planned) {
@@ -164,7 +177,19 @@ std::string impossible_budget_reason(const Analysis& a, std::uint64_t budget) {
     return launch_name(a, a.max_working_set_launch) + " touches " +
            std::to_string(a.max_working_set) + " bytes, more than the budget of " +
            std::to_string(budget) + " bytes";
-  if (a.max_min_resident <= budget) return {};
+  if (a.max_min_resident <= budget) {
+    if (a.max_alloc_need <= budget) return {};
+    const std::size_t r = a.max_alloc_need_region;
+    const std::uint64_t bytes = a.trace->regions[r].bytes;
+    std::string text = "region " + std::to_string(a.trace->regions[r].id) + " (" +
+                       std::to_string(bytes) + " bytes), allocated before " +
+                       launch_name(a, a.first_live[r]) + ", needs its bytes at once";
+    if (a.max_alloc_need > bytes)
+      text += " beside " + std::to_string(a.max_alloc_need - bytes) + " bytes of regions under " +
+              size_text(a.trace->device.min_evictable_bytes) + " (never evicted)";
+    return text + ": " + std::to_string(a.max_alloc_need) + " bytes, more than the budget of " +
+           std::to_string(budget) + " bytes";
+  }
   const std::size_t i = a.max_min_resident_launch;
   return launch_name(a, i) + " touches " + std::to_string(a.working_set[i]) + " bytes while " +
          std::to_string(a.min_resident[i] - a.working_set[i]) + " bytes of regions under " +

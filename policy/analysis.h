@@ -39,6 +39,12 @@ struct Analysis {
   std::vector<std::uint64_t> min_resident;
   std::uint64_t max_min_resident = 0;
   std::size_t max_min_resident_launch = 0;
+  // Per region allocated in the iteration: its bytes plus the regions under min_evictable_bytes
+  // live beside it when it is allocated. The allocation takes that much at once (the library
+  // refuses an allocation larger than the budget), so a budget below the maximum is impossible,
+  // even for a region no launch touches.
+  std::uint64_t max_alloc_need = 0;
+  std::size_t max_alloc_need_region = 0;
   // Per launch: bytes live beside it that no plan entry can take off the device, since an entry
   // evicts a region after an access: regions allocated in the iteration and not used yet, or
   // never used (idle regions carried over are on the host, see idle()). The simulator (and the

@@ -14,12 +14,17 @@
 namespace gswap::policy {
 namespace {
 
+// The longest chain of dropped regions recomputed one from another that the simulator follows
+// (recursively); a longer one is counted as an access violation.
+constexpr int kMaxRecomputeDepth = 1024;
+
 enum class St : std::uint8_t { kUnalloc, kResident, kOut, kHost, kDropped, kIn, kFreed };
 
 struct RState {
   St st = St::kUnalloc;
-  bool occupying = false;  // counts against the budget
-  bool kept = false;       // an intermediate kept after a collective recomputation
+  bool occupying = false;    // counts against the budget
+  bool kept = false;         // an intermediate kept after a collective recomputation
+  bool recomputing = false;  // its sources are being made resident (a cycle meets this)
   std::uint32_t gen = 0;
   double ready = 0;                 // kIn: when the swap-in completes
   double release = 0;               // kOut, or freed while occupying: when its memory goes back
@@ -174,6 +179,10 @@ class Sim {
         continue;
       // A wrap entry, or a region that outlives the iteration evicted with nothing bringing it
       // back: either way it ends the iteration on the host, so (steady state) it starts there.
+      // Only if it is evicted after its last access: otherwise that access brings it back, it
+      // ends the iteration on the device, and starts there.
+      const auto& acc = a_.accesses[it->second];
+      if (!acc.empty() && e.evict_after < acc.back()) continue;
       if (is_wrap(e) || (e.back_access == kNoLaunch && a_.live_at_start[it->second] &&
                          a_.live_at_end[it->second]))
         wrap[it->second] = k;
@@ -440,17 +449,26 @@ class Sim {
           return true;
         }
         const Region& reg = t_.regions[r];
-        if (reg.recompute && depth < 64) {
+        // A recomputation that needs itself (sources in a cycle), or a chain longer than the
+        // simulator follows, cannot run: the plan reads data it does not have.
+        if (s.recomputing || depth >= kMaxRecomputeDepth) {
+          ++res_.access_violations;
+          return true;
+        }
+        if (reg.recompute) {
+          s.recomputing = true;
           for (RegionId src : reg.recompute->sources) {
             auto it = a_.index.find(src);
-            if (it == a_.index.end()) continue;
-            St st = rs_[it->second].st;
+            St st = it == a_.index.end() ? St::kFreed : rs_[it->second].st;
             if (st == St::kUnalloc || st == St::kFreed) {
-              ++res_.access_violations;  // the plan recomputes from a region that is gone
+              // The plan recomputes from a region that is gone (freed in this iteration, or
+              // before it began).
+              ++res_.access_violations;
               continue;
             }
-            if (!ensure_resident(it->second, T, depth + 1)) return false;
+            if (!ensure_resident(it->second, T, depth + 1)) return s.recomputing = false;
           }
+          s.recomputing = false;
         }
         if (!acquire(reg.bytes, T)) return false;
         // Intermediates recomputed for this one need no protection once it exists.

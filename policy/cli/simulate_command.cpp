@@ -15,7 +15,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
-#include <sstream>
+#include <vector>
 #include <stdexcept>
 
 #include <CLI/CLI.hpp>
@@ -67,6 +67,10 @@ std::string ratio(double x, double y) {
 
 namespace {
 
+// The most a trace or plan file may hold (a 200,000-launch iteration's trace is about 30 MiB): a
+// pipe that never ends is refused when it passes this, not when memory runs out.
+constexpr std::size_t kMaxFileBytes = std::size_t{1} << 30;
+
 // The text of a trace or plan file. A directory reads as empty text and /dev/zero never ends: it
 // is a regular file, or a pipe (`--trace <(...)`, `--trace /dev/stdin`).
 std::string read_text(const std::string& path, const char* what) {
@@ -80,9 +84,18 @@ std::string read_text(const std::string& path, const char* what) {
   if (!in)
     throw std::runtime_error(
         printable_text(std::string("cannot open ") + what + " file '" + path + "'"));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  std::string text;
+  std::vector<char> chunk(1 << 20);
+  while (in.read(chunk.data(), static_cast<std::streamsize>(chunk.size())) || in.gcount() > 0) {
+    if (text.size() + static_cast<std::size_t>(in.gcount()) > kMaxFileBytes)
+      throw std::runtime_error(
+          printable_text(std::string(what) + " file '" + path + "' is larger than 1 GiB"));
+    text.append(chunk.data(), static_cast<std::size_t>(in.gcount()));
+  }
+  if (in.bad())
+    throw std::runtime_error(
+        printable_text(std::string("cannot read ") + what + " file '" + path + "'"));
+  return text;
 }
 
 }  // namespace
@@ -122,7 +135,7 @@ std::uint64_t parse_budget(const std::string& text, std::uint64_t peak, const st
   if (!settings::parse_size(text, &size))
     throw CLI::ValidationError(option,
                                "expected bytes with a unit (6GiB) or a percentage "
-                               "of the trace's peak (50%), got '" +
+                               "of the trace's peak above 0 and at most 100% (50%), got '" +
                                    text + "'");
   return size.resolve(peak);
 }
@@ -179,6 +192,21 @@ std::string infeasible_message(const Analysis& a, std::uint64_t budget, const st
 
 namespace {
 
+// The same for a plan made elsewhere (`--plan FILE`), named by its file.
+std::string infeasible_plan_message(const Analysis& a, std::uint64_t budget,
+                                    const std::string& label, const Evaluation& ev) {
+  if (ev.plan.feasible && ev.sim.feasible) return "";
+  if (!impossible_budget_reason(a, budget).empty()) return infeasible_message(a, budget, "", ev);
+  return printable_text(
+      fmt::format("{} cannot run at a budget of {} bytes: {} (the budget itself is possible: "
+                  "try --policy capuchin)",
+                  label, budget, !ev.plan.feasible ? ev.plan.reason : ev.sim.reason));
+}
+
+}  // namespace
+
+namespace {
+
 void run(const Options& o) {
   auto kind = parse_policy(o.policy);
   if (!kind) throw CLI::ValidationError("--policy", "unknown policy '" + o.policy + "'");
@@ -195,11 +223,12 @@ void run(const Options& o) {
     ev.plan = load_plan(o.plan, trace);
     ev.sim = simulate(a, ev.plan, budget);
     // The planners never make such a plan; one made by hand can recompute a region from one
-    // already freed.
+    // already freed, from itself (sources in a cycle), or through a chain the simulator does
+    // not follow.
     if (ev.sim.feasible && ev.sim.access_violations)
       throw std::runtime_error(printable_text(fmt::format(
           "{}: not a valid plan for this trace: {} access{} would run without {} data (a "
-          "recomputation from a region freed before it)",
+          "recomputation from a region that is gone, or from itself through its sources)",
           o.plan, ev.sim.access_violations, ev.sim.access_violations == 1 ? "" : "es",
           ev.sim.access_violations == 1 ? "its" : "their")));
     ev.bound = lower_bound(a, budget);
@@ -211,7 +240,8 @@ void run(const Options& o) {
   const SimResult& s = ev.sim;
   const bool feasible = ev.plan.feasible && s.feasible;
   const std::string reason = !ev.plan.feasible ? ev.plan.reason : s.reason;
-  const std::string error = infeasible_message(a, budget, o.policy, ev);
+  const std::string error = o.plan.empty() ? infeasible_message(a, budget, o.policy, ev)
+                                           : infeasible_plan_message(a, budget, label, ev);
   // The parser bounds a trace's times and bandwidths (trace_json.h), so every time is finite; a
   // table or JSON with inf, nan or null in it would be a bug, and is refused as one.
   if (feasible)
