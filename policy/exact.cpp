@@ -75,7 +75,25 @@ ExactResult solve_exact(const Analysis& a, std::uint64_t budget, const ExactOpti
   if (bw_out <= 0 || bw_in <= 0) return res.reason = "the trace has no link bandwidth", res;
 
   std::vector<bool> over(n);
-  for (std::size_t i = 0; i < n; ++i) over[i] = a.live_bytes[i] > budget;
+  // A region freed before a launch while its last access still runs on another stream holds its
+  // memory until that access ends (the simulator's stream-ordered free): at each launch from its
+  // free up to the next launch on that access's stream, which may start before the access ends.
+  struct Held {
+    std::size_t r, access, launch;
+    int w = -1;  // 1: the launch starts before the access ends, and the memory counts
+  };
+  std::vector<Held> held;
+  std::vector<std::uint64_t> held_bytes(n, 0);  // the most that may be held at each launch
+  for (std::size_t r = 0; r < t.regions.size(); ++r) {
+    const auto& acc = a.accesses[r];
+    if (acc.empty() || a.live_at_end[r] || a.first_live[r] > a.last_live[r]) continue;
+    const std::size_t l = acc.back(), freed = a.last_live[r] + 1;
+    for (std::size_t i = freed; i < n && t.launches[i].stream != t.launches[l].stream; ++i) {
+      held.push_back({r, l, i});
+      held_bytes[i] += t.regions[r].bytes;
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i) over[i] = a.live_bytes[i] + held_bytes[i] > budget;
   std::vector<std::size_t> prev_same(n, kNoLaunch);  // previous launch on the same stream
   {
     std::map<std::uint32_t, std::size_t> last;
@@ -130,6 +148,11 @@ ExactResult solve_exact(const Analysis& a, std::uint64_t budget, const ExactOpti
   std::vector<int> S(n);
   for (std::size_t i = 0; i < n; ++i) S[i] = m.col(0, M, 0, false);
   const int step = m.col(0, M, 1, false);
+  for (Held& h : held) {
+    h.w = m.col(0, 1, 0, true);
+    // w = 0: the launch starts once the access has ended, and the memory is back.
+    m.row({{S[h.launch], 1}, {S[h.access], -1}, {h.w, M}}, 'G', t.launches[h.access].dur_us);
+  }
   for (Gap& g : gaps) {
     bool useful = false;
     for (std::size_t i = 0; i < n; ++i)
@@ -199,14 +222,24 @@ ExactResult solve_exact(const Analysis& a, std::uint64_t budget, const ExactOpti
       if (!g.wrap) m.row({{g.inS, 1}, {g.outE, -1}}, 'G', 0);
       m.row({{S[g.b], 1}, {g.inS, -1}, {g.xs, -M}}, 'G', li - M);  // back before b starts
     }
-    // A recomputation reads its sources at b: none of them may be off the device there.
+    // A recomputation reads its sources at b: none of them may be off the device there. z = 0
+    // only leaves a region uncounted, so each gap of a source around b is ruled out or ordered:
+    // a dropped source comes back only at its own back-access (no chains), a swapped one must
+    // be back before b starts, and one evicted for good (a tail) cannot be read at all.
     if (g.xr >= 0 && !g.tail)
       for (RegionId src : reg.recompute->sources) {
         const std::size_t s = a.index.at(src);
-        for (const Gap& h : gaps)
-          if (h.r == s)
-            for (auto [i, z] : h.z)
-              if (i == g.b) m.row({{g.xr, 1}, {z, 1}}, 'L', 1);
+        for (const Gap& h : gaps) {
+          if (h.r != s || !covers(h, g.b)) continue;
+          if (h.xr >= 0) m.row({{g.xr, 1}, {h.xr, 1}}, 'L', 1);
+          if (h.xs >= 0 && h.inS < 0) m.row({{g.xr, 1}, {h.xs, 1}}, 'L', 1);
+          if (h.xs >= 0 && h.inS >= 0) {
+            const double back = static_cast<double>(t.regions[h.r].bytes) / bw_in;
+            m.row({{S[g.b], 1}, {h.inS, -1}, {g.xr, -M}, {h.xs, -M}}, 'G', back - 2 * M);
+          }
+          for (auto [i, z] : h.z)
+            if (i == g.b) m.row({{g.xr, 1}, {z, 1}}, 'L', 1);
+        }
       }
   }
   // Copy engines: copy-outs in eviction order, restores in back-access order.
@@ -282,7 +315,10 @@ ExactResult solve_exact(const Analysis& a, std::uint64_t budget, const ExactOpti
     for (const Gap& g : gaps)
       for (auto [j, z] : g.z)
         if (j == i) terms.push_back({z, static_cast<double>(t.regions[g.r].bytes) / mib});
-    const double excess = static_cast<double>(a.live_bytes[i] - budget) / mib;
+    for (const Held& h : held)
+      if (h.launch == i) terms.push_back({h.w, -static_cast<double>(t.regions[h.r].bytes) / mib});
+    const double excess =
+        (static_cast<double>(a.live_bytes[i]) - static_cast<double>(budget)) / mib;
     if (terms.empty()) return res.reason = "launch " + std::to_string(i) + " cannot shed", res;
     m.row(terms, 'G', excess);
   }

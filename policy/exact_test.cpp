@@ -52,6 +52,52 @@ TEST(ExactTest, RecomputeWhenTheLinkIsSlow) {
   EXPECT_EQ(r.plan.entries[0].kind, EvictKind::kRecompute);
 }
 
+TEST(ExactTest, ADroppedSourceIsOffWhereItIsRead) {
+  // R (4 MiB) is recomputed at launch 4 from S (4 MiB, recomputable at 100 us, read at 7);
+  // temporaries of 8 MiB at launches 2 and 6 leave room for neither at 2 and not for S at 6,
+  // under an 8 MiB budget on a slow link. Dropping both S and R does not cost 101 us: R's
+  // recomputation at 4 needs S, so S is recomputed there too, and again at 7, having been
+  // dropped for launch 6. The model counted S as present at 4 for free; the simulator runs its
+  // optimal schedule as the model says.
+  Trace t = empty_trace(8, 10.0, 4.0 * kMiB / 1000e-6);
+  const RegionId s = add_region(t, 4 * kMiB, 0, 7, {0, 7});
+  const RegionId r = add_region(t, 4 * kMiB, 0, 4, {0, 4});
+  add_region(t, 8 * kMiB, 2, 2, {2});
+  add_region(t, 8 * kMiB, 6, 6, {6});
+  t.regions[s - 1].recompute = Recompute{100.0, {}};
+  t.regions[r - 1].recompute = Recompute{1.0, {s}};
+  const Analysis a = analyze(t);
+  const ExactResult ex = solve_exact(a, 8 * kMiB);
+  ASSERT_TRUE(ex.optimal) << ex.reason;
+  const SimResult sim = simulate(a, ex.plan, 8 * kMiB);
+  ASSERT_TRUE(sim.feasible) << sim.reason;
+  EXPECT_NEAR(sim.step_time_us, ex.step_us, 1e-6);
+  EXPECT_GE(ex.step_us, 80.0 + 201.0 - 1e-6);
+}
+
+TEST(ExactTest, AFreeWaitsForItsLastAccessOnAnotherStream) {
+  // F (8 MiB) is written at launch 0 and read by launch 1 (100 us) on stream 1, and freed
+  // before launch 2, which allocates G (8 MiB) on stream 0; K (4 MiB) is carried over, and
+  // launch 3 adds L (4 MiB), so the 12 MiB budget is exceeded there. F's memory comes back only
+  // when launch 1 ends, so launch 2 cannot start before 110 us, where the model counted F's
+  // memory free from launch 2's start on, 100 us too early. The simulator runs the model's
+  // optimal schedule as the model says.
+  Trace t = empty_trace(4, 10.0, 1e9);
+  t.launches[1].stream = 1;
+  t.launches[1].dur_us = 100.0;
+  add_region(t, 8 * kMiB, 0, 1, {0, 1});   // F
+  add_region(t, 8 * kMiB, 2, 3, {2});      // G
+  add_region(t, 4 * kMiB, 0, -1, {0, 3});  // K, carried over
+  add_region(t, 4 * kMiB, 3, 3, {3});      // L
+  const Analysis a = analyze(t);
+  const ExactResult ex = solve_exact(a, 12 * kMiB);
+  ASSERT_TRUE(ex.optimal) << ex.reason;
+  EXPECT_GE(ex.step_us, 120.0 - 1e-6);
+  const SimResult sim = simulate(a, ex.plan, 12 * kMiB);
+  ASSERT_TRUE(sim.feasible) << sim.reason;
+  EXPECT_NEAR(sim.step_time_us, ex.step_us, 1e-6);
+}
+
 TEST(ExactTest, RestoreDoesNotOverlapTheCopyOutMakingItsRoom) {
   // Iterations 0 and 16 of the benchmark's sequence (policy_bench --exact): before the model
   // counted a restore's memory from its start, their optimal schedules overlapped a restore
