@@ -9,10 +9,13 @@
 #include "policy/capuchin.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <optional>
 #include <queue>
+#include <set>
 
 #include "policy/segment_tree.h"
 #include "policy/simulator.h"
@@ -151,6 +154,83 @@ class Engine {
   std::size_t size_ = 1;
 };
 
+// A phase-3 choice: its cost per byte and its rank in repair's order. Ties go to the lower rank,
+// as a scan in that order keeping only strictly cheaper choices would have it.
+struct RepairChoice {
+  double cost = 0;
+  std::size_t rank = kNoLaunch;
+  bool beaten_by(double c, std::size_t r) const {
+    return rank == kNoLaunch || c < cost || (c == cost && r < rank);
+  }
+};
+
+// Phase 3's upgrades: chosen swaps that free their region from launch f, once their copy-out is
+// done, and whose relief may be extended back to the launch after their access. At a launch i
+// with access < i < f, one costs its copy-out's end minus i's start, per byte. A saturated copy
+// engine leaves thousands open at once, so they are kept by size class, each sorted by the
+// copy-out's end: within a class the cost grows with it, and the class's largest size bounds
+// every later member's cost from below, which ends the scan after the few that can still win.
+class LateReliefs {
+ public:
+  void add(std::size_t rank, double out_end, std::uint64_t bytes, std::size_t f) {
+    Class& c = classes_[class_of(bytes)];
+    c.members.insert({out_end, rank, f, bytes});
+    c.max_bytes = std::max(c.max_bytes, static_cast<double>(bytes));
+  }
+  void remove(std::size_t rank, double out_end, std::uint64_t bytes) {
+    auto it = classes_.find(class_of(bytes));
+    it->second.members.erase({out_end, rank, 0, 0});
+    if (it->second.members.empty()) classes_.erase(it);
+  }
+  // Lowers *best to the cheapest member open at launch i (starting at start_us), if cheaper.
+  // Members no longer open (f <= i) leave as they are met; i never moves back.
+  void cheapest(std::size_t i, double start_us, RepairChoice* best) {
+    for (auto cl = classes_.begin(); cl != classes_.end();) {
+      auto& members = cl->second.members;
+      for (auto it = members.begin(); it != members.end();) {
+        if (it->f <= i) {
+          it = members.erase(it);
+          continue;
+        }
+        const double wait = std::max(0.0, it->out_end - start_us);
+        if (best->rank != kNoLaunch && wait / cl->second.max_bytes > best->cost) break;
+        const double cost = wait / static_cast<double>(it->bytes);
+        if (best->beaten_by(cost, it->rank)) *best = {cost, it->rank};
+        ++it;
+      }
+      cl = members.empty() ? classes_.erase(cl) : std::next(cl);
+    }
+  }
+
+ private:
+  struct Member {
+    double out_end;
+    std::size_t rank, f;
+    std::uint64_t bytes;
+    bool operator<(const Member& o) const {
+      return out_end != o.out_end ? out_end < o.out_end : rank < o.rank;
+    }
+  };
+  struct Class {
+    std::set<Member> members;
+    double max_bytes = 0;  // of every member ever added: a bound, never lowered
+  };
+  // Eight classes per power of two, so members of a class differ in size by under 13%.
+  static unsigned class_of(std::uint64_t bytes) {
+    const int w = std::bit_width(bytes);
+    return w <= 4 ? static_cast<unsigned>(w)
+                  : static_cast<unsigned>(w << 3) | static_cast<unsigned>((bytes >> (w - 4)) & 7);
+  }
+  std::map<unsigned, Class> classes_;
+};
+
+// The curve is in signed bytes. A budget of 2^63 bytes or more fits every launch; converted as it
+// is, it would wrap negative and evict everything.
+std::int64_t signed_budget(std::uint64_t budget) {
+  constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+  return static_cast<std::int64_t>(std::min(budget, kMax));
+}
+
 struct Chosen {
   std::size_t e, back;  // off the device after access e, back from launch `back` on (the
                         // trigger of a swap, the back-access of a recompute)
@@ -187,7 +267,7 @@ class Planner {
   Planner(const Analysis& a, std::uint64_t budget, const CapuchinOptions& o)
       : a_(a),
         t_(*a.trace),
-        budget_(static_cast<std::int64_t>(budget)),
+        budget_(signed_budget(budget)),
         o_(o),
         cur_(std::vector<std::int64_t>(a.live_bytes.begin(), a.live_bytes.end())),
         chosen_(t_.regions.size()),
@@ -342,56 +422,111 @@ class Planner {
   // access, or an already chosen swap whose relief is extended back to the launch after its
   // access (it then waits for its copy-out there). Position by position, so it ends either with
   // a plan that fits or with a launch that nothing can relieve.
+  //
+  // Repair only lowers the curve, so the first launch over the budget never moves back, and each
+  // candidate can relieve it over one fixed range of launches (two for a wrap). Candidates join
+  // when that range begins and leave once it is past or they are taken: a step looks only at
+  // the ones that can relieve its launch, not at every candidate evicted before it (which made
+  // repair quadratic in the iteration's length).
   void repair(Plan& plan) {
+    if (cur_.max_all() <= budget_) return;
+    const std::size_t n = a_.n;
     std::vector<std::size_t> order(cands_.size());
     for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
-    // Wraps first (any of them may cover any launch), then the others by eviction point.
+    // Wraps first (any of them may cover any launch), then the others by eviction point; ties
+    // between equally cheap choices go to the first in this order.
     std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
       const Cand &p = cands_[x], &q = cands_[y];
       return p.wrap != q.wrap ? p.wrap : (p.e != q.e ? p.e < q.e : x < y);
     });
+    std::vector<std::size_t> rank(cands_.size());
+    for (std::size_t p = 0; p < order.size(); ++p) rank[order[p]] = p;
+
+    std::vector<Span> fresh, late;
+    repair_spans(plan, fresh, late);
+    std::vector<Span> open;  // fresh spans begun, not yet known to be past or taken
+    LateReliefs upgrades;
+    std::size_t next_fresh = 0, next_late = 0;
     while (cur_.max_all() > budget_) {
-      const std::size_t i = cur_.find_first_above(0, a_.n - 1, budget_);
-      double best_cost = 0;
-      std::size_t best = kNoLaunch;
-      bool best_upgrade = false;
-      std::optional<SwapEval> best_ev;
-      for (std::size_t k : order) {
-        const Cand& c = cands_[k];
-        if (!c.wrap && c.e >= i) break;
-        const double by = static_cast<double>(bytes(c.r));
-        if (taken_[k]) {
-          // An upgrade: a chosen swap (not a drop) whose relief starts after i.
-          if (entry_of_[k] == kNoLaunch) continue;
-          const PlanEntry& pe = plan.entries[entry_of_[k]];
-          if (pe.kind != EvictKind::kSwap || !(c.e < i && i < taken_f_[k])) continue;
-          const double cost = std::max(0.0, out_end_[k] - a_.start_us[i]);
-          if (best == kNoLaunch || cost / by < best_cost) {
-            best_cost = cost / by, best = k, best_upgrade = true;
-          }
-          continue;
-        }
-        const bool covers = c.wrap ? (i > c.e || i < c.b)
-                                   : (c.e < i && (c.tail ? i <= a_.last_live[c.r] : i < c.b));
-        if (!covers) continue;
-        auto ev = eval_swap(c, Relief::kEarly);
-        if (!ev) continue;
-        const bool off_at_i = c.wrap ? (i >= ev->f || i < ev->t) : (ev->f <= i && i < ev->t);
-        if (!off_at_i) continue;
-        if (best == kNoLaunch || ev->exposure / by < best_cost) {
-          best_cost = ev->exposure / by, best = k, best_upgrade = false, best_ev = ev;
-        }
+      const std::size_t i = cur_.find_first_above(0, n - 1, budget_);
+      for (; next_fresh < fresh.size() && fresh[next_fresh].from <= i; ++next_fresh)
+        if (fresh[next_fresh].to >= i) open.push_back(fresh[next_fresh]);
+      for (; next_late < late.size() && late[next_late].from <= i; ++next_late) {
+        const Span& s = late[next_late];
+        if (s.to >= i) upgrades.add(rank[s.k], out_end_[s.k], bytes(cands_[s.k].r), s.to + 1);
       }
-      if (best == kNoLaunch) return;
-      if (best_upgrade) {
-        const Cand& c = cands_[best];
-        cur_.add(c.e + 1, std::min(taken_f_[best], a_.n) - 1,
-                 -static_cast<std::int64_t>(bytes(c.r)));
-        taken_f_[best] = c.e + 1;
+      RepairChoice best;
+      upgrades.cheapest(i, a_.start_us[i], &best);
+      const std::optional<SwapEval> ev = cheapest_new_swap(i, rank, open, &best);
+      if (best.rank == kNoLaunch) return;
+      const std::size_t k = order[best.rank];
+      if (taken_[k]) {  // an upgrade
+        const Cand& c = cands_[k];
+        cur_.add(c.e + 1, std::min(taken_f_[k], n) - 1, -static_cast<std::int64_t>(bytes(c.r)));
+        upgrades.remove(best.rank, out_end_[k], bytes(c.r));
+        taken_f_[k] = c.e + 1;
       } else {
-        apply_swap(best, *best_ev, plan);
+        apply_swap(k, *ev, plan);
       }
     }
+  }
+
+  struct Span {
+    std::size_t from, to, k;  // candidate k may relieve launches [from, to]
+  };
+
+  // Repair's candidates by the launches they may relieve, each list sorted by its first launch:
+  // `fresh`, the new swaps (a wrap covers two ranges); `late`, the chosen swaps that free their
+  // region only once the copy-out is done, from the access up to that launch (the upgrades).
+  void repair_spans(const Plan& plan, std::vector<Span>& fresh, std::vector<Span>& late) const {
+    const std::size_t n = a_.n;
+    for (std::size_t k = 0; k < cands_.size(); ++k) {
+      const Cand& c = cands_[k];
+      if (bytes(c.r) == 0) continue;  // frees nothing
+      if (!taken_[k]) {
+        if (!c.wrap) {
+          fresh.push_back({c.e + 1, c.tail ? a_.last_live[c.r] : c.b - 1, k});
+          continue;
+        }
+        if (c.b > 0) fresh.push_back({0, c.b - 1, k});
+        if (c.e + 1 < n) fresh.push_back({c.e + 1, n - 1, k});
+      } else if (entry_of_[k] != kNoLaunch && plan.entries[entry_of_[k]].kind == EvictKind::kSwap &&
+                 taken_f_[k] > c.e + 1) {
+        late.push_back({c.e + 1, taken_f_[k] - 1, k});
+      }
+    }
+    auto by_from = [](const Span& x, const Span& y) {
+      return x.from != y.from ? x.from < y.from : x.k < y.k;
+    };
+    std::sort(fresh.begin(), fresh.end(), by_from);
+    std::sort(late.begin(), late.end(), by_from);
+  }
+
+  // Lowers *best to the cheapest new swap in `open` that is off the device at launch i, and
+  // returns its evaluation when it did. Spans past i or taken leave `open` as they are met.
+  std::optional<SwapEval> cheapest_new_swap(std::size_t i, const std::vector<std::size_t>& rank,
+                                            std::vector<Span>& open, RepairChoice* best) const {
+    std::optional<SwapEval> found;
+    for (std::size_t j = 0; j < open.size();) {
+      const std::size_t k = open[j].k;
+      if (taken_[k] || open[j].to < i) {
+        open[j] = open.back();
+        open.pop_back();
+        continue;
+      }
+      ++j;
+      const Cand& c = cands_[k];
+      auto ev = eval_swap(c, Relief::kEarly);
+      if (!ev) continue;
+      const bool off_at_i = c.wrap ? (i >= ev->f || i < ev->t) : (ev->f <= i && i < ev->t);
+      if (!off_at_i) continue;
+      const double cost = ev->exposure / static_cast<double>(bytes(c.r));
+      if (best->beaten_by(cost, rank[k])) {
+        *best = {cost, rank[k]};
+        found = ev;
+      }
+    }
+    return found;
   }
 
   void collect_candidates() {
@@ -540,6 +675,7 @@ class Planner {
       if (std::find(ev.sources.begin(), ev.sources.end(), s) == ev.sources.end())
         ev.sources.push_back(s);
     }
+    if (!fits_beside_sources(c.b, ev.sources)) return std::nullopt;
     // Repeated recomputation: chosen targets that read this region while it is dropped will
     // recompute it again.
     std::size_t dependents = 0;
@@ -554,10 +690,36 @@ class Planner {
           if (a_.first_live[s] > qb || a_.last_live[s] < qb) return std::nullopt;
       for (std::size_t s : ev.sources)
         if (evicted_at(s, qb)) return std::nullopt;
+      // And beside the sources of their own that they read.
+      std::vector<std::size_t>& reads = reads_;
+      reads.assign(ev.sources.begin(), ev.sources.end());
+      for (std::size_t s : recomputes_[qi].sources)
+        if (s != c.r && std::find(reads.begin(), reads.end(), s) == reads.end()) reads.push_back(s);
+      if (!fits_beside_sources(qb, reads)) return std::nullopt;
     }
     ev.cost += reg.recompute->cost_us * static_cast<double>(dependents);
     ev.cost = std::max(ev.cost, 1e-3);
     return ev;
+  }
+
+  // Whether a recomputation at launch b fits: what b touches and the regions too small to evict
+  // (Analysis::min_resident), and beside them the regions it reads (`reads`, each once). Those
+  // stay on the device while b runs, so where they cannot fit beside it, neither the simulator
+  // nor the library can recompute there: room for the region would have to come from a source
+  // it is recomputed from.
+  bool fits_beside_sources(std::size_t b, const std::vector<std::size_t>& reads) const {
+    std::int64_t need = static_cast<std::int64_t>(a_.min_resident[b]);
+    for (std::size_t s : reads)  // sources are live at b: small ones are in min_resident
+      if (bytes(s) >= t_.device.min_evictable_bytes) need += static_cast<std::int64_t>(bytes(s));
+    if (need <= budget_) return true;
+    // Sources that b touches itself are in min_resident already (looked up only here: this runs
+    // for every heap probe).
+    const std::vector<std::size_t>& touched = a_.touched[b];
+    for (std::size_t s : reads)
+      if (bytes(s) >= t_.device.min_evictable_bytes &&
+          std::find(touched.begin(), touched.end(), s) != touched.end())
+        need -= static_cast<std::int64_t>(bytes(s));
+    return need <= budget_;
   }
 
   void apply_swap(std::size_t k, const SwapEval& ev, Plan& plan) {
@@ -653,7 +815,7 @@ class Planner {
   std::vector<Cand> cands_;
   std::vector<bool> taken_;
   std::vector<std::vector<std::size_t>> src_idx_;     // per region: recompute sources (indices)
-  mutable std::vector<std::size_t> work_;             // eval_recompute's scratch
+  mutable std::vector<std::size_t> work_, reads_;     // eval_recompute's scratch
   std::vector<std::pair<double, std::size_t>> back_;  // the heap probe's scratch
   std::vector<std::size_t> entry_of_;                 // per candidate: its plan entry once taken
   std::vector<std::size_t> taken_f_;  // per taken swap: first launch it is off the device

@@ -170,6 +170,33 @@ TEST(CapuchinTest, Algorithm2SubstitutesDroppedSources) {
   EXPECT_EQ(s.swapped_out_bytes, 0u);
 }
 
+// R (64 MiB, recomputable for free from S) is read at launches 1 and 3; S (187 MiB, carried over)
+// only at launch 4. At 226 MiB nothing fits beside S and R together, and recomputing R at launch
+// 3 needs S there beside it: the simulator cannot make room without evicting the source. The
+// planner must not choose it (it did, and the plan could not run where LRU's runs).
+TEST(CapuchinTest, ARecomputationWhoseSourcesCannotFitBesideItIsNotChosen) {
+  Trace t = empty_trace(5, 10.0, 50e9);
+  const RegionId s = add_region(t, 187 * kMiB, 0, -1, {4});
+  add_region(t, 64 * kMiB, 1, -1, {1, 3});
+  t.regions.back().recompute = Recompute{0.0, {s}};
+  Analysis a = analyze(t);
+  const std::uint64_t budget = 226 * kMiB;
+  const Plan p = plan_capuchin(a, budget);
+  for (const PlanEntry& e : p.entries) EXPECT_NE(e.kind, EvictKind::kRecompute);
+  const SimResult sim = simulate(a, p, budget);
+  EXPECT_TRUE(sim.feasible) << sim.reason;
+  ASSERT_TRUE(simulate(a, plan_lru(a, budget), budget).feasible);
+  // With room for both, the free recomputation is still the plan.
+  const std::uint64_t roomy = 251 * kMiB + kMiB / 2;
+  Trace u = t;
+  add_region(u, 8 * kMiB, 2, 2, {2});  // a peak of 259 MiB at launch 2
+  Analysis b = analyze(u);
+  const Plan q = plan_capuchin(b, roomy);
+  ASSERT_EQ(q.entries.size(), 1u);
+  EXPECT_EQ(q.entries[0].kind, EvictKind::kRecompute);
+  EXPECT_TRUE(simulate(b, q, roomy).feasible);
+}
+
 // The planner's plan at `fraction` of the peak says it fits, and the simulator runs it so: no
 // demand eviction, no access to an absent region, never above the budget.
 void expect_fitting_plan_runs_as_planned(const Trace& t, double fraction) {
@@ -382,6 +409,20 @@ TEST(CapuchinTest, ImpossibleBudgetIsReported) {
   EXPECT_NE(p.reason.find("launch 3"), std::string::npos) << p.reason;
   SimResult s = simulate(a, p, 6 * kMiB);
   EXPECT_FALSE(s.feasible);
+}
+
+// The planner's curve is in signed bytes: a budget of 2^63 bytes or more must fit everything,
+// not wrap negative and evict every region.
+TEST(CapuchinTest, ABudgetOfTwoToTheSixtyThreeBytesOrMoreEvictsNothing) {
+  SwapFixture f;
+  Analysis a = analyze(f.t);
+  for (std::uint64_t budget : {std::uint64_t{1} << 63, ~std::uint64_t{0}}) {
+    for (bool recompute : {true, false}) {
+      const Plan p = plan_capuchin(a, budget, {.allow_swap = true, .allow_recompute = recompute});
+      EXPECT_TRUE(p.feasible && p.fits) << budget << ": " << p.reason;
+      EXPECT_TRUE(p.entries.empty()) << budget;
+    }
+  }
 }
 
 }  // namespace
