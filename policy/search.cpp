@@ -64,7 +64,7 @@ class Search {
             : std::vector<std::string>{"capuchin", "belady", "delta", "vdnn", "lru"};
     Plan first;
     for (std::size_t i = 0; i < names.size(); ++i) {
-      if (i > 0 && stop()) break;
+      if (i > 0 && seeding_done()) break;
       Plan plan = make_seed(names[i]);
       if (i == 0) {
         first = plan;
@@ -76,7 +76,8 @@ class Search {
         }
       }
       if (!o_.allow_recompute) strip_recompute(plan);
-      for (int round = 0; round < kFeedbackRounds && !stop(); ++round) {
+      for (int round = 0; round < kFeedbackRounds && !(round == 0 ? seeding_done() : stop());
+           ++round) {
         SimResult s = eval(plan);
         consider(plan, s, names[i]);
         bool late = false;
@@ -85,7 +86,7 @@ class Search {
         plan = apply_feedback(a_, plan, s.lateness_us);
       }
     }
-    if (!best_) {  // stopped before the first simulation: the greedy plan, unsimulated
+    if (!best_) {  // cancelled before the first simulation: the greedy plan, unsimulated
       res.plan = first;
       res.seed_policy = names[0];
       finish(res, false);
@@ -195,6 +196,16 @@ class Search {
       return true;
     }
     return false;
+  }
+
+  // Whether the seeds may stop here. Out of time or evaluations, they go on until the simulator
+  // has run one: what the search returns is what gswapd publishes, and a greedy plan, even one
+  // that fits by its own verdict, may be one the simulator cannot run at all (say, a
+  // recomputation with no room beside its sources), where a baseline would have run. Only a
+  // cancellation stops them at once (its caller drops the result).
+  bool seeding_done() {
+    if (o_.cancel && o_.cancel->load(std::memory_order_relaxed)) return true;
+    return stop() && best_ && best_->sim.feasible;
   }
 
   SimResult eval(const Plan& p) {

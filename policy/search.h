@@ -21,7 +21,9 @@
 namespace gswap::policy {
 
 struct SearchOptions {
-  // Stop once now_ms() - start exceeds this (needs now_ms; ignored without it).
+  // Stop once now_ms() - start exceeds this (needs now_ms; ignored without it). Like the
+  // evaluation cap below, it stops the search only once the simulator has run one of its plans
+  // (see search_plan).
   double time_budget_ms = 200;
   // Milliseconds from any fixed origin. policy/ reads no clock of its own.
   std::function<double()> now_ms;
@@ -41,8 +43,9 @@ struct SearchOptions {
 
 struct SearchResult {
   Plan plan;      // the best plan found; plan.fits is true only if it ran with no demand eviction
-  SimResult sim;  // its simulation; empty (step_time_us 0) if the search stopped before the
-                  // first simulation finished, and then plan.fits is the greedy planner's verdict
+  SimResult sim;  // its simulation; empty (step_time_us 0) if the search was cancelled before
+                  // the first simulation finished, and then plan.fits is the greedy planner's
+                  // verdict
   std::string seed_policy;       // the seed it descends from
   std::size_t evaluations = 0;   // plans simulated
   std::size_t improvements = 0;  // accepted moves
@@ -58,7 +61,9 @@ struct SearchResult {
 // boundary). Moves are accepted by simulated annealing: a worse plan now and then, less often as
 // the search goes on, and back to the best plan after a while without progress. A plan with demand
 // evictions loses ties to one that fits, but a faster one wins (and is reported with fits ==
-// false).
+// false). The clock and the evaluation cap end the seeds only once one has run in the simulator,
+// so a plan it cannot run is returned only when no seed runs (or when cancelled), even with a
+// time budget of zero.
 SearchResult search_plan(const Analysis& a, std::uint64_t budget, const SearchOptions& options);
 
 // The daemon's entry point: analyses one iteration's trace and returns the best plan found

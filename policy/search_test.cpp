@@ -10,6 +10,7 @@
 #include "policy/capuchin.h"
 #include "policy/corpus.h"
 #include "policy/reference_traces.h"
+#include "policy/test_traces.h"
 
 namespace gswap::policy {
 namespace {
@@ -97,6 +98,31 @@ TEST(SearchTest, CancelledBeforeTheFirstSimulationReturnsTheGreedyPlan) {
   EXPECT_TRUE(r.plan.fits);  // the greedy planner's own verdict
   const Analysis a = analyze(t);
   EXPECT_TRUE(same(r.plan, plan_capuchin(a, a.peak_bytes / 2)));
+}
+
+// gswapd publishes what the search returns, and on a long iteration its time is up once the
+// greedy plan is made. Here the greedy plan cannot run at all (it restores the region launch 3
+// reads before launch 3 allocates 64 MiB beside it, and the allocation finds no room) while a
+// baseline's can: out of time, the search simulates seeds until one runs.
+TEST(SearchTest, OutOfTimeItStillReturnsAPlanTheSimulatorCanRun) {
+  Trace t = testing::empty_trace(4, 10.0, 1e9);
+  testing::add_region(t, 10 * testing::kMiB, 0, -1, {0});
+  testing::add_region(t, 64 * testing::kMiB, 0, -1, {3});
+  testing::add_region(t, 64 * testing::kMiB, 3, 3, {});  // allocated for launch 3, not touched
+  const Analysis a = analyze(t);
+  const std::uint64_t budget = 75 * testing::kMiB;
+  ASSERT_FALSE(simulate(a, plan_capuchin(a, budget), budget).feasible)
+      << "the premise: a greedy plan the simulator cannot run";
+  double fake = 0;
+  SearchOptions o;
+  o.now_ms = [&] { return fake += 1; };
+  o.time_budget_ms = 0;
+  const SearchResult r = search_plan(a, budget, o);
+  EXPECT_TRUE(r.out_of_time);
+  EXPECT_GT(r.evaluations, 0u);
+  const SimResult s = simulate(a, r.plan, budget);
+  EXPECT_TRUE(s.feasible) << s.reason;
+  EXPECT_TRUE(r.sim.feasible);
 }
 
 TEST(SearchTest, RequireFitReturnsAPlanThatFits) {
