@@ -369,7 +369,8 @@ Plan plan_belady(const Analysis& a, std::uint64_t budget) {
     if (trig < e.back_access) cur.add(trig, e.back_access - 1, b);
     e.trigger = trig;
   }
-  p.fits = cur.max_all() <= static_cast<std::int64_t>(budget);
+  // Compared unsigned: a budget of 2^63 bytes or more would wrap negative as a signed one.
+  p.fits = cur.max_all() <= 0 || static_cast<std::uint64_t>(cur.max_all()) <= budget;
   if (!p.fits) p.reason = "no eviction left at some launch; the simulator evicts on demand";
   return p;
 }
