@@ -47,6 +47,9 @@ namespace gswap::interpose {
   X(cuKernelGetParamInfo)          \
   X(cuFuncGetName)                 \
   X(cuKernelGetName)               \
+  X(cuFuncGetModule)               \
+  X(cuKernelGetLibrary)            \
+  X(cuLibraryGetModule)            \
   X(cuGetErrorName)                \
   X(cuThreadExchangeStreamCaptureMode)
 // clang-format on

@@ -94,4 +94,43 @@ CUresult hook_cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned
   });
 }
 
+// Modules and libraries: the layouts cached for their handles are forgotten before the driver
+// unloads them (it may hand the same handles out again for other kernels, whose parameters sit
+// elsewhere), while it can still say which handles are theirs.
+CUresult hook_cuModuleUnload(CUmodule hmod) {
+  if (hmod && real().cuFuncGetModule)
+    layout_cache_forget(
+        [](CUfunction f, void* ctx) {
+          CUmodule m = nullptr;
+          return real().cuFuncGetModule(&m, f) == CUDA_SUCCESS && m == static_cast<CUmodule>(ctx);
+        },
+        hmod);
+  return real().cuModuleUnload(hmod);
+}
+
+CUresult hook_cuLibraryUnload(CUlibrary library) {
+  struct Owner {
+    CUlibrary library;
+    CUmodule module = nullptr;  // its module in this context, for handles from cuKernelGetFunction
+  } owner{library};
+  if (real().cuLibraryGetModule &&
+      real().cuLibraryGetModule(&owner.module, library) != CUDA_SUCCESS)
+    owner.module = nullptr;
+  if (library)
+    layout_cache_forget(
+        [](CUfunction f, void* ctx) {
+          const auto* o = static_cast<const Owner*>(ctx);
+          CUlibrary l = nullptr;
+          CUmodule m = nullptr;
+          // A CUkernel launched as a CUfunction (fact 3), or a function of the library's module.
+          if (real().cuKernelGetLibrary &&
+              real().cuKernelGetLibrary(&l, reinterpret_cast<CUkernel>(f)) == CUDA_SUCCESS)
+            return l == o->library;
+          return o->module && real().cuFuncGetModule &&
+                 real().cuFuncGetModule(&m, f) == CUDA_SUCCESS && m == o->module;
+        },
+        &owner);
+  return real().cuLibraryUnload(library);
+}
+
 }  // namespace gswap::interpose

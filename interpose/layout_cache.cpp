@@ -8,7 +8,12 @@
 // table under the mutex. Older tables are never freed, since a reader may be inside one at any
 // time; together they are smaller than the current one (each is half the size of the next).
 //
-// Locking: g_fill_mutex serialises fills, growth and resets; lookups take no lock.
+// A handle whose module is unloaded is forgotten (its slot's value set to null, the layout left
+// behind): a lookup then takes the fill path, which asks the driver again and stores the answer
+// in the same slot. Only the current table is cleared; a reader in an older one is a launch racing
+// the unload of its own module, which the driver does not allow either.
+//
+// Locking: g_fill_mutex serialises fills, growth, resets and forgetting; lookups take no lock.
 #include "interpose/layout_cache.h"
 
 #include <cstring>
@@ -51,6 +56,18 @@ const CachedLayout* find(const Table& t, std::uintptr_t key) {
   for (std::uintptr_t i = t.home(key), n = 0; n <= m; i = (i + 1) & m, ++n) {
     std::uintptr_t k = t.slots[i].key.load(std::memory_order_acquire);
     if (k == key) return t.slots[i].value.load(std::memory_order_acquire);
+    if (k == 0) return nullptr;
+  }
+  return nullptr;
+}
+
+// Under the fill mutex: key's slot in t, or nullptr. A slot keeps its key once set; its value is
+// null while forgotten (layout_cache_forget), until the next fill stores a new one.
+Slot* slot_of(Table& t, std::uintptr_t key) {
+  std::uintptr_t m = t.mask();
+  for (std::uintptr_t i = t.home(key), n = 0; n <= m; i = (i + 1) & m, ++n) {
+    std::uintptr_t k = t.slots[i].key.load(std::memory_order_relaxed);
+    if (k == key) return &t.slots[i];
     if (k == 0) return nullptr;
   }
   return nullptr;
@@ -158,7 +175,13 @@ const CachedLayout* layout_of(CUfunction f) {
   if (const CachedLayout* c = find(*g_table.load(std::memory_order_acquire), key)) return c;
   std::lock_guard<std::mutex> lock(g_fill_mutex);
   Table* t = g_table.load(std::memory_order_relaxed);
-  if (const CachedLayout* c = find(*t, key)) return c;
+  Slot* slot = slot_of(*t, key);
+  if (slot) {
+    if (const CachedLayout* c = slot->value.load(std::memory_order_relaxed)) return c;
+    const CachedLayout* c = query(f);  // forgotten: the handle may name another kernel now
+    slot->value.store(c, std::memory_order_release);
+    return c;
+  }
   const CachedLayout* c = query(f);
   // At most half full keeps probe chains short; the last free slot is never taken, so a probe
   // always ends at an empty slot.
@@ -173,6 +196,17 @@ const CachedLayout* layout_of(CUfunction f) {
   }
   insert(*t, key, c);
   return c;
+}
+
+void layout_cache_forget(bool (*belongs)(CUfunction f, void* ctx), void* ctx) {
+  std::lock_guard<std::mutex> lock(g_fill_mutex);
+  Table* t = g_table.load(std::memory_order_relaxed);
+  for (std::uintptr_t i = 0; i <= t->mask(); ++i) {
+    std::uintptr_t k = t->slots[i].key.load(std::memory_order_relaxed);
+    if (k && t->slots[i].value.load(std::memory_order_relaxed) &&
+        belongs(reinterpret_cast<CUfunction>(k), ctx))
+      t->slots[i].value.store(nullptr, std::memory_order_release);  // the layout itself is kept
+  }
 }
 
 void layout_cache_reset() {

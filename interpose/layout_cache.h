@@ -25,5 +25,9 @@ struct CachedLayout {
 // The layout of f, filling the cache on first use. Never null.
 const CachedLayout* layout_of(CUfunction f);
 void layout_cache_reset();  // after fork
+// Forgets the layout of every cached handle for which belongs(handle, ctx) is true (before their
+// module is unloaded: the driver may hand the same handles out again for other kernels). The next
+// launch of such a handle asks the driver again.
+void layout_cache_forget(bool (*belongs)(CUfunction f, void* ctx), void* ctx);
 
 }  // namespace gswap::interpose

@@ -9,12 +9,29 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "internal.h"
 
 namespace simcuda {
 namespace {
+
+// Function objects of unloaded modules, for SIMCUDA_REUSE_HANDLES=1: a later load hands the most
+// recently freed out again, so a stale CUfunction names another kernel (as with a driver that
+// reuses freed memory). Never freed otherwise: a stale handle then stays invalid.
+std::mutex g_spare_mu;
+std::vector<Func*> g_spare_funcs;
+
+Func* new_func() {
+  std::lock_guard<std::mutex> lock(g_spare_mu);
+  if (g_spare_funcs.empty()) return new Func;
+  Func* f = g_spare_funcs.back();
+  g_spare_funcs.pop_back();
+  *f = Func{};
+  return f;
+}
 
 CUresult open_module(const char* path, int memfd, bool is_library, Module** out) {
   void* dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -44,7 +61,7 @@ CUresult open_module(const char* path, int memfd, bool is_library, Module** out)
       delete m;
       return CUDA_ERROR_INVALID_IMAGE;
     }
-    auto* f = new Func;
+    auto* f = new_func();
     f->mod = m;
     f->desc = &k;
     for (uint32_t p = 0; p < k.num_params; ++p)
@@ -108,6 +125,10 @@ CUresult unload(Module* m) {
   if (Ctx* c = current_ctx(); c && live(g().ctxs, c)) sync_ctx(c);
   dlclose(m->dl);
   if (m->memfd >= 0) close(m->memfd);
+  if (g().cfg.reuse_handles) {
+    std::lock_guard<std::mutex> lock(g_spare_mu);
+    for (Func* f : m->funcs) g_spare_funcs.push_back(f);
+  }
   return CUDA_SUCCESS;  // Module and Func objects stay allocated so stale handles read invalid
 }
 
