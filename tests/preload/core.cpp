@@ -50,6 +50,14 @@ namespace {
 
 CUfunction g_add, g_add_from;
 
+// Ends the capture on s, instantiates the graph and runs it once to completion.
+void end_capture_and_run(CUstream s, CUgraph* graph, CUgraphExec* exec) {
+  PCHECK(cuStreamEndCapture(s, graph));
+  PCHECK(cuGraphInstantiate(exec, *graph, 0));
+  PCHECK(cuGraphLaunch(*exec, s));
+  PCHECK(cuStreamSynchronize(s));
+}
+
 unsigned long long counter(const char* name) {
   unsigned long long v = 0;
   PEXPECT(simcudaGetCounter(name, &v) == 0);
@@ -122,11 +130,8 @@ int run_capture_at_budget(unsigned long long bytes) {
   PCHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
   PCHECK(launch_add(g_add, s, a, n, 1));
   CUgraph graph;
-  PCHECK(cuStreamEndCapture(s, &graph));
   CUgraphExec exec;
-  PCHECK(cuGraphInstantiate(&exec, graph, 0));
-  PCHECK(cuGraphLaunch(exec, s));
-  PCHECK(cuStreamSynchronize(s));
+  end_capture_and_run(s, &graph, &exec);
   PEXPECT(all_equal(a, n, 8u, nullptr));
   // After the capture the budget holds again: b and c still swap around a.
   PCHECK(launch_add(g_add, nullptr, b, n, 1));
@@ -401,11 +406,8 @@ int run_graph_memory(unsigned long long bytes) {
   CUdeviceptr g = 0;
   PCHECK(cuMemAllocAsync(&g, bytes, s));
   CUgraph graph;
-  PCHECK(cuStreamEndCapture(s, &graph));
   CUgraphExec exec;
-  PCHECK(cuGraphInstantiate(&exec, graph, 0));
-  PCHECK(cuGraphLaunch(exec, s));
-  PCHECK(cuStreamSynchronize(s));
+  end_capture_and_run(s, &graph, &exec);
   PCHECK(cuMemGetInfo(&free_after, &total));
   if (free_after != free_before) {
     std::fprintf(stderr, "graph_memory: free %zu before the graph's allocation, %zu after\n",
