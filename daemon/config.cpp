@@ -145,6 +145,11 @@ std::string Config::set_text(const settings::Declaration& d, std::string_view va
     settings::Size s;
     if (!settings::parse_size(value, &s))
       return fmt::format("'{}' is not a size (bytes with a unit such as 6GiB, or 1-100%)", value);
+    // A budget of 0 bytes would mean no budget to the library (its share protocol says 0 for
+    // "none yet"), the opposite of what was asked: refused, as the library refuses GSWAP_BUDGET=0.
+    const std::string_view ident = d.ident;
+    if ((ident == "budget" || ident == "gpu_budget") && !s.is_percent && s.bytes == 0)
+      return fmt::format("'{}' is not a budget: it must be above 0 bytes", value);
   } else if (type == "Bool") {
     bool b;
     if (!settings::parse_bool(value, &b)) return fmt::format("'{}' is not a boolean", value);

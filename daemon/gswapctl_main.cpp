@@ -30,6 +30,9 @@
 #include "daemon/gpu_probe.h"
 #include "daemon/table.h"
 #include "proto/wire.h"
+#ifdef GSWAP_HAVE_LIBRARY_CONFIG
+#include "interpose/config.h"
+#endif
 
 #ifdef GSWAP_HAVE_SIMULATE
 #include "policy/cli/plot_command.h"
@@ -389,6 +392,31 @@ int cmd_top(bool json, double interval, long count) {
   return 0;
 }
 
+// The library's own checks (interpose/config.cpp) of the settings it reads, as `gswapctl run`
+// would hand them over (environment variables): the parsers accept what the library may still
+// refuse (staging_bytes under 64KiB, a percentage where it wants bytes), and every cuInit would
+// then fail. Empty when the library would start, else its one-line reason.
+std::string library_refusal(const Config& config) {
+#ifdef GSWAP_HAVE_LIBRARY_CONFIG
+  static std::map<std::string, std::string, std::less<>> env;
+  env.clear();
+  for (const settings::Declaration& d : settings::kDeclarations)
+    if (*d.env && std::string_view(d.scope) != "daemon") env[d.env] = config.text(d.ident);
+  interpose::Config lib;
+  char err[320] = {};
+  if (!interpose::load_config(
+          [](const char* name) -> const char* {
+            auto it = env.find(std::string_view(name));
+            return it == env.end() ? nullptr : it->second.c_str();
+          },
+          &lib, err, sizeof err))
+    return err;
+#else
+  (void)config;
+#endif
+  return "";
+}
+
 int cmd_config_check(const std::string& file) {
   Config config;
   std::string text, why;
@@ -397,6 +425,9 @@ int cmd_config_check(const std::string& file) {
     return 1;
   }
   std::vector<std::string> errors = config.merge_json(text);
+  if (errors.empty())
+    if (std::string refusal = library_refusal(config); !refusal.empty())
+      errors.push_back("the library would refuse it: " + refusal);
   if (errors.empty()) {
     std::cout << file << ": ok\n";
     return 0;
@@ -523,6 +554,14 @@ int cmd_run(const std::string& budget, const std::string& config_file,
   if (command.empty())
     throw Failure("run: no command given after -- (gswapctl run [--budget B] -- CMD...)");
   Config config = load_config(config_file);
+  // Every bad value is refused before anything starts (a daemon included).
+  if (std::string refusal = library_refusal(config); !refusal.empty())
+    throw Failure("config: the library would refuse it: " + refusal);
+  if (!budget.empty()) {
+    settings::Size s;
+    if (!settings::parse_size(budget, &s))
+      throw Failure(fmt::format("--budget: '{}' is not a size", budget));
+  }
   std::string dir = self_dir();
   std::string lib = find_first(
       {dir + "/../interpose/libgswap.so", dir + "/../lib/libgswap.so", dir + "/libgswap.so"});
@@ -564,12 +603,7 @@ int cmd_run(const std::string& budget, const std::string& config_file,
     if (config.origin(d.ident) == "default" || std::getenv(d.env)) continue;
     setenv(d.env, config.text(d.ident).c_str(), 1);
   }
-  if (!budget.empty()) {
-    settings::Size s;
-    if (!settings::parse_size(budget, &s))
-      throw Failure(fmt::format("--budget: '{}' is not a size", budget));
-    setenv("GSWAP_BUDGET", budget.c_str(), 1);
-  }
+  if (!budget.empty()) setenv("GSWAP_BUDGET", budget.c_str(), 1);
   set_framework_allocators();
   std::string preload = lib;
   if (const char* old = std::getenv("LD_PRELOAD"); old && *old) preload += std::string(":") + old;

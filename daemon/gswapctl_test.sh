@@ -2,10 +2,11 @@
 # gswapctl_test.sh: gswapctl's own behaviour, run by CTest.
 #
 #   gswapctl_test.sh config GSWAPCTL
-#       `config check` names a repeated key, calls a directory unreadable with the OS reason, and
-#       names a missing file once
+#       `config check` names a repeated key, calls a directory unreadable with the OS reason,
+#       names a missing file once, and refuses a value the library would refuse at cuInit
 #   gswapctl_test.sh run GSWAPCTL GSWAPD LIBGSWAP MINITRAIN   (LD_LIBRARY_PATH reaches simcuda)
-#       `gswapctl run` starts gswapd only when none serves the GPU: not when a daemon's socket
+#       `gswapctl run` refuses a bad --budget or library setting before starting anything; it
+#       starts gswapd only when none serves the GPU: not when a daemon's socket
 #       answers, nor when its lock is held; a program it runs registers with the running daemon;
 #       it leaves framework allocator variables the user set untouched
 #   gswapctl_test.sh views GSWAPCTL TESTS_DIR
@@ -46,6 +47,11 @@ case $mode in
     out=$("$ctl" config check "$RT/none.json" 2>&1) && fail "a missing file was accepted"
     [[ $out == "$RT/none.json: cannot read the file: No such file or directory" ]] ||
       fail "missing file: got '$out'"
+    # Values the parsers take but the library refuses (every cuInit would fail under run).
+    printf '{"staging_bytes": "1KiB"}\n' >"$RT/lib.json"
+    out=$("$ctl" config check "$RT/lib.json" 2>&1) && fail "a value the library refuses was accepted"
+    [[ $out == "$RT/lib.json: the library would refuse it: GSWAP_STAGING_BYTES=\"1KiB\""* ]] ||
+      fail "library refusal: got '$out'"
     echo "PASS config"
     ;;
   run)
@@ -65,6 +71,12 @@ case $mode in
       for ((i = 0; i < 200; i++)); do eval "$1" >/dev/null 2>&1 && return 0; sleep 0.05; done
       fail "timed out waiting for: $1"
     }
+
+    # A bad --budget, or a setting the library refuses, is refused before a daemon starts.
+    out=$("$RT/bin/gswapctl" run --budget 12parsecs -- true 2>&1) && fail "a bad --budget ran: $out"
+    out=$(GSWAP_PINNED_CAP=50% "$RT/bin/gswapctl" run -- true 2>&1) &&
+      fail "a setting the library refuses ran: $out"
+    [[ $(starts) == 0 ]] || fail "run started gswapd for a command it refused"
 
     # No daemon: run starts one.
     out=$("$RT/bin/gswapctl" run -- true 2>&1) || fail "run failed: $out"

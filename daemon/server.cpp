@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <limits>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -504,6 +505,9 @@ void Server::rebalance() {
   for (const auto& c : clients_) {
     double share = sum > 0 ? config_.weight_for(c->exe()) / sum : 0;
     auto budget = static_cast<std::uint64_t>(static_cast<long double>(total) * share);
+    // At least one byte: a share of 0 reads as "no budget yet" to the library (a tiny gpu_budget
+    // shared among many clients gives each the least budget there is, not none).
+    budget = std::max<std::uint64_t>(budget, 1);
     if (budget != c->budget()) {
       c->publish_budget(budget);
       if (!c->planned_from().trace.launches.empty()) replan(*c);  // the plan depends on it
@@ -608,7 +612,9 @@ std::size_t Server::publish_guided(Client& c, const policy::Plan& plan,
   p.iteration_length = n;
   p.first_seq = m.first_seq;
   p.seq_length = m.seq_length;
-  p.measure_every = static_cast<std::uint32_t>(config_.uint("measure_every"));
+  // The plan header holds 32 bits; a larger figure means at most one iteration in 2^32 - 1.
+  p.measure_every = static_cast<std::uint32_t>(std::min<std::uint64_t>(
+      config_.uint("measure_every"), std::numeric_limits<std::uint32_t>::max()));
   std::size_t sig = signature_length(m.functions);
   p.signature.assign(m.functions.begin(), m.functions.begin() + static_cast<std::ptrdiff_t>(sig));
   // The library recognises the iteration only once its whole signature was launched: positions
