@@ -9,6 +9,9 @@
 #       starts gswapd only when none serves the GPU: not when a daemon's socket
 #       answers, nor when its lock is held; a program it runs registers with the running daemon;
 #       it leaves framework allocator variables the user set untouched
+#   gswapctl_test.sh open GSWAPD   (LD_LIBRARY_PATH reaches simcuda)
+#       a detached gswapd says why it failed after letting go of the terminal; a runtime directory
+#       that is a file is refused; an existing one keeps its mode, a new one is made 0700
 #   gswapctl_test.sh views GSWAPCTL TESTS_DIR
 #       `simulate --timeline` writes a valid timeline holding the swaps the simulation counts;
 #       `plot` writes an SVG whose budget line and live peak read as the trace's numbers; bad
@@ -53,6 +56,32 @@ case $mode in
     [[ $out == "$RT/lib.json: the library would refuse it: GSWAP_STAGING_BYTES=\"1KiB\""* ]] ||
       fail "library refusal: got '$out'"
     echo "PASS config"
+    ;;
+  open)
+    gswapd=$1
+    unset GSWAP_CONFIG XDG_RUNTIME_DIR GSWAP_GPU GSWAP_LOG_FILE
+    echo data >"$RT/file"
+    chmod 644 "$RT/file"
+    # Detached, a failure after it let go of the terminal (a log file it cannot open) still says
+    # why, through the pipe its parent waits on.
+    out=$(GSWAP_RUNTIME_DIR=$RT/run timeout 20 "$gswapd" --gpu 0 --log-file "$RT/file/x.log" 2>&1) &&
+      fail "a detached gswapd started with a log file under a regular file"
+    grep -q "Not a directory" <<<"$out" || fail "the detached failure said: '$out'"
+    # A runtime directory that is a file is refused, the file left as it was.
+    out=$(GSWAP_RUNTIME_DIR=$RT/file timeout 20 "$gswapd" --gpu 0 --foreground 2>&1) &&
+      fail "a regular file was taken for the runtime directory"
+    [[ $out == *"$RT/file is not a directory"* ]] || fail "runtime dir as a file: got '$out'"
+    [[ $(stat -c %a "$RT/file") == 644 ]] || fail "the file's mode changed: $(stat -c %a "$RT/file")"
+    # An existing runtime directory keeps its mode (it may be /tmp); a new one is made 0700.
+    mkdir "$RT/shared" && chmod 1777 "$RT/shared"
+    GSWAP_RUNTIME_DIR=$RT/shared timeout -s TERM 2 "$gswapd" --gpu 0 --foreground \
+      --log-file "$RT/open.log" >/dev/null 2>&1
+    [[ $(stat -c %a "$RT/shared") == 1777 ]] ||
+      fail "gswapd changed an existing runtime directory's mode to $(stat -c %a "$RT/shared")"
+    GSWAP_RUNTIME_DIR=$RT/new timeout -s TERM 2 "$gswapd" --gpu 0 --foreground \
+      --log-file "$RT/open.log" >/dev/null 2>&1
+    [[ $(stat -c %a "$RT/new") == 700 ]] || fail "a new runtime directory is $(stat -c %a "$RT/new")"
+    echo "PASS open"
     ;;
   run)
     ctl=$1 gswapd=$2 lib=$3 minitrain=$4

@@ -99,6 +99,9 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "off|error|warn|info|debug|trace");
   CLI11_PARSE(app, argc, argv);
 
+  // Detached, the parent waits on this pipe for a status and the reason of a failure: every
+  // failure after daemonize() reports there, standard error being /dev/null by then.
+  int ready_fd = -1;
   try {
     gswap::daemon::Config config;
     std::vector<std::string> errors;
@@ -118,7 +121,7 @@ int main(int argc, char** argv) {
     }
     if (gpu.empty()) gpu = config.text("gpu");
 
-    int ready_fd = foreground ? -1 : daemonize();
+    ready_fd = foreground ? -1 : daemonize();
     std::shared_ptr<spdlog::logger> log;
     std::string file = config.text("log_file");
     if (file.empty() && !foreground) {
@@ -162,10 +165,16 @@ int main(int argc, char** argv) {
     sigaction(SIGTERM, &sa, nullptr);
     sigaction(SIGINT, &sa, nullptr);
     report_ready(ready_fd, 0, "");
+    ready_fd = -1;  // reported: a later failure goes to the log only
     server.run(g_stop);
     return 0;
   } catch (const std::exception& e) {
-    std::cerr << "gswapd: " << e.what() << "\n";
+    // A log file that cannot be opened, for one (spdlog throws).
+    std::string line = std::string("gswapd: ") + e.what() + "\n";
+    if (ready_fd >= 0)
+      report_ready(ready_fd, 1, line);
+    else
+      std::cerr << line;
     return 1;
   }
 }

@@ -132,12 +132,22 @@ bool Server::open(std::string* error, bool* already_running) {
   // 0700 unless other users are allow-listed; then they need to reach the socket, and SO_PEERCRED
   // is what keeps everyone else out.
   mode_t dir_mode = shared ? 0711 : 0700;
+  struct stat st {};
+  const bool existed = stat(dir_.c_str(), &st) == 0;
+  if (existed && !S_ISDIR(st.st_mode))
+    return *error = fmt::format("{} is not a directory", dir_), false;
   if (!mkdir_p(dir_, dir_mode))
     return *error = fmt::format("cannot create {}: {}", dir_, strerror(errno)), false;
-  struct stat st {};
   if (stat(dir_.c_str(), &st) != 0 || st.st_uid != geteuid())
     return *error = fmt::format("{} is not owned by uid {}", dir_, geteuid()), false;
-  chmod(dir_.c_str(), dir_mode);
+  // A directory it made gets the mode exactly (mkdir's is masked by the umask); one that was there
+  // keeps its own, which is its owner's choice (it may be /tmp). There, a directory others may
+  // write without the sticky bit would let them replace the socket: said in the log.
+  if (!existed)
+    chmod(dir_.c_str(), dir_mode);
+  else if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+    log_->warn("{} is writable by other users (mode {:o}): they could replace gswapd's socket",
+               dir_, st.st_mode & 07777);
   socket_path_ = socket_path(dir_, gpu_.uuid_text);
   lock_path_ = lock_path(dir_, gpu_.uuid_text);
   lock_fd_ = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
