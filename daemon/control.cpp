@@ -1,12 +1,14 @@
 // control.cpp: framing and the client side of the control exchange (see control.h).
 #include "daemon/control.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -26,6 +28,72 @@ std::string lock_path(const std::string& dir, const std::string& uuid) {
   char buf[4096];
   if (proto::lock_path(dir.c_str(), uuid.c_str(), buf, sizeof buf)) return buf;
   return dir + "/" + uuid + ".lock";
+}
+
+short ControlExchange::events() const {
+  return state_ == State::kReading ? POLLIN : state_ == State::kWriting ? POLLOUT : 0;
+}
+
+void ControlExchange::read(std::string* error) {
+  char buf[kChunk];
+  while (state_ == State::kReading && !request_ready()) {
+    ssize_t got = recv(fd_, buf, sizeof buf, MSG_DONTWAIT);
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;  // the rest later
+    if (got <= 0) {
+      *error = got == 0 ? (have_header_ ? "connection closed mid-frame" : "connection closed")
+                        : strerror(errno);
+      state_ = State::kFailed;
+      return;
+    }
+    if (!have_header_) {
+      if (got != sizeof want_) {
+        *error = "bad frame header";
+        state_ = State::kFailed;
+        return;
+      }
+      std::memcpy(&want_, buf, sizeof want_);
+      if (want_ > kMaxRequestBytes) {
+        *error = fmt::format("frame of {} bytes exceeds {}", want_, kMaxRequestBytes);
+        state_ = State::kFailed;
+        return;
+      }
+      have_header_ = true;
+      continue;
+    }
+    if (in_.size() + static_cast<std::size_t>(got) > want_) {
+      *error = "frame overrun";
+      state_ = State::kFailed;
+      return;
+    }
+    in_.append(buf, static_cast<std::size_t>(got));
+  }
+}
+
+void ControlExchange::respond(std::string body, std::string* error) {
+  out_ = std::move(body);
+  state_ = State::kWriting;
+  write(error);
+}
+
+void ControlExchange::write(std::string* error) {
+  auto sent = [&](ssize_t n, std::size_t want) {
+    if (n == static_cast<ssize_t>(want)) return true;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;  // the rest later
+    *error = n < 0 ? strerror(errno) : "short send";
+    state_ = State::kFailed;
+    return false;
+  };
+  if (!header_sent_) {
+    std::uint64_t len = out_.size();
+    if (!sent(send(fd_, &len, sizeof len, MSG_NOSIGNAL | MSG_DONTWAIT), sizeof len)) return;
+    header_sent_ = true;
+  }
+  while (sent_ < out_.size()) {
+    std::size_t n = std::min(kChunk, out_.size() - sent_);
+    if (!sent(send(fd_, out_.data() + sent_, n, MSG_NOSIGNAL | MSG_DONTWAIT), n)) return;
+    sent_ += n;
+  }
+  state_ = State::kDone;
 }
 
 bool send_frame(int fd, std::string_view body) {

@@ -38,6 +38,10 @@ std::int64_t now_ms() {
 }
 
 constexpr std::int64_t kHandshakeTimeoutMs = 5000;
+// A control peer's whole exchange after its hello (gswapctl gives up after 10 s itself), and how
+// many may be under way at once (past that, the oldest is closed).
+constexpr std::int64_t kControlTimeoutMs = 10000;
+constexpr std::size_t kMaxControls = 64;
 // One planning pass stays near-linear in the iteration's length (issue 12); beyond this the
 // trace window could not hold two iterations anyway.
 constexpr std::size_t kMaxPlannedLaunches = 250000;
@@ -109,6 +113,7 @@ Server::Server(const Config& config, const GpuIdentity& gpu, std::shared_ptr<spd
 Server::~Server() {
   clients_.clear();
   for (Pending& p : pending_) close(p.fd);
+  for (ControlPeer& c : controls_) close(c.exchange.fd());
   if (listen_fd_ >= 0) {
     close(listen_fd_);
     unlink(socket_path_.c_str());
@@ -196,8 +201,31 @@ void Server::tick(int timeout_ms) {
   fds.push_back({listen_fd_, POLLIN, 0});
   for (const Pending& p : pending_) fds.push_back({p.fd, POLLIN, 0});
   for (const auto& c : clients_) fds.push_back({c->fd(), POLLIN, 0});
+  for (const ControlPeer& c : controls_) fds.push_back({c.exchange.fd(), c.exchange.events(), 0});
   ::poll(fds.data(), fds.size(), timeout_ms);
   std::size_t np = pending_.size();
+  // Control exchanges under way (before handshakes can add new ones).
+  {
+    const std::size_t first = 1 + np + clients_.size();
+    const std::int64_t now = now_ms();
+    std::vector<ControlPeer> going;
+    for (std::size_t i = 0; i < controls_.size(); ++i) {
+      ControlPeer& c = controls_[i];
+      bool keep = true;
+      if (fds[first + i].revents)
+        keep = serve_control(c);
+      else if (now > c.deadline_ms) {
+        log_->warn("pid {}: control exchange not done within {} ms, closing", c.pid,
+                   kControlTimeoutMs);
+        keep = false;
+      }
+      if (keep)
+        going.push_back(std::move(c));
+      else
+        close(c.exchange.fd());
+    }
+    controls_ = std::move(going);
+  }
   // Clients first (indexes stay valid while we only mark), then pending, then new connections.
   for (std::size_t i = clients_.size(); i-- > 0;) {
     const pollfd& f = fds[1 + np + i];
@@ -453,7 +481,7 @@ void Server::handshake(Pending& p) {
     return;
   }
   if (h.kind == static_cast<std::uint32_t>(proto::PeerKind::kControl)) {
-    serve_control(p.fd);
+    start_control(p.fd, p.pid);
     return;
   }
   if (clients_.size() >= config_.uint("max_clients")) {
@@ -754,46 +782,58 @@ void Server::take_feedback(Client& c, const PlannerThread::Result& r) {
       late[i].settled = true;
 }
 
-void Server::serve_control(int fd) {
-  // The exchange is short; a slow or silent gswapctl must not stall the loop for long.
-  timeval tv{2, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  int flags = fcntl(fd, F_GETFL);
-  fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+void Server::start_control(int fd, pid_t pid) {
   proto::HelloReply r{};
   r.magic = proto::kReplyMagic;
   r.version = proto::kProtocolVersion;
   std::strncpy(r.message, "control", sizeof r.message - 1);
-  if (send(fd, &r, sizeof r, MSG_NOSIGNAL) != sizeof r) {
+  if (send(fd, &r, sizeof r, MSG_NOSIGNAL | MSG_DONTWAIT) != sizeof r) {
     close(fd);
     return;
   }
-  std::string body, error;
-  if (!recv_frame(fd, &body, kMaxRequestBytes, &error)) {
-    log_->warn("control request dropped: {}", error);
-    close(fd);
-    return;
+  if (controls_.size() >= kMaxControls) {
+    log_->warn("{} control exchanges under way: closing the oldest (pid {})", controls_.size(),
+               controls_.front().pid);
+    close(controls_.front().exchange.fd());
+    controls_.erase(controls_.begin());
   }
-  // Text from clients is made printable when received; dumping with `replace` is the second line
-  // of defence, and a request that fails anyway is answered with its error: one gswapctl command
-  // never takes the daemon, and every client with it, down.
+  controls_.push_back({ControlExchange(fd), pid, now_ms() + kControlTimeoutMs});
+}
+
+bool Server::serve_control(ControlPeer& c) {
+  ControlExchange& x = c.exchange;
+  std::string error;
+  if (x.state() == ControlExchange::State::kReading) {
+    x.read(&error);
+    if (x.request_ready()) x.respond(answer(x.request()), &error);
+  } else if (x.state() == ControlExchange::State::kWriting) {
+    x.write(&error);
+  }
+  if (x.state() == ControlExchange::State::kFailed) {
+    log_->warn("pid {}: control request dropped: {}", c.pid, error);
+    return false;
+  }
+  return x.state() != ControlExchange::State::kDone;
+}
+
+// The response to one control request. Text from clients is made printable when received;
+// dumping with `replace` is the second line of defence, and a request that fails anyway is
+// answered with its error: one gswapctl command never takes the daemon, and every client with
+// it, down.
+std::string Server::answer(const std::string& body) {
   constexpr auto kReplace = nlohmann::json::error_handler_t::replace;
-  std::string out;
   try {
     nlohmann::json request = nlohmann::json::parse(body, nullptr, false);
     nlohmann::json response =
         request.is_discarded() || !request.is_object()
             ? nlohmann::json{{"ok", false}, {"error", "request is not a JSON object"}}
             : handle_request(request);
-    out = response.dump(-1, ' ', false, kReplace);
+    return response.dump(-1, ' ', false, kReplace);
   } catch (const std::exception& e) {
     log_->error("control request failed: {}", e.what());
-    out = nlohmann::json{{"ok", false}, {"error", fmt::format("gswapd: {}", e.what())}}.dump(
+    return nlohmann::json{{"ok", false}, {"error", fmt::format("gswapd: {}", e.what())}}.dump(
         -1, ' ', false, kReplace);
   }
-  send_frame(fd, out);
-  close(fd);
 }
 
 namespace {

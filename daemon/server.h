@@ -17,6 +17,7 @@
 #include <spdlog/logger.h>
 
 #include "daemon/client.h"
+#include "daemon/control.h"
 #include "daemon/config.h"
 #include "daemon/gpu_probe.h"
 #include "daemon/planner.h"
@@ -60,7 +61,16 @@ class Server {
   void close_pending(std::size_t index);
   void handshake(Pending& p);
   void refuse(int fd, proto::HelloStatus status, const std::string& message);
-  void serve_control(int fd);
+  // A control peer past its hello: its exchange runs in the loop, never blocking it.
+  struct ControlPeer {
+    ControlExchange exchange;
+    pid_t pid;
+    std::int64_t deadline_ms;
+  };
+  void start_control(int fd, pid_t pid);
+  // Reads, answers and writes what the peer's socket allows; false once it is finished or failed.
+  bool serve_control(ControlPeer& c);
+  std::string answer(const std::string& body);
   void drop(std::size_t index, const std::string& why);
   void rebalance();
   // The budget the client's library really enforces: its share, capped by its own GSWAP_BUDGET.
@@ -88,6 +98,7 @@ class Server {
   int listen_fd_ = -1;
   int lock_fd_ = -1;
   std::vector<Pending> pending_;
+  std::vector<ControlPeer> controls_;
   std::size_t pending_closed_ = 0;  // closed to make room, not yet logged
   std::int64_t pending_closed_logged_ms_ = 0;
   std::vector<std::unique_ptr<Client>> clients_;
