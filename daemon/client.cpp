@@ -2,6 +2,9 @@
 #include "daemon/client.h"
 
 #include <fcntl.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -13,12 +16,19 @@
 #include <unordered_map>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "daemon/untrusted_text.h"
 #include "policy/iteration.h"
+#include "policy/trace_json.h"
 #include "proto/seqlock.h"
 
 namespace gswap::daemon {
+
+namespace {
+// The longest GPU timing or recomputation cost believed: what a trace may say.
+constexpr std::uint64_t kMaxTimeNs = static_cast<std::uint64_t>(policy::kMaxTraceTimeUs * 1e3);
+}  // namespace
 
 ClientShm::~ClientShm() {
   if (base_) munmap(base_, bytes_);
@@ -69,6 +79,24 @@ Client::~Client() {
   if (fd_ >= 0) close(fd_);
 }
 
+// A client may have held hundreds of MiB in small blocks (regions, launches, names). glibc keeps
+// freed blocks below the top of its heaps for reuse; a daemon that runs for weeks should give
+// them back once the client is gone.
+Client::ReturnMemory::~ReturnMemory() {
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
+}
+
+// One line per client and kind: a hostile or broken client would otherwise fill the log. gswapd
+// registers its logger as "gswapd" (gswapd_main.cpp); tests keep the lines in warnings().
+void Client::warn_once(Warning kind, std::string text) {
+  if (warned_ & kind) return;
+  warned_ |= kind;
+  if (auto log = spdlog::get("gswapd")) log->warn("pid {} ({}): {}", pid_, exe_, text);
+  warnings_.push_back(std::move(text));
+}
+
 bool Client::init_shm(std::string* error) {
   if (!shm_.create(limits_.ring_capacity, limits_.plan_capacity, error)) return false;
   const proto::ShmHeader& h = shm_.header();
@@ -101,6 +129,7 @@ bool Client::poll(std::string* error) {
   std::uint64_t words[proto::kStatusWords];
   if (proto::seqlock_read(&status_->seq, status_->words, words, proto::kStatusWords)) {
     std::memcpy(&counters_.status, words, sizeof words);
+    ignore_impossible_link(&counters_.status);
     sample_counters();
     const std::uint64_t fixed = counters_.status.fixed_bytes;
     if (fixed > fixed_reserve_) {
@@ -111,6 +140,18 @@ bool Client::poll(std::string* error) {
   }
   maybe_detect_iteration();
   return true;
+}
+
+// A link measured slower than kMinLinkBytesPerS is a broken measurement (or a hostile client):
+// taken as unmeasured, so that traces and plans carry the default figure and every swap time in
+// them stays within what a trace may say.
+void Client::ignore_impossible_link(proto::StatusPayload* st) {
+  for (std::uint64_t* bytes_per_s : {&st->h2d_bytes_per_s, &st->d2h_bytes_per_s}) {
+    if (*bytes_per_s == 0 || *bytes_per_s >= kMinLinkBytesPerS) continue;
+    warn_once(kWarnLink, fmt::format("a link measured at {} bytes/s is ignored (less than {})",
+                                     *bytes_per_s, kMinLinkBytesPerS));
+    *bytes_per_s = 0;
+  }
 }
 
 // One sample per change (a tick is 10 ms): an idle client costs nothing, a busy one at most
@@ -184,6 +225,7 @@ void Client::forget_launches() {
   marks_.clear();
   launches_since_detect_ = 0;
   iteration_ = IterationInfo{};
+  prune_freed();  // no launch uses a freed region now
 }
 
 std::string Client::name_of_kernel(std::uint64_t id) const {
@@ -315,7 +357,9 @@ void Client::build_iteration(std::size_t begin, std::size_t end, std::uint64_t d
                                                  : policy::CopyLink::kNone;
     if (l.duration_ns) {
       ++timed;
-      pl.start_us = static_cast<double>(l.start_ns - t0) / 1e3;
+      // Each timing is within what a trace may say (on_gpu_timing), but a device clock that
+      // jumps, or a hostile client, may set an iteration's starts further apart.
+      pl.start_us = std::min(static_cast<double>(l.start_ns - t0) / 1e3, policy::kMaxTraceTimeUs);
       pl.dur_us = static_cast<double>(l.duration_ns) / 1e3;
     }
     for (std::uint64_t id : l.regions) {
@@ -517,29 +561,62 @@ std::optional<MeasuredIteration> Client::take_measured(std::uint64_t device_byte
 
 void Client::on_alloc(std::uint64_t seq, std::uint32_t, std::uint64_t region, std::uint64_t base,
                       std::uint64_t bytes) {
+  if (bytes > kMaxRegionBytes) {  // no GPU holds it: a trace could not say it
+    ++counters_.regions_refused;
+    warn_once(kWarnRegionBytes, fmt::format("regions of more than {} bytes are ignored ({} bytes)",
+                                            kMaxRegionBytes, bytes));
+    return;
+  }
   auto [it, inserted] = regions_.try_emplace(region);
   if (inserted || it->second.free_seq) ++live_;
   it->second = RegionInfo{base, bytes, seq, std::nullopt, std::nullopt};
   if (live_ > limits_.max_regions)
     protocol_error_ = fmt::format("more than {} live regions", limits_.max_regions);
-  if (regions_.size() > 2 * live_ + 4096) prune_freed();
 }
 
 void Client::on_free(std::uint64_t seq, std::uint64_t region) {
   auto it = regions_.find(region);
   if (it == regions_.end() || it->second.free_seq) return;  // unknown: allocated before we met
-  it->second.free_seq = seq;
   --live_;
+  // No launch came since it was allocated: none of the window uses it, no trace needs it.
+  if (launches_.empty() || launches_.back().seq < it->second.alloc_seq) {
+    erase_region(it);
+    return;
+  }
+  it->second.free_seq = seq;
+  freed_.emplace_back(seq, region);
+  prune_freed();
 }
 
+// The oldest freed regions go once no launch of the window can use them (freed before the oldest
+// launch kept), or when more than kFreedPerLaunch per launch the window holds are kept: then
+// older launches lose them in traces, the daemon nothing. Each freed region is looked at once
+// here, so the cost per record stays constant whatever the window holds.
 void Client::prune_freed() {
-  std::uint64_t oldest = launches_.empty() ? ~0ull : launches_.front().seq;
-  for (auto it = regions_.begin(); it != regions_.end();) {
-    if (it->second.free_seq && *it->second.free_seq < oldest)
-      it = regions_.erase(it);
-    else
-      ++it;
+  const std::uint64_t oldest = launches_.empty() ? ~0ull : launches_.front().seq;
+  const std::size_t most = kFreedPerLaunch * limits_.trace_launches;
+  while (!freed_.empty()) {
+    const auto [seq, id] = freed_.front();
+    const bool unused = seq < oldest;
+    if (!unused && freed_.size() <= most) break;
+    freed_.pop_front();
+    ++prune_visits_;
+    auto it = regions_.find(id);
+    if (it == regions_.end() || it->second.free_seq != seq) continue;  // dropped or reallocated
+    if (!unused) {
+      ++counters_.freed_regions_dropped;
+      warn_once(kWarnFreedRegions,
+                fmt::format("more than {} freed regions used by the launch window: the oldest are "
+                            "dropped, and traces of older launches lose them",
+                            most));
+    }
+    erase_region(it);
   }
+}
+
+void Client::erase_region(RegionMap::iterator it) {
+  forget_name(region_names_, it->first);
+  regions_.erase(it);
 }
 
 void Client::on_launch(std::uint64_t seq, std::uint32_t stream, std::uint64_t function_id,
@@ -590,6 +667,11 @@ void Client::on_recomputable(std::uint64_t region, std::uint64_t cost_ns,
                              const std::uint64_t* sources, std::uint32_t num_sources) {
   auto it = regions_.find(region);
   if (it == regions_.end() || it->second.free_seq) return;  // not live: nothing to plan
+  if (cost_ns > kMaxTimeNs) {  // a trace could not say it: taken as unknown
+    warn_once(kWarnRecomputeCost, fmt::format("recomputation costs above {} ns are ignored ({} ns)",
+                                              kMaxTimeNs, cost_ns));
+    cost_ns = 0;
+  }
   RecomputeInfo& info = it->second.recompute.emplace();
   info.cost_ns = cost_ns;
   info.sources.assign(sources, sources + num_sources);
@@ -604,8 +686,8 @@ void Client::on_recomputed(std::uint64_t region, std::uint64_t bytes, std::uint6
                            std::uint64_t end_ns, bool failed) {
   ++counters_.recomputations;
   if (failed) ++counters_.recompute_failures;
-  if (auto it = regions_.find(region);
-      it != regions_.end() && it->second.recompute && end_ns > start_ns)
+  if (auto it = regions_.find(region); it != regions_.end() && it->second.recompute &&
+                                       end_ns > start_ns && end_ns - start_ns <= kMaxTimeNs)
     it->second.recompute->measured_ns = end_ns - start_ns;
   if (limits_.timeline_records == 0) return;
   if (recomputations_.size() >= limits_.timeline_records) recomputations_.pop_front();
@@ -629,9 +711,12 @@ void Client::on_name(NameKind kind, std::uint64_t id, std::uint32_t chunk, const
   bool kernel = kind == NameKind::kKernel;
   auto& names = kernel ? kernel_names_ : region_names_;
   auto& partial = kernel ? partial_kernel_names_ : partial_region_names_;
-  constexpr std::size_t kMaxNames = 1u << 20;  // bounded: a hostile client
+  // The library names a region once it has announced it: a name for a region gswapd does not
+  // keep (never allocated, or dropped since) would never be used. A kernel is named before its
+  // first launch, so its id cannot be checked.
+  if (!kernel && !regions_.count(id)) return;
   if (chunk == 0) {
-    if (partial.size() >= kMaxNames && !partial.count(id)) return;
+    if (partial.size() >= kMaxPartialNames && !partial.count(id)) partial.clear();
     partial[id].clear();
   }
   auto it = partial.find(id);
@@ -643,11 +728,35 @@ void Client::on_name(NameKind kind, std::uint64_t id, std::uint32_t chunk, const
   }
   n.append(bytes32, strnlen(bytes32, 32));
   if (last) {
-    if (names.size() < kMaxNames || names.count(id)) names[id] = printable_text(n);
+    keep_name(names, id, printable_text(n));
     partial.erase(it);
   } else if (n.size() != std::size_t{chunk + 1} * 32) {
     partial.erase(it);
   }
+}
+
+// Names are kept up to limits_.max_name_bytes in all; past that, new ones are ignored.
+void Client::keep_name(NameMap& names, std::uint64_t id, std::string text) {
+  auto it = names.find(id);
+  const std::size_t old = it == names.end() ? 0 : it->second.size() + kNameOverhead;
+  const std::size_t cost = text.size() + kNameOverhead;
+  if (name_bytes_ - old + cost > limits_.max_name_bytes) {
+    ++counters_.names_refused;
+    warn_once(kWarnNames, fmt::format("names beyond {} bytes are ignored", limits_.max_name_bytes));
+    return;
+  }
+  name_bytes_ = name_bytes_ - old + cost;
+  if (it == names.end())
+    names.emplace(id, std::move(text));
+  else
+    it->second = std::move(text);
+}
+
+void Client::forget_name(NameMap& names, std::uint64_t id) {
+  auto it = names.find(id);
+  if (it == names.end()) return;
+  name_bytes_ -= it->second.size() + kNameOverhead;
+  names.erase(it);
 }
 
 void Client::on_lateness(std::uint64_t generation, std::uint64_t entry, std::uint64_t late_ns,
@@ -673,6 +782,12 @@ void Client::on_divergence(std::uint64_t generation, std::uint64_t, std::uint64_
 }
 
 void Client::on_gpu_timing(std::uint64_t seq, std::uint64_t start_ns, std::uint64_t duration_ns) {
+  if (duration_ns > kMaxTimeNs) {  // a trace could not say it (a broken clock, or hostile)
+    ++counters_.timings_refused;
+    warn_once(kWarnTimings, fmt::format("GPU timings longer than {} ns are ignored ({} ns)",
+                                        kMaxTimeNs, duration_ns));
+    return;
+  }
   ++counters_.timings;
   // Launches are in seq order: a binary search finds the one timed.
   auto it = std::lower_bound(launches_.begin(), launches_.end(), seq,

@@ -27,11 +27,17 @@
 namespace gswap::daemon {
 
 struct ClientLimits {
-  std::size_t trace_launches = 65536;    // launches kept for detection and trace dump
+  // Launches kept for detection and trace dump. Freed regions those launches may use are kept
+  // too, at most Client::kFreedPerLaunch times as many.
+  std::size_t trace_launches = 65536;
   std::size_t timeline_records = 65536;  // swaps and host waits kept for trace dump --timeline
   std::size_t max_regions = 1 << 20;     // live regions before the client is considered hostile
   std::uint32_t ring_capacity = 16384;
   std::uint32_t plan_capacity = 16384;
+  // Kernel and region names kept, in bytes (Client::kNameOverhead each besides its text). A
+  // PyTorch program names a few thousand kernels, each name cut at 256 bytes by the protocol
+  // (1 KiB at most once made printable): a few MiB. Names beyond are ignored.
+  std::size_t max_name_bytes = 16 << 20;
 };
 
 // Shared memory created by the daemon for one client.
@@ -108,6 +114,9 @@ struct ClientCounters {
   std::uint64_t lateness_reports = 0, late_reports = 0, missed_reports = 0;
   std::uint64_t divergences = 0;                             // reported by the library
   std::uint64_t recomputations = 0, recompute_failures = 0;  // kRecomputed events
+  // Ignored (ClientLimits, and what a trace may say: policy/trace_json.h), each logged once.
+  std::uint64_t timings_refused = 0, names_refused = 0, regions_refused = 0;
+  std::uint64_t freed_regions_dropped = 0;  // still used by kept launches, over the cap
 };
 
 // The shortest prefix of an iteration's functions (at most proto::kSignatureLength) by which the
@@ -164,6 +173,21 @@ struct IterationInfo {
 
 class Client : public proto::EventSink {
  public:
+  // Freed regions kept for the launch window, at most this many per launch it holds: programs
+  // free about one region per kernel they launch, and the oldest freed go first.
+  static constexpr std::size_t kFreedPerLaunch = 2;
+  // What a kept name costs besides its text: its map node and string.
+  static constexpr std::size_t kNameOverhead = 64;
+  // Names being assembled from their chunks, per kind: the library sends a name's chunks one
+  // after the other, so more unfinished ones than this means chunks were lost.
+  static constexpr std::size_t kMaxPartialNames = 64;
+  // The largest region kept (512 GiB, more than any GPU holds) and the slowest link believed
+  // (1 MB/s, slower than any PCIe or NVLink): such a region crosses such a link in 5.5e11 us,
+  // within what a trace or a plan may say (policy::kMaxTraceTimeUs), and 2^21 of them (more
+  // than a client may hold) within policy::kMaxTotalRegionBytes.
+  static constexpr std::uint64_t kMaxRegionBytes = std::uint64_t{1} << 39;
+  static constexpr std::uint64_t kMinLinkBytesPerS = 1'000'000;
+
   // `exe` is the name the hello carried, as sent; the client keeps it made printable.
   Client(int fd, pid_t pid, uid_t uid, std::string exe, const ClientLimits& limits);
   ~Client() override;
@@ -262,6 +286,14 @@ class Client : public proto::EventSink {
   const ClientCounters& counters() const { return counters_; }
   const IterationInfo& iteration() const { return iteration_; }
   std::size_t live_regions() const { return live_; }
+  // What the client costs gswapd (for tests): the freed regions kept for the launch window; how
+  // many freed regions pruning has looked at since it connected (at most two per region freed:
+  // the cost per record stays constant); the bytes its names take (ClientLimits::max_name_bytes).
+  std::size_t freed_regions() const { return regions_.size() - live_; }
+  std::uint64_t prune_visits() const { return prune_visits_; }
+  std::size_t name_bytes() const { return name_bytes_; }
+  // What gswapd warned about this client (each kind once), as logged.
+  const std::vector<std::string>& warnings() const { return warnings_; }
   const std::vector<proto::PlanEntry>& plan() const { return published_.entries; }
   std::uint64_t plan_generation() const { return generation_; }
   std::int64_t connected_at() const { return connected_at_; }
@@ -310,13 +342,33 @@ class Client : public proto::EventSink {
   const std::deque<RecomputeRecord>& recomputations() const { return recomputations_; }
 
  private:
+  using RegionMap = std::unordered_map<std::uint64_t, RegionInfo>;
+  using NameMap = std::unordered_map<std::uint64_t, std::string>;
   void prune_freed();
+  void erase_region(RegionMap::iterator it);
+  void keep_name(NameMap& names, std::uint64_t id, std::string text);
+  void forget_name(NameMap& names, std::uint64_t id);
+  void ignore_impossible_link(proto::StatusPayload* st);
+  // Kinds of warning, each logged once per client.
+  enum Warning : unsigned {
+    kWarnFreedRegions = 1,
+    kWarnNames = 2,
+    kWarnTimings = 4,
+    kWarnLink = 8,
+    kWarnRegionBytes = 16,
+    kWarnRecomputeCost = 32,
+  };
+  void warn_once(Warning kind, std::string text);
   void sample_counters();
   void build_iteration(std::size_t begin, std::size_t end, std::uint64_t device_bytes,
                        MeasuredIteration* m) const;
   void estimate_untimed(std::size_t begin, MeasuredIteration* m) const;
   bool start_recurs(std::size_t begin, std::size_t length) const;
 
+  // Declared first, so destroyed last: hands the memory the other members held back to the system.
+  struct ReturnMemory {
+    ~ReturnMemory();
+  } return_memory_;
   int fd_;
   pid_t pid_;
   uid_t uid_;
@@ -327,8 +379,12 @@ class Client : public proto::EventSink {
   proto::StatusBlock* status_ = nullptr;
   proto::PlanBlock* plan_block_ = nullptr;
   std::vector<proto::EventRecord> scratch_;
-  std::unordered_map<std::uint64_t, RegionInfo> regions_;  // live and recently freed
+  RegionMap regions_;  // live and recently freed
   std::size_t live_ = 0;
+  // Freed regions kept, as (free seq, id), in the order they were freed; entries whose region
+  // was dropped or allocated again since are skipped when they come out.
+  std::deque<std::pair<std::uint64_t, std::uint64_t>> freed_;
+  std::uint64_t prune_visits_ = 0;
   std::deque<LaunchInfo> launches_;
   // The last copy record: the library sends it just before the copy's launch record.
   std::uint64_t copy_seq_ = ~0ull;
@@ -362,8 +418,11 @@ class Client : public proto::EventSink {
   // Names arrive in chunks and are assembled raw in partial_*; they enter kernel_names_ or
   // region_names_ made printable (untrusted_text.h) once their last chunk has arrived, since a
   // character may straddle two chunks.
-  std::unordered_map<std::uint64_t, std::string> kernel_names_, region_names_;
-  std::unordered_map<std::uint64_t, std::string> partial_kernel_names_, partial_region_names_;
+  NameMap kernel_names_, region_names_;
+  NameMap partial_kernel_names_, partial_region_names_;
+  std::size_t name_bytes_ = 0;  // of kernel_names_ and region_names_, kNameOverhead each
+  unsigned warned_ = 0;         // Warning bits
+  std::vector<std::string> warnings_;
   std::uint64_t serial_ = 0;
   std::int64_t connected_at_ = 0;
   std::uint64_t requested_budget_ = 0;

@@ -1132,5 +1132,206 @@ TEST_F(ServerTest, ResnetLikeStartupThenLongIterations) {
   close(fd);
 }
 
+// A Client fed through its ring directly, without a server: what one client costs gswapd.
+struct DirectClient {
+  explicit DirectClient(const ClientLimits& limits) : client(-1, getpid(), 0, "direct", limits) {
+    std::string error;
+    EXPECT_TRUE(client.init_shm(&error)) << error;
+    lib.map(client.shm().fd(), client.shm().bytes());
+  }
+  // Pushes a record, draining the ring into the client first when it is full.
+  void push(const proto::EventRecord& e) {
+    if (lib.push(e)) return;
+    drain();
+    ASSERT_TRUE(lib.push(e));
+  }
+  void drain() {
+    std::string error;
+    ASSERT_TRUE(client.poll(&error)) << error;
+  }
+  void alloc(std::uint64_t id) {
+    proto::EventRecord e{};
+    e.type = static_cast<std::uint16_t>(proto::EventType::kAlloc);
+    e.seq = lib.seq++;
+    e.w[0] = id;
+    e.w[1] = id << 21;
+    e.w[2] = 2 << 20;
+    push(e);
+  }
+  void free(std::uint64_t id) {
+    proto::EventRecord e{};
+    e.type = static_cast<std::uint16_t>(proto::EventType::kFree);
+    e.seq = lib.seq++;
+    e.w[0] = id;
+    push(e);
+  }
+  void launch(std::uint64_t function, std::uint64_t region) {
+    proto::EventRecord e{};
+    e.type = static_cast<std::uint16_t>(proto::EventType::kLaunch);
+    e.seq = lib.seq++;
+    e.count = region ? 1 : 0;  // region 0: a launch that touches none
+    e.w[0] = function;
+    e.w[1] = region;
+    push(e);
+  }
+  void name(proto::EventType type, std::uint64_t id, const std::string& text, bool last = true) {
+    const std::size_t chunks = std::max<std::size_t>(1, (text.size() + 31) / 32);
+    for (std::size_t k = 0; k < chunks; ++k) {
+      proto::EventRecord e{};
+      e.type = static_cast<std::uint16_t>(type);
+      e.w[0] = id;
+      e.count = static_cast<std::uint16_t>(k);
+      if (last && k + 1 == chunks) e.flags = proto::kLastChunk;
+      if (text.size() > 32 * k)
+        std::memcpy(&e.w[1], text.data() + 32 * k, std::min<std::size_t>(32, text.size() - 32 * k));
+      push(e);
+    }
+  }
+
+  Client client;
+  FakeLibrary lib;
+};
+
+// Regions allocated, used by one kernel and freed, 20,000 of them, with a window of 8,192
+// launches: gswapd keeps the freed regions the window's launches still use, no more than twice the
+// window, and looks at each freed region a bounded number of times, however many the window
+// references (the cost per record stays constant).
+TEST(ClientCost, RegionChurnKeepsBoundedRegionsAtConstantCostPerRecord) {
+  ClientLimits limits;
+  limits.trace_launches = 8192;
+  DirectClient d(limits);
+  constexpr std::uint64_t kSteps = 20000;
+  for (std::uint64_t id = 1; id <= kSteps; ++id) {
+    ASSERT_NO_FATAL_FAILURE(d.alloc(id));
+    ASSERT_NO_FATAL_FAILURE(d.launch(101 + 2 * (id % 7), id));
+    ASSERT_NO_FATAL_FAILURE(d.free(id));
+  }
+  ASSERT_NO_FATAL_FAILURE(d.drain());
+  EXPECT_EQ(d.client.live_regions(), 0u);
+  // The window's launches each use a region freed after them: those stay, for traces.
+  EXPECT_GE(d.client.freed_regions(), limits.trace_launches - 1);
+  EXPECT_LE(d.client.freed_regions(), 2 * limits.trace_launches);
+  EXPECT_LE(d.client.prune_visits(), 2 * kSteps);
+}
+
+// One launch, then regions allocated and freed with no launch between (hostile: nothing could
+// have used them): none is kept. And when the window's launches may use more freed regions than
+// twice as many as it holds launches, only the newest are kept, said once.
+TEST(ClientCost, FreedRegionsAreBoundedWhateverTheWindowHolds) {
+  ClientLimits limits;
+  limits.trace_launches = 1024;
+  {
+    DirectClient d(limits);
+    ASSERT_NO_FATAL_FAILURE(d.launch(101, 0));
+    for (std::uint64_t id = 1; id <= 10000; ++id) {
+      ASSERT_NO_FATAL_FAILURE(d.alloc(id));
+      ASSERT_NO_FATAL_FAILURE(d.free(id));
+    }
+    ASSERT_NO_FATAL_FAILURE(d.drain());
+    EXPECT_EQ(d.client.freed_regions(), 0u);
+    EXPECT_TRUE(d.client.warnings().empty());
+  }
+  {
+    DirectClient d(limits);
+    std::uint64_t id = 0;
+    for (int l = 0; l < 1000; ++l) {  // the window holds every launch; 4 frees after each
+      for (int k = 0; k < 4; ++k) ASSERT_NO_FATAL_FAILURE(d.alloc(++id));
+      ASSERT_NO_FATAL_FAILURE(d.launch(101, id));
+      for (std::uint64_t r = id - 3; r <= id; ++r) ASSERT_NO_FATAL_FAILURE(d.free(r));
+    }
+    ASSERT_NO_FATAL_FAILURE(d.drain());
+    EXPECT_EQ(d.client.freed_regions(), 2 * limits.trace_launches);
+    ASSERT_EQ(d.client.warnings().size(), 1u);
+    EXPECT_NE(d.client.warnings()[0].find("freed regions"), std::string::npos)
+        << d.client.warnings()[0];
+  }
+}
+
+// Names a client sends are kept up to max_name_bytes in all (one warning, then the rest are
+// ignored); a region's name only while gswapd knows the region; unfinished names do not pile up.
+TEST(ClientCost, NamesAreBoundedInBytes) {
+  ClientLimits limits;
+  limits.max_name_bytes = 1 << 20;
+  DirectClient d(limits);
+  auto kernel = [](std::uint64_t id) { return fmt::format("{:0>200}", id); };
+  for (std::uint64_t id = 1; id <= 10000; ++id)
+    ASSERT_NO_FATAL_FAILURE(d.name(proto::EventType::kKernelName, id, kernel(id)));
+  // Unfinished names (their last chunk never came), as many.
+  for (std::uint64_t id = 20001; id <= 30000; ++id)
+    ASSERT_NO_FATAL_FAILURE(d.name(proto::EventType::kKernelName, id, kernel(id), false));
+  ASSERT_NO_FATAL_FAILURE(d.drain());
+  EXPECT_LE(d.client.name_bytes(), limits.max_name_bytes);
+  EXPECT_GT(d.client.name_bytes(), limits.max_name_bytes / 2);
+  EXPECT_EQ(d.client.name_of_kernel(1), kernel(1));
+  EXPECT_EQ(d.client.name_of_kernel(10000), fmt::format("{:016x}", 10000));
+  ASSERT_EQ(d.client.warnings().size(), 1u);
+  EXPECT_NE(d.client.warnings()[0].find("names"), std::string::npos) << d.client.warnings()[0];
+
+  // A region's name: ignored for a region gswapd does not know; given back when it is dropped.
+  DirectClient r(limits);
+  ASSERT_NO_FATAL_FAILURE(r.name(proto::EventType::kRegionName, 7, "never allocated"));
+  ASSERT_NO_FATAL_FAILURE(r.alloc(8));
+  ASSERT_NO_FATAL_FAILURE(r.name(proto::EventType::kRegionName, 8, "activations"));
+  ASSERT_NO_FATAL_FAILURE(r.drain());
+  EXPECT_EQ(r.client.name_of_region(7), "");
+  EXPECT_EQ(r.client.name_of_region(8), "activations");
+  const std::size_t named = r.client.name_bytes();
+  EXPECT_GT(named, 0u);
+  ASSERT_NO_FATAL_FAILURE(r.free(8));  // no launch used it: dropped at once
+  ASSERT_NO_FATAL_FAILURE(r.drain());
+  EXPECT_EQ(r.client.name_of_region(8), "");
+  EXPECT_EQ(r.client.name_bytes(), 0u);
+}
+
+// A timing longer than a trace may say (kMaxTraceTimeUs), a device clock that jumps by weeks in
+// an iteration and a link measured at 1 byte/s (a hostile or broken library) never reach a trace
+// or a plan: what `gswapctl trace dump` writes parses, and `simulate` can read it.
+TEST_F(ServerTest, AbsurdTimingsAndLinkSpeedsNeverReachATraceOrPlan) {
+  FakeLibrary lib;
+  int fd = -1, shm = -1;
+  ASSERT_NO_FATAL_FAILURE(connect_library(128ull << 20, &lib, &fd, &shm));
+  proto::StatusPayload st{};
+  st.h2d_bytes_per_s = st.d2h_bytes_per_s = 1;
+  lib.status(st);
+  ASSERT_NO_FATAL_FAILURE(lib.regions(4));
+  for (int it = 0; it < 256; ++it) {
+    for (std::uint64_t k = 0; k < 8; ++k) {
+      if (k == 4) lib.device_ns += 2'000'000'000'000'000ull;  // 2e15 ns: 23 days
+      const bool absurd = it % 16 == 3 && k == 5;
+      const std::uint64_t clock = lib.device_ns;
+      lib.duration_ns = absurd ? ~0ull / 2 : 100000;  // 9.2e15 us
+      ASSERT_NO_FATAL_FAILURE(lib.access(FakeLibrary::function_at(k), k % 4 + 1, (k + 1) % 4 + 1));
+      if (absurd) lib.device_ns = clock + 100000;
+    }
+    if (it % 32 == 31) server_->tick(0);
+  }
+  proto::PlanHeader ph{};
+  std::vector<proto::PlanEntry> entries;
+  for (int i = 0; i < 500 && ph.mode != static_cast<std::uint32_t>(proto::PlanMode::kGuided); ++i) {
+    server_->tick(2);
+    ASSERT_TRUE(lib.plan(&ph, &entries));
+  }
+  ASSERT_EQ(ph.mode, static_cast<std::uint32_t>(proto::PlanMode::kGuided))
+      << server_->status_json().dump();
+  nlohmann::json tr = server_->handle_request({{"cmd", "trace"}, {"pid", getpid()}});
+  ASSERT_TRUE(tr["ok"].get<bool>()) << tr.dump();
+  policy::Trace trace;
+  std::string error;
+  ASSERT_TRUE(policy::parse_trace_json(tr["trace_json"].get<std::string>(), &trace, &error))
+      << error;
+  for (const policy::Launch& l : trace.launches) EXPECT_DOUBLE_EQ(l.dur_us, 100.0);
+  EXPECT_GE(trace.device.h2d_bytes_per_s, 1e6);
+  EXPECT_GE(trace.device.d2h_bytes_per_s, 1e6);
+  ASSERT_TRUE(tr.contains("plan_json")) << tr.dump();
+  policy::Plan plan;
+  EXPECT_TRUE(policy::parse_plan_json(tr["plan_json"].get<std::string>(), trace, &plan, &error))
+      << error;
+  // The status shows the link as unmeasured, not as 1 byte/s.
+  nlohmann::json c = server_->status_json()["clients"][0];
+  EXPECT_EQ(c["h2d_bytes_per_s"], 0u);
+  close(shm);
+  close(fd);
+}
+
 }  // namespace
 }  // namespace gswap::daemon
