@@ -221,6 +221,7 @@ void Client::publish(std::uint64_t budget, PublishedPlan plan) {
 }
 
 void Client::forget_launches() {
+  ++window_changes_;
   launches_.clear();
   marks_.clear();
   launches_since_detect_ = 0;
@@ -250,7 +251,7 @@ void Client::maybe_detect_iteration() {
     for (const LaunchInfo& l : launches_)
       if (l.seq >= first && l.seq < next) ++count, last = l.seq;
     if (count > 0) iteration_ = {count, first, last, 1.0, "marks"};
-    return;
+    return;  // marks and launches bump window_changes_ as they come
   }
   // Detection costs about the window's length; running it after every window/8 new launches (at
   // least 256) keeps the cost per launch constant while short runs are still detected early.
@@ -267,6 +268,7 @@ void Client::maybe_detect_iteration() {
   std::size_t phase = recognisable_phase(symbols, r->phase, r->period);
   iteration_ = {r->period, launches_[phase].seq, launches_[phase + r->period - 1].seq, r->match,
                 "detected"};
+  ++window_changes_;
 }
 
 namespace {
@@ -500,6 +502,9 @@ bool Client::start_recurs(std::size_t begin, std::size_t length) const {
 }
 
 std::optional<MeasuredIteration> Client::take_measured(std::uint64_t device_bytes) {
+  if (window_changes_ == scanned_changes_) return std::nullopt;  // as at the last scan
+  scanned_changes_ = window_changes_;
+  ++measure_scans_;
   if (!iteration_.length || launches_.empty()) {
     measure_wait_ = fmt::format("no iteration found yet ({} launches seen)", launches_.size());
     return std::nullopt;
@@ -621,6 +626,7 @@ void Client::erase_region(RegionMap::iterator it) {
 
 void Client::on_launch(std::uint64_t seq, std::uint32_t stream, std::uint64_t function_id,
                        const std::uint64_t* regions, std::uint32_t num_regions, bool truncated) {
+  ++window_changes_;
   LaunchInfo l;
   l.seq = seq;
   l.stream = stream;
@@ -795,11 +801,13 @@ void Client::on_gpu_timing(std::uint64_t seq, std::uint64_t start_ns, std::uint6
   if (it != launches_.end() && it->seq == seq) {
     it->start_ns = start_ns;
     it->duration_ns = duration_ns;
+    ++window_changes_;
   }
 }
 
 void Client::on_iteration_mark(std::uint64_t seq) {
   ++counters_.iteration_marks;
+  ++window_changes_;
   marks_.push_back(seq);
   while (marks_.size() > 4) marks_.pop_front();
 }

@@ -292,6 +292,8 @@ class Client : public proto::EventSink {
   std::size_t freed_regions() const { return regions_.size() - live_; }
   std::uint64_t prune_visits() const { return prune_visits_; }
   std::size_t name_bytes() const { return name_bytes_; }
+  // How many times take_measured has scanned the launch window (for tests: once per change).
+  std::uint64_t measure_scans() const { return measure_scans_; }
   // What gswapd warned about this client (each kind once), as logged.
   const std::vector<std::string>& warnings() const { return warnings_; }
   const std::vector<proto::PlanEntry>& plan() const { return published_.entries; }
@@ -413,6 +415,10 @@ class Client : public proto::EventSink {
   std::vector<std::size_t> entry_of_published_;
   std::uint64_t measured_token_ = 0;
   std::uint64_t measured_first_seq_ = ~0ull;  // the last snapshot taken
+  // Bumped by whatever take_measured reads (a launch, a timing, the iteration, the window
+  // cleared); take_measured scans the window only when it moved since its last scan, so a client
+  // whose iteration cannot be measured costs nothing per tick beyond its new records.
+  std::uint64_t window_changes_ = 0, scanned_changes_ = ~0ull, measure_scans_ = 0;
   std::vector<EntryLateness> lateness_;
   std::uint64_t divergences_since_plan_ = 0;
   // Names arrive in chunks and are assembled raw in partial_*; they enter kernel_names_ or

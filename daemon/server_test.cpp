@@ -1192,6 +1192,30 @@ struct DirectClient {
   FakeLibrary lib;
 };
 
+// A client whose iteration repeats but is never timed (no timings arrive): gswapd looks at its
+// window for a measurable period once per change to it, not at every tick (a full window of
+// 262,144 launches took 1.3 ms a tick, for nothing).
+TEST(ClientCost, AnUnmeasurableWindowIsScannedOncePerChange) {
+  ClientLimits limits;
+  limits.trace_launches = 4096;
+  DirectClient d(limits);
+  d.alloc(1);
+  for (int i = 0; i < 4000; ++i) d.launch(100 + i % 40, 1);  // a period of 40, never timed
+  d.drain();
+  ASSERT_GT(d.client.iteration().length, 0u);
+  for (int tick = 0; tick < 100; ++tick) {
+    d.drain();
+    EXPECT_FALSE(d.client.take_measured(1ull << 30));
+  }
+  EXPECT_EQ(d.client.measure_scans(), 1u);
+  EXPECT_NE(d.client.measure_wait().find("timed"), std::string::npos) << d.client.measure_wait();
+  d.launch(100, 1);  // something new: one more look
+  d.drain();
+  EXPECT_FALSE(d.client.take_measured(1ull << 30));
+  EXPECT_FALSE(d.client.take_measured(1ull << 30));
+  EXPECT_EQ(d.client.measure_scans(), 2u);
+}
+
 // Regions allocated, used by one kernel and freed, 20,000 of them, with a window of 8,192
 // launches: gswapd keeps the freed regions the window's launches still use, no more than twice the
 // window, and looks at each freed region a bounded number of times, however many the window
