@@ -130,6 +130,10 @@ bool Client::poll(std::string* error) {
   if (proto::seqlock_read(&status_->seq, status_->words, words, proto::kStatusWords)) {
     std::memcpy(&counters_.status, words, sizeof words);
     ignore_impossible_link(&counters_.status);
+    if (counters_.status.guided_iterations != guided_seen_) {
+      guided_seen_ = counters_.status.guided_iterations;
+      launches_at_guided_ = counters_.launches_seen;
+    }
     sample_counters();
     const std::uint64_t fixed = counters_.status.fixed_bytes;
     if (fixed > fixed_reserve_) {
@@ -199,6 +203,7 @@ void Client::publish(std::uint64_t budget, PublishedPlan plan) {
   ++generation_;
   lateness_.assign(published_.entries.size(), EntryLateness{});
   divergences_since_plan_ = 0;
+  launches_at_guided_ = counters_.launches_seen;
   std::vector<std::uint64_t> words(proto::kPlanHeaderWords +
                                    published_.entries.size() * proto::kPlanEntryWords);
   proto::PlanHeader ph{};

@@ -257,6 +257,10 @@ class Client : public proto::EventSink {
   std::vector<EntryLateness>& lateness() { return lateness_; }
   const std::vector<EntryLateness>& lateness() const { return lateness_; }
   std::uint64_t divergences_since_plan() const { return divergences_since_plan_; }
+  // Launches seen since the library last finished an iteration of the plan (its
+  // guided_iterations counter moved), or since the plan was published: a program that left the
+  // plan once and never comes back to its start diverges only once.
+  std::uint64_t launches_off_plan() const { return counters_.launches_seen - launches_at_guided_; }
   std::string name_of_kernel(std::uint64_t function_id) const;
   std::string name_of_region(std::uint64_t region_id) const;
   // The recent launch window (oldest first), swaps and host waits, for trace dump --timeline.
@@ -421,6 +425,7 @@ class Client : public proto::EventSink {
   std::uint64_t window_changes_ = 0, scanned_changes_ = ~0ull, measure_scans_ = 0;
   std::vector<EntryLateness> lateness_;
   std::uint64_t divergences_since_plan_ = 0;
+  std::uint64_t guided_seen_ = 0, launches_at_guided_ = 0;  // launches_off_plan()
   // Names arrive in chunks and are assembled raw in partial_*; they enter kernel_names_ or
   // region_names_ made printable (untrusted_text.h) once their last chunk has arrived, since a
   // character may straddle two chunks.

@@ -277,9 +277,15 @@ void Server::tick(int timeout_ms) {
     if (c.take_fixed_reserve_rose() &&
         (c.planning() || c.published().mode == proto::PlanMode::kGuided))
       replan(c);
-    // The program no longer does what the plan says (three iterations in a row): forget what was
+    // The program no longer does what the plan says (three iterations in a row, or it left the
+    // plan and has not finished one of its iterations in three iterations' worth of launches: a
+    // new shape that never starts the way the plan's does diverges once): forget what was
     // learned, measure afresh, and plan the new shape once it repeats.
-    if (c.published().mode == proto::PlanMode::kGuided && c.divergences_since_plan() >= 3) {
+    const std::size_t planned = c.planned_from().trace.launches.size();
+    if (c.published().mode == proto::PlanMode::kGuided &&
+        (c.divergences_since_plan() >= 3 ||
+         (c.divergences_since_plan() >= 1 && planned &&
+          c.launches_off_plan() > 3 * std::max<std::size_t>(planned, 64)))) {
       log_->info("pid {}: the program no longer follows its plan; measuring again", c.pid());
       c.forget_launches();
       measure_again(c, "none: measuring again after divergences");
@@ -287,10 +293,13 @@ void Server::tick(int timeout_ms) {
     }
     // A plan that moved nothing said the iteration fits; the library swapping anyway says the
     // iteration was not the program's (a stretch of identical layers, seen before the first
-    // iteration had ended, repeats too). The launch window by now holds whole iterations: measure
-    // again, keeping it, a few times at most.
+    // iteration had ended, repeats too). Measured again, keeping the window, once the iteration
+    // it finds is another than the one planned (measuring the same again would plan the same),
+    // a few times at most; it finds the program's once the window holds enough of it, a
+    // start-up that never recurs beside the first iterations hiding it until then.
     if (std::uint64_t out = c.swapped_while_idle(now, kIdleGraceMs);
-        out && c.remeasures() < kMaxRemeasures) {
+        out && c.iteration().length && c.iteration().length != planned &&
+        c.remeasures() < kMaxRemeasures) {
       log_->info(
           "pid {}: the plan moved nothing, yet the library swapped {} bytes out; measuring again",
           c.pid(), out);
@@ -301,7 +310,6 @@ void Server::tick(int timeout_ms) {
     // The same mistake with a plan that moves something: followed layer by layer, it never
     // diverges, and only one "iteration" (a layer) in measure_every is timed. The launch window
     // shows the whole iteration by now, at least twice as long: measure again.
-    const std::size_t planned = c.planned_from().trace.launches.size();
     if (c.published().mode == proto::PlanMode::kGuided && !c.planning() && planned &&
         c.iteration().length >= 2 * planned && c.remeasures() < kMaxRemeasures) {
       log_->info("pid {}: the plan follows {} launches, the iteration has {}; measuring again",

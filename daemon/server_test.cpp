@@ -537,6 +537,43 @@ TEST_F(ServerTest, MeasuresPlansAndPublishesAGuidedPlan) {
   close(fd);
 }
 
+// A program that leaves its plan for a shape that never starts the way the plan's iteration does
+// (training, then forward-only evaluation) diverges once, and never finishes another iteration
+// of the plan: once it has run three iterations' worth of launches (at least 192) since its last
+// one, the daemon measures again, as after three divergences.
+TEST_F(ServerTest, AProgramThatLeftItsPlanForGoodIsMeasuredAgain) {
+  FakeLibrary lib;
+  int fd = -1, shm = -1;
+  ASSERT_NO_FATAL_FAILURE(connect_library(128ull << 20, &lib, &fd, &shm));
+  lib.regions_and_iterations(*server_);
+  proto::PlanHeader ph{};
+  std::vector<proto::PlanEntry> entries;
+  for (int i = 0; i < 500 && ph.mode != static_cast<std::uint32_t>(proto::PlanMode::kGuided); ++i) {
+    server_->tick(2);
+    ASSERT_TRUE(lib.plan(&ph, &entries));
+  }
+  ASSERT_EQ(ph.mode, static_cast<std::uint32_t>(proto::PlanMode::kGuided));
+  proto::EventRecord d{};
+  d.type = static_cast<std::uint16_t>(proto::EventType::kDivergence);
+  d.w[0] = ph.generation & 0x3fffffff;
+  d.w[1] = 3;
+  d.w[2] = 101;
+  d.w[3] = 999;
+  ASSERT_TRUE(lib.push(d));
+  // Another shape: two kernels the plan never had, over and over.
+  auto other_shape = [&](int launches) {
+    for (int k = 0; k < launches; ++k) lib.access(501 + 2 * (k % 2), 1, 2);
+    server_->tick(0);
+    ASSERT_TRUE(lib.plan(&ph, &entries));
+  };
+  other_shape(100);  // one divergence, not yet three iterations' worth off the plan
+  EXPECT_EQ(ph.mode, static_cast<std::uint32_t>(proto::PlanMode::kGuided));
+  other_shape(100);
+  EXPECT_EQ(ph.mode, static_cast<std::uint32_t>(proto::PlanMode::kMeasure));
+  close(shm);
+  close(fd);
+}
+
 // Calls between launches (allocations, frees) prepare the launch after them: each plan entry says
 // how many come right before its back-access, so the library lets them take memory first.
 TEST_F(ServerTest, APlanSaysWhichCallsPrepareEachBackAccess) {
