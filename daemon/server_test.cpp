@@ -190,6 +190,17 @@ class ServerTest : public ::testing::Test {
     (void)!std::system(cmd.c_str());
   }
 
+  // Ticks until the library's plan area says guided (the planner thread answers within its
+  // search budget), or 500 ticks; *ph and *entries hold the plan area then.
+  void tick_until_guided(FakeLibrary& lib, proto::PlanHeader* ph,
+                         std::vector<proto::PlanEntry>* entries) {
+    for (int i = 0; i < 500 && ph->mode != static_cast<std::uint32_t>(proto::PlanMode::kGuided);
+         ++i) {
+      server_->tick(2);
+      ASSERT_TRUE(lib.plan(ph, entries));
+    }
+  }
+
   int connect_raw() {
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     sockaddr_un addr{};
@@ -430,11 +441,7 @@ TEST_F(ServerTest, MeasuresPlansAndPublishesAGuidedPlan) {
   }
   lib.regions_and_iterations(*server_);
   auto function_at = FakeLibrary::function_at;
-  // The planner thread answers within its search budget.
-  for (int i = 0; i < 500 && ph.mode != static_cast<std::uint32_t>(proto::PlanMode::kGuided); ++i) {
-    server_->tick(2);
-    ASSERT_TRUE(lib.plan(&ph, &entries));
-  }
+  ASSERT_NO_FATAL_FAILURE(tick_until_guided(lib, &ph, &entries));
   nlohmann::json st = server_->status_json();
   ASSERT_EQ(st["clients"].size(), 1u);
   EXPECT_EQ(st["clients"][0]["iteration_length"], 8u);
@@ -548,10 +555,7 @@ TEST_F(ServerTest, AProgramThatLeftItsPlanForGoodIsMeasuredAgain) {
   lib.regions_and_iterations(*server_);
   proto::PlanHeader ph{};
   std::vector<proto::PlanEntry> entries;
-  for (int i = 0; i < 500 && ph.mode != static_cast<std::uint32_t>(proto::PlanMode::kGuided); ++i) {
-    server_->tick(2);
-    ASSERT_TRUE(lib.plan(&ph, &entries));
-  }
+  ASSERT_NO_FATAL_FAILURE(tick_until_guided(lib, &ph, &entries));
   ASSERT_EQ(ph.mode, static_cast<std::uint32_t>(proto::PlanMode::kGuided));
   proto::EventRecord d{};
   d.type = static_cast<std::uint16_t>(proto::EventType::kDivergence);
@@ -584,10 +588,7 @@ TEST_F(ServerTest, APlanSaysWhichCallsPrepareEachBackAccess) {
   lib.regions_and_iterations(*server_);
   proto::PlanHeader ph{};
   std::vector<proto::PlanEntry> entries;
-  for (int i = 0; i < 500 && ph.mode != static_cast<std::uint32_t>(proto::PlanMode::kGuided); ++i) {
-    server_->tick(2);
-    ASSERT_TRUE(lib.plan(&ph, &entries));
-  }
+  ASSERT_NO_FATAL_FAILURE(tick_until_guided(lib, &ph, &entries));
   ASSERT_EQ(ph.mode, static_cast<std::uint32_t>(proto::PlanMode::kGuided));
   EXPECT_EQ(ph.seq_length, 8u + 28u);
   nlohmann::json pol = server_->handle_request({{"cmd", "policy"}, {"pid", getpid()}});
@@ -1368,10 +1369,7 @@ TEST_F(ServerTest, AbsurdTimingsAndLinkSpeedsNeverReachATraceOrPlan) {
   }
   proto::PlanHeader ph{};
   std::vector<proto::PlanEntry> entries;
-  for (int i = 0; i < 500 && ph.mode != static_cast<std::uint32_t>(proto::PlanMode::kGuided); ++i) {
-    server_->tick(2);
-    ASSERT_TRUE(lib.plan(&ph, &entries));
-  }
+  ASSERT_NO_FATAL_FAILURE(tick_until_guided(lib, &ph, &entries));
   ASSERT_EQ(ph.mode, static_cast<std::uint32_t>(proto::PlanMode::kGuided))
       << server_->status_json().dump();
   nlohmann::json tr = server_->handle_request({{"cmd", "trace"}, {"pid", getpid()}});
