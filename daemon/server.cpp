@@ -204,28 +204,7 @@ void Server::tick(int timeout_ms) {
   for (const ControlPeer& c : controls_) fds.push_back({c.exchange.fd(), c.exchange.events(), 0});
   ::poll(fds.data(), fds.size(), timeout_ms);
   std::size_t np = pending_.size();
-  // Control exchanges under way (before handshakes can add new ones).
-  {
-    const std::size_t first = 1 + np + clients_.size();
-    const std::int64_t now = now_ms();
-    std::vector<ControlPeer> going;
-    for (std::size_t i = 0; i < controls_.size(); ++i) {
-      ControlPeer& c = controls_[i];
-      bool keep = true;
-      if (fds[first + i].revents)
-        keep = serve_control(c);
-      else if (now > c.deadline_ms) {
-        log_->warn("pid {}: control exchange not done within {} ms, closing", c.pid,
-                   kControlTimeoutMs);
-        keep = false;
-      }
-      if (keep)
-        going.push_back(std::move(c));
-      else
-        close(c.exchange.fd());
-    }
-    controls_ = std::move(going);
-  }
+  const std::size_t first_control = 1 + np + clients_.size();  // before any client goes
   // Clients first (indexes stay valid while we only mark), then pending, then new connections.
   for (std::size_t i = clients_.size(); i-- > 0;) {
     const pollfd& f = fds[1 + np + i];
@@ -244,6 +223,29 @@ void Server::tick(int timeout_ms) {
         continue;
       }
     }
+  }
+  // Control exchanges under way: their poll entries follow the clients' (first_control, counted
+  // before any client went), and handshakes below may add new ones, polled from the next tick.
+  {
+    const std::size_t first = first_control;
+    const std::int64_t now = now_ms();
+    std::vector<ControlPeer> going;
+    for (std::size_t i = 0; i < controls_.size(); ++i) {
+      ControlPeer& c = controls_[i];
+      bool keep = true;
+      if (fds[first + i].revents)
+        keep = serve_control(c);
+      else if (now > c.deadline_ms) {
+        log_->warn("pid {}: control exchange not done within {} ms, closing", c.pid,
+                   kControlTimeoutMs);
+        keep = false;
+      }
+      if (keep)
+        going.push_back(std::move(c));
+      else
+        close(c.exchange.fd());
+    }
+    controls_ = std::move(going);
   }
   std::int64_t now = now_ms();
   std::vector<Pending> still;
