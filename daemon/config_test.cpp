@@ -67,10 +67,10 @@ TEST(Config, WrongTypesAreNamed) {
 }
 
 TEST(Config, OutOfRangeValuesAreNamed) {
-  for (const char* doc : {R"({"budget": "150%"})", R"({"budget": "6 parsecs"})",
-                          R"({"log_level": "loud"})", R"({"daemon": "sometimes"})",
-                          R"({"weights": {"a": 0}})", R"({"allow_uids": [4294967296]})",
-                          R"({"budget": "0"})", R"({"gpu_budget": "0B"})"}) {
+  for (const char* doc :
+       {R"({"budget": "150%"})", R"({"budget": "6 parsecs"})", R"({"log_level": "loud"})",
+        R"({"daemon": "sometimes"})", R"({"weights": {"a": 0}})", R"({"allow_uids": [4294967296]})",
+        R"({"budget": "0"})", R"({"gpu_budget": "0B"})"}) {
     auto e = check(doc);
     ASSERT_EQ(e.size(), 1u) << doc;
     std::string key = key_of(doc);
