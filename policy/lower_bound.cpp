@@ -333,13 +333,19 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
     // before-i term grows with the A/C share and the end-of-iteration term shrinks, so the
     // least of their maximum lies where they cross, found by bisection; max(g1(lo), g2(hi)) on
     // the final bracket is below that least value, so the bound stays a bound.
+    // start(i) when yac bytes of A and C are copied out before it; the range of yac for y bytes
+    // swapped (at most |B| of them from B, at most |A| + |C| from A and C).
+    auto start_i = [&](double yac) {
+      return std::max(c_before, bw_out > 0 ? out_sched.end(yac) : 0);
+    };
+    auto ac_range = [&](double y) {
+      const double lo = std::max(0.0, y - static_cast<double>(B));
+      return std::pair{lo, std::max(lo, std::min(y, static_cast<double>(A + C)))};
+    };
     auto traffic = [&](double y, double rest) {
-      auto g1 = [&](double yac) {
-        return std::max(c_before, bw_out > 0 ? out_sched.end(yac) : 0) + rest;
-      };
+      auto g1 = [&](double yac) { return start_i(yac) + rest; };
       auto g2 = [&](double yac) { return bw_out > 0 ? wrap_sched.end(y - yac) : 0; };
-      double lo = std::max(0.0, y - static_cast<double>(B));
-      double hi = std::max(lo, std::min(y, static_cast<double>(A + C)));
+      auto [lo, hi] = ac_range(y);
       if (!refine || wraps.empty() || g1(lo) >= g2(lo)) return g1(lo);
       if (g1(hi) < g2(hi)) return g2(hi);
       for (int k = 0; k < 50 && hi - lo > 1; ++k) {
@@ -387,15 +393,14 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
       for (; k < cells.size() && k < kMaxRefined; ++k) {
         const auto& [v, y, rest] = cells[k];
         if (v >= refined || refined <= lb.traffic_us) break;
-        const double lo = std::max(0.0, y - static_cast<double>(B));
-        const double hi = std::max(lo, std::min(y, static_cast<double>(A + C)));
+        const auto [lo, hi] = ac_range(y);
         double cell_best = std::numeric_limits<double>::infinity();
         for (int c = 0; c < kSplits; ++c) {
           const double ya = lo + (hi - lo) * c / kSplits;
           const double yb = c + 1 == kSplits ? hi : lo + (hi - lo) * (c + 1) / kSplits;
-          const double start_i = std::max(c_before, out_sched.end(ya));
-          cell_best = std::min(cell_best, std::max({start_i + rest, wrap_sched.end(y - yb),
-                                                    start_i + wrap_after_sched.end(y - yb)}));
+          const double start = start_i(ya);
+          cell_best = std::min(cell_best, std::max({start + rest, wrap_sched.end(y - yb),
+                                                    start + wrap_after_sched.end(y - yb)}));
         }
         refined = std::min(refined, std::max(v, cell_best));
       }
