@@ -466,7 +466,10 @@ class Sim {
               ++res_.access_violations;
               continue;
             }
-            if (!ensure_resident(it->second, T, depth + 1)) return s.recomputing = false;
+            if (!ensure_resident(it->second, T, depth + 1)) {
+              s.recomputing = false;
+              return false;
+            }
           }
           s.recomputing = false;
         }
