@@ -576,6 +576,13 @@ void Residency::take_from(Region* donor) {
     evicting_ -= donor->mapped;
 }
 
+// During a capture, a stream-ordered allocation on the capturing stream becomes graph memory.
+bool Residency::graph_memory(CUstream stream) {
+  if (!stream || !gate_.capturing()) return false;
+  bool capturing = false;
+  return dev_.is_capturing(stream, &capturing) == CUDA_SUCCESS && capturing;
+}
+
 CUresult Residency::alloc_region(CUdeviceptr* out, std::uint64_t bytes, CUstream stream, bool async,
                                  bool per_thread, bool* handled) {
   *handled = false;
@@ -583,12 +590,8 @@ CUresult Residency::alloc_region(CUdeviceptr* out, std::uint64_t bytes, CUstream
   if (!ensure_device() || bytes < threshold_ || bytes == 0) return CUDA_SUCCESS;
   // Another context (another device, or none on this thread) is the driver's to answer.
   if (dev_.current() != ctx_) return CUDA_SUCCESS;
-  // During a capture, a stream-ordered allocation on the capturing stream becomes graph memory:
-  // the driver's, not a region (its address is only valid while the graph runs).
-  if (stream && gate_.capturing()) {
-    bool capturing = false;
-    if (dev_.is_capturing(stream, &capturing) == CUDA_SUCCESS && capturing) return CUDA_SUCCESS;
-  }
+  // Graph memory is the driver's, not a region (its address is only valid while the graph runs).
+  if (graph_memory(stream)) return CUDA_SUCCESS;
   // A size within a granule of 2^64 would round up to 0: it is larger than any budget.
   std::uint64_t mapped = bytes > ~0ull - 2 * granularity_ ? ~0ull : round_up(bytes, granularity_);
   // One unmapped guard granule follows every region, assigned to it in the map, so that a
@@ -664,18 +667,11 @@ CUresult Residency::alloc_region(CUdeviceptr* out, std::uint64_t bytes, CUstream
 CUresult Residency::alloc_arena(std::uint64_t estimate, ForwardAlloc forward, void* fctx,
                                 CUdeviceptr* out, CUstream stream) {
   std::unique_lock<std::mutex> lock(mutex_);
-  if (!ensure_device() || dev_.current() != ctx_) {
+  // Another context's memory, and graph memory, are the driver's: forwarded, not counted against
+  // the budget.
+  if (!ensure_device() || dev_.current() != ctx_ || graph_memory(stream)) {
     std::uint64_t ignored = 0;
     return forward(fctx, out, &ignored);
-  }
-  // A stream-ordered allocation on a capturing stream is graph memory: the driver's, valid only
-  // while the graph runs, and not counted against the budget.
-  if (stream && gate_.capturing()) {
-    bool capturing = false;
-    if (dev_.is_capturing(stream, &capturing) == CUDA_SUCCESS && capturing) {
-      std::uint64_t ignored = 0;
-      return forward(fctx, out, &ignored);
-    }
   }
   // Arena memory is never evicted but counts against the budget, so room is made first. During a
   // capture nothing can be evicted; the driver answers (it refuses what the capture forbids).

@@ -183,6 +183,9 @@ class Residency {
   std::mutex& mutex() { return mutex_; }
 
  private:
+  // A stream-ordered allocation on `stream` (null: not one) would be graph memory: the stream is
+  // capturing.
+  bool graph_memory(CUstream stream);  // under mutex_
   enum class CommandType : std::uint8_t { kEvict, kFree, kPlanEvict, kPlanDrop, kPrefetch };
   struct Command {
     CommandType type;
