@@ -50,27 +50,22 @@ Table g_first{kFirstBits, g_first_slots};
 std::atomic<Table*> g_table{&g_first};
 std::mutex g_fill_mutex;
 
-// The layout of key in t, or nullptr (absent, or being filled).
-const CachedLayout* find(const Table& t, std::uintptr_t key) {
+// key's slot in t, or nullptr. A slot keeps its key once set; its value is null while being
+// filled, or forgotten (layout_cache_forget) until the next fill stores a new one.
+Slot* slot_of(const Table& t, std::uintptr_t key) {
   std::uintptr_t m = t.mask();
   for (std::uintptr_t i = t.home(key), n = 0; n <= m; i = (i + 1) & m, ++n) {
     std::uintptr_t k = t.slots[i].key.load(std::memory_order_acquire);
-    if (k == key) return t.slots[i].value.load(std::memory_order_acquire);
+    if (k == key) return &t.slots[i];
     if (k == 0) return nullptr;
   }
   return nullptr;
 }
 
-// Under the fill mutex: key's slot in t, or nullptr. A slot keeps its key once set; its value is
-// null while forgotten (layout_cache_forget), until the next fill stores a new one.
-Slot* slot_of(Table& t, std::uintptr_t key) {
-  std::uintptr_t m = t.mask();
-  for (std::uintptr_t i = t.home(key), n = 0; n <= m; i = (i + 1) & m, ++n) {
-    std::uintptr_t k = t.slots[i].key.load(std::memory_order_relaxed);
-    if (k == key) return &t.slots[i];
-    if (k == 0) return nullptr;
-  }
-  return nullptr;
+// The layout of key in t, or nullptr (absent, being filled, or forgotten).
+const CachedLayout* find(const Table& t, std::uintptr_t key) {
+  const Slot* s = slot_of(t, key);
+  return s ? s->value.load(std::memory_order_acquire) : nullptr;
 }
 
 // Under the fill mutex; t has a free slot. The value is stored before the key, so a reader that
