@@ -11,12 +11,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <limits>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <map>
 
 #include <fmt/format.h>
@@ -227,13 +227,12 @@ void Server::tick(int timeout_ms) {
   // Control exchanges under way: their poll entries follow the clients' (first_control, counted
   // before any client went), and handshakes below may add new ones, polled from the next tick.
   {
-    const std::size_t first = first_control;
     const std::int64_t now = now_ms();
     std::vector<ControlPeer> going;
     for (std::size_t i = 0; i < controls_.size(); ++i) {
       ControlPeer& c = controls_[i];
       bool keep = true;
-      if (fds[first + i].revents)
+      if (fds[first_control + i].revents)
         keep = serve_control(c);
       else if (now > c.deadline_ms) {
         log_->warn("pid {}: control exchange not done within {} ms, closing", c.pid,
