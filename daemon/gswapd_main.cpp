@@ -75,8 +75,13 @@ int daemonize() {
   return pipefd[1];
 }
 
+// The start-up's outcome: through the parent's pipe when detached, else the message (if any) on
+// standard error.
 void report_ready(int fd, char code, const std::string& message) {
-  if (fd < 0) return;
+  if (fd < 0) {
+    std::cerr << message;
+    return;
+  }
   (void)!write(fd, &code, 1);
   if (!message.empty()) (void)!write(fd, message.data(), message.size());
   close(fd);
@@ -141,22 +146,14 @@ int main(int argc, char** argv) {
     gswap::daemon::GpuIdentity identity;
     std::string error;
     if (!gswap::daemon::probe_gpu(gpu, &identity, &error)) {
-      std::string line = "gswapd: " + error + "\n";
-      if (ready_fd >= 0)
-        report_ready(ready_fd, 1, line);
-      else
-        std::cerr << line;
+      report_ready(ready_fd, 1, "gswapd: " + error + "\n");
       log->error("{}", error);
       return 1;
     }
     gswap::daemon::Server server(config, identity, log);
     bool already = false;
     if (!server.open(&error, &already)) {
-      std::string line = "gswapd: " + error + "\n";
-      if (ready_fd >= 0)
-        report_ready(ready_fd, already ? 3 : 1, line);
-      else
-        std::cerr << line;
+      report_ready(ready_fd, already ? 3 : 1, "gswapd: " + error + "\n");
       return already ? 3 : 1;
     }
     signal(SIGPIPE, SIG_IGN);
@@ -170,11 +167,7 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const std::exception& e) {
     // A log file that cannot be opened, for one (spdlog throws).
-    std::string line = std::string("gswapd: ") + e.what() + "\n";
-    if (ready_fd >= 0)
-      report_ready(ready_fd, 1, line);
-    else
-      std::cerr << line;
+    report_ready(ready_fd, 1, std::string("gswapd: ") + e.what() + "\n");
     return 1;
   }
 }
