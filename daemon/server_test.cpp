@@ -61,6 +61,16 @@ struct FakeLibrary {
     if (base) munmap(base, bytes);
   }
   bool push(const proto::EventRecord& e) { return ring.push(&e, 1); }
+  // The library left plan generation `generation` (at offset 3, kernel 999 where 101 was due).
+  void divergence(std::uint64_t generation) {
+    proto::EventRecord e{};
+    e.type = static_cast<std::uint16_t>(proto::EventType::kDivergence);
+    e.w[0] = generation & 0x3fffffff;
+    e.w[1] = 3;
+    e.w[2] = 101;
+    e.w[3] = 999;
+    ASSERT_TRUE(push(e));
+  }
   // The plan area, read as the library reads it.
   bool plan(proto::PlanHeader* h, std::vector<proto::PlanEntry>* entries) {
     auto* block = reinterpret_cast<proto::PlanBlock*>(base + hdr->plan_offset);
@@ -530,15 +540,7 @@ TEST_F(ServerTest, MeasuresPlansAndPublishesAGuidedPlan) {
   }
 
   // Divergences, three in a row: the daemon measures again.
-  for (int k = 0; k < 3; ++k) {
-    proto::EventRecord e{};
-    e.type = static_cast<std::uint16_t>(proto::EventType::kDivergence);
-    e.w[0] = ph.generation & 0x3fffffff;
-    e.w[1] = 3;
-    e.w[2] = 101;
-    e.w[3] = 999;
-    ASSERT_TRUE(lib.push(e));
-  }
+  for (int k = 0; k < 3; ++k) ASSERT_NO_FATAL_FAILURE(lib.divergence(ph.generation));
   server_->tick(0);
   ASSERT_TRUE(lib.plan(&ph, &entries));
   EXPECT_EQ(ph.mode, static_cast<std::uint32_t>(proto::PlanMode::kMeasure));
@@ -558,13 +560,7 @@ TEST_F(ServerTest, AProgramThatLeftItsPlanForGoodIsMeasuredAgain) {
   proto::PlanHeader ph{};
   std::vector<proto::PlanEntry> entries;
   ASSERT_NO_FATAL_FAILURE(tick_until_guided(lib, &ph, &entries));
-  proto::EventRecord d{};
-  d.type = static_cast<std::uint16_t>(proto::EventType::kDivergence);
-  d.w[0] = ph.generation & 0x3fffffff;
-  d.w[1] = 3;
-  d.w[2] = 101;
-  d.w[3] = 999;
-  ASSERT_TRUE(lib.push(d));
+  ASSERT_NO_FATAL_FAILURE(lib.divergence(ph.generation));
   // Another shape: two kernels the plan never had, over and over.
   auto other_shape = [&](int launches) {
     for (int k = 0; k < launches; ++k) lib.access(501 + 2 * (k % 2), 1, 2);
