@@ -2,9 +2,61 @@
 #include "policy/analysis.h"
 
 #include <algorithm>
+#include <map>
 #include <unordered_map>
 
 namespace gswap::policy {
+
+namespace {
+
+// Analysis::next_instance: each region carried over and freed in the iteration, paired with the
+// region of the same size and lifetime allocated soonest at least one iteration (the launches'
+// span of seq numbers) after it, among those this iteration allocates and does not free.
+void match_next_instances(const Trace& trace, Analysis* a) {
+  const std::size_t nr = trace.regions.size();
+  a->next_instance.assign(nr, kNoRegion);
+  if (a->n == 0) return;
+  const Seq first = trace.launches.front().seq, last = trace.launches.back().seq;
+  const Seq span = last - first + 1;
+  // (bytes, lifetime) -> regions allocated in the iteration and freed after it, by alloc_seq.
+  std::map<std::pair<std::uint64_t, Seq>, std::vector<std::size_t>> later;
+  for (std::size_t r = 0; r < nr; ++r) {
+    const Region& reg = trace.regions[r];
+    if (reg.free_seq && reg.alloc_seq >= first && *reg.free_seq > last &&
+        a->first_live[r] <= a->last_live[r])
+      later[{reg.bytes, *reg.free_seq - reg.alloc_seq}].push_back(r);
+  }
+  if (later.empty()) return;
+  for (auto& [key, v] : later)
+    std::sort(v.begin(), v.end(), [&](std::size_t x, std::size_t y) {
+      return trace.regions[x].alloc_seq < trace.regions[y].alloc_seq;
+    });
+  std::vector<std::size_t> carried;
+  for (std::size_t r = 0; r < nr; ++r) {
+    const Region& reg = trace.regions[r];
+    if (reg.free_seq && reg.alloc_seq < first && *reg.free_seq >= first &&
+        *reg.free_seq <= last + 1 && a->live_at_start[r] && *reg.free_seq > reg.alloc_seq)
+      carried.push_back(r);
+  }
+  std::sort(carried.begin(), carried.end(), [&](std::size_t x, std::size_t y) {
+    return trace.regions[x].alloc_seq < trace.regions[y].alloc_seq;
+  });
+  // Carried regions in allocation order need ever later partners: one cursor per kind.
+  std::map<std::pair<std::uint64_t, Seq>, std::size_t> cursor;
+  for (std::size_t x : carried) {
+    const Region& reg = trace.regions[x];
+    const std::pair<std::uint64_t, Seq> key{reg.bytes, *reg.free_seq - reg.alloc_seq};
+    auto it = later.find(key);
+    if (it == later.end()) continue;
+    std::size_t& c = cursor[key];
+    while (c < it->second.size() && trace.regions[it->second[c]].alloc_seq < reg.alloc_seq + span)
+      ++c;
+    if (c == it->second.size()) continue;
+    a->next_instance[x] = it->second[c++];
+  }
+}
+
+}  // namespace
 
 Analysis analyze(const Trace& trace) {
   Analysis a;
@@ -56,6 +108,7 @@ Analysis analyze(const Trace& trace) {
     diff[first] += static_cast<std::int64_t>(reg.bytes);
     diff[last + 1] -= static_cast<std::int64_t>(reg.bytes);
   }
+  match_next_instances(trace, &a);
   std::vector<std::int64_t> small_diff(a.n + 1, 0);  // live regions that are never evicted
   for (std::size_t r = 0; r < nr; ++r)
     if (a.first_live[r] <= a.last_live[r] &&
@@ -63,17 +116,18 @@ Analysis analyze(const Trace& trace) {
       small_diff[a.first_live[r]] += static_cast<std::int64_t>(trace.regions[r].bytes);
       small_diff[a.last_live[r] + 1] -= static_cast<std::int64_t>(trace.regions[r].bytes);
     }
-  // Evictable regions allocated in the iteration that no entry can move off: before their first
-  // use, or all along when unused. (Carried-over regions leave through wrap entries, or are idle.)
+  // Evictable regions that no entry can move off: before their first use, or all along when
+  // unused. (Carried-over regions that live on leave through wrap entries, or are idle.)
   std::vector<std::int64_t> fresh_diff(a.n + 1, 0);
   for (std::size_t r = 0; r < nr; ++r) {
     if (a.first_live[r] > a.last_live[r] ||
         trace.regions[r].bytes < trace.device.min_evictable_bytes)
       continue;
     const auto& acc = a.accesses[r];
-    // Carried over: a wrap entry evicts it, or it is idle (on the host); but one the iteration
-    // frees without touching it stays where its allocation put it.
-    if (a.live_at_start[r] && !(acc.empty() && !a.live_at_end[r])) continue;
+    // Carried over and never freed: a wrap entry evicts it, or it is idle (on the host); one the
+    // iteration frees (an activation the iteration's start cut in two) leaves through an entry
+    // that evicts its next instance for good (next_instance), else only after a use.
+    if (a.live_at_start[r] && (a.live_at_end[r] || a.next_instance[r] != kNoRegion)) continue;
     if (!acc.empty() && acc.front() == a.first_live[r]) continue;
     const std::size_t to = acc.empty() ? a.last_live[r] : acc.front() - 1;
     fresh_diff[a.first_live[r]] += static_cast<std::int64_t>(trace.regions[r].bytes);
@@ -164,8 +218,8 @@ std::string unplannable_budget_reason(const Analysis& a, std::uint64_t budget) {
   const std::size_t i = a.max_min_planned_launch;
   return launch_name(a, i) + " needs " + std::to_string(a.min_resident[i]) +
          " bytes resident while " + std::to_string(a.unplannable[i]) +
-         " bytes of regions allocated before it and not used yet (or not used at all) are live "
-         "beside it: " +
+         " bytes of regions allocated before it (in this iteration or the one before) and not "
+         "used yet (or not used at all) are live beside it: " +
          std::to_string(a.min_resident[i] + a.unplannable[i]) + " bytes, more than the budget of " +
          std::to_string(budget) +
          " bytes; a plan evicts a region only after an access, so the simulator evicts those "

@@ -16,6 +16,7 @@ namespace gswap::policy {
 // The default of DeviceInfo::min_evictable_bytes: on a real GPU the preload library leaves
 // allocations below the 2 MiB VMM granularity to the driver, so no planner may evict them.
 inline constexpr std::uint64_t kMinEvictableBytes = 2ull << 20;
+inline constexpr std::size_t kNoRegion = static_cast<std::size_t>(-1);
 
 struct Analysis {
   const Trace* trace = nullptr;
@@ -23,10 +24,19 @@ struct Analysis {
   std::unordered_map<RegionId, std::size_t> index;  // region id -> index into trace->regions
   std::vector<std::vector<std::size_t>> accesses;   // per region: launch positions, ascending
   std::vector<std::vector<std::size_t>> touched;    // per launch: region indices, deduplicated
-  std::vector<std::size_t> first_live;     // per region: first launch position it is allocated for
-  std::vector<std::size_t> last_live;      // per region: last launch position it is allocated for
-  std::vector<bool> live_at_start;         // allocated before the first launch
-  std::vector<bool> live_at_end;           // never freed within the trace
+  std::vector<std::size_t> first_live;  // per region: first launch position it is allocated for
+  std::vector<std::size_t> last_live;   // per region: last launch position it is allocated for
+  std::vector<bool> live_at_start;      // allocated before the first launch
+  std::vector<bool> live_at_end;        // never freed within the trace
+  // Per region carried over from the previous iteration and freed in this one (an activation
+  // saved before the iteration's start and read after it): the region allocated in this
+  // iteration that is the same allocation one iteration later, the one the next iteration
+  // starts with; kNoRegion when none. Matched by size and lifetime (alloc to free, in seq
+  // numbers), one iteration's length or more apart. In the steady state the first starts the
+  // iteration where the second ended the one before: a plan that evicts the second after its
+  // last use with nothing bringing it back leaves the first on the host, and its first use
+  // restores it on demand, as the preload library does.
+  std::vector<std::size_t> next_instance;
   std::vector<std::uint64_t> live_bytes;   // per launch: bytes allocated while it runs
   std::vector<std::uint64_t> working_set;  // per launch: bytes it touches
   std::uint64_t peak_bytes = 0;
@@ -47,7 +57,8 @@ struct Analysis {
   std::size_t max_alloc_need_region = 0;
   // Per launch: bytes live beside it that no plan entry can take off the device, since an entry
   // evicts a region after an access: regions allocated in the iteration and not used yet, or
-  // never used (idle regions carried over are on the host, see idle()). The simulator (and the
+  // never used, and regions carried over that the iteration frees with no next_instance, before
+  // their first use (idle regions carried over are on the host, see idle()). The simulator (and the
   // library) evict those on demand only. A budget below the maximum of min_resident + unplannable
   // is possible, but no plan fits it without demand evictions.
   std::vector<std::uint64_t> unplannable;

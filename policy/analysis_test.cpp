@@ -27,6 +27,29 @@ TEST(AnalysisTest, SmallRegionsBesideTheWorkingSetMakeABudgetImpossible) {
   EXPECT_TRUE(impossible_budget_reason(a, 5 * kMiB).empty());
 }
 
+// An iteration cut where an activation of the one before is still to be read: the trace has it
+// twice, carried over (allocated before the first launch, freed in the iteration) and allocated
+// again for the next iteration (freed after the last launch). They pair by size and lifetime when
+// one iteration's length or more apart; nothing else pairs.
+TEST(AnalysisTest, ARegionCarriedOverPairsWithItsNextInstance) {
+  Trace t = empty_trace(10, 10.0, 1e9);
+  for (Launch& l : t.launches) l.seq += 100;               // seqs 100..109
+  RegionId x = add_region(t, 4 * kMiB, 95, 102, {0, 2});   // alloc 95, free 103
+  RegionId y = add_region(t, 4 * kMiB, 105, 112, {5, 7});  // the same, 10 seqs later
+  add_region(t, 4 * kMiB, 106, 111, {6});                  // another lifetime
+  RegionId w = add_region(t, 2 * kMiB, 96, 103, {1});      // no region of its size follows
+  RegionId u = add_region(t, 2 * kMiB, 98, 100, {0});      // alloc 98, free 101
+  add_region(t, 2 * kMiB, 104, 106, {4, 6});               // 6 seqs later: under an iteration
+  add_region(t, 4 * kMiB, 0, -1, {0, 9});                  // persistent
+  Analysis a = analyze(t);
+  auto at = [&](RegionId id) { return a.index.at(id); };
+  EXPECT_EQ(a.next_instance[at(x)], at(y));
+  EXPECT_EQ(a.next_instance[at(w)], kNoRegion);
+  EXPECT_EQ(a.next_instance[at(u)], kNoRegion);
+  for (std::size_t r = 0; r < t.regions.size(); ++r)
+    if (r != at(x)) EXPECT_EQ(a.next_instance[r], kNoRegion) << "region " << t.regions[r].id;
+}
+
 TEST(AnalysisTest, LifetimesAndLiveBytes) {
   Trace t = empty_trace(6, 10.0, 1e9);
   add_region(t, 4 * kMiB, 0, -1, {0, 5});  // persistent

@@ -172,6 +172,7 @@ class Sim {
 
   void init_state() {
     std::vector<std::size_t> wrap(t_.regions.size(), kNoLaunch);
+    std::vector<bool> ends_off(t_.regions.size(), false);
     for (std::size_t k = 0; k < plan_.entries.size(); ++k) {
       const PlanEntry& e = plan_.entries[k];
       auto it = a_.index.find(e.region);
@@ -183,17 +184,24 @@ class Sim {
       // ends the iteration on the device, and starts there.
       const auto& acc = a_.accesses[it->second];
       if (!acc.empty() && e.evict_after < acc.back()) continue;
+      if (is_wrap(e) || e.back_access == kNoLaunch) ends_off[it->second] = true;
       if (is_wrap(e) || (e.back_access == kNoLaunch && a_.live_at_start[it->second] &&
                          a_.live_at_end[it->second]))
         wrap[it->second] = k;
     }
     for (std::size_t r = 0; r < t_.regions.size(); ++r) {
       if (!a_.live_at_start[r] || a_.first_live[r] > a_.last_live[r]) continue;
+      const std::size_t next = a_.next_instance[r];
       if (a_.parked(r, budget_)) {
         rs_[r].st = St::kHost;  // evicted once, long ago: this iteration never needs it
       } else if (wrap[r] != kNoLaunch) {
         rs_[r].st = St::kHost;  // evicted at the end of the previous iteration
         rs_[r].entry = wrap[r];
+      } else if (next != kNoRegion && ends_off[next] && !a_.accesses[r].empty() &&
+                 t_.regions[r].bytes >= t_.device.min_evictable_bytes) {
+        // The previous iteration's instance of a region this one evicts for good: it ended that
+        // iteration on the host, and nothing in the plan brings it back before its first use.
+        rs_[r].st = St::kHost;
       } else {
         rs_[r].st = St::kResident;
         rs_[r].occupying = true;

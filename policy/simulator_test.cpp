@@ -74,6 +74,43 @@ TEST(SimulatorTest, BudgetRespectingPlanReportsPeakWithinBudget) {
   EXPECT_DOUBLE_EQ(s.lateness_us[0], 5.0);
 }
 
+// A plan that evicts a region for good after its last use, while the next iteration reads it
+// (the trace's carried-over instance of it): that iteration starts with it on the host and
+// restores it on demand at its first use, as the library does. It is not resident for free.
+TEST(SimulatorTest, ARegionEvictedForGoodStartsTheNextIterationOnTheHost) {
+  Trace t = empty_trace(10, 10.0, 4.0 * kMiB / 25e-6);  // 25 us per 4 MiB
+  for (Launch& l : t.launches) l.seq += 100;
+  RegionId x = add_region(t, 4 * kMiB, 95, 102, {0, 2});   // the previous iteration's instance
+  RegionId y = add_region(t, 4 * kMiB, 105, 112, {5, 7});  // this one's, read next at 0 and 2
+  Analysis a = analyze(t);
+  ASSERT_EQ(a.next_instance[a.index.at(x)], a.index.at(y));
+  const std::uint64_t budget = 1ull << 30;
+  SimResult kept = simulate(a, Plan{}, budget);
+  EXPECT_EQ(kept.demand_restores, 0u);
+  EXPECT_DOUBLE_EQ(kept.step_time_us, 100.0);
+
+  Plan p;
+  p.entries.push_back({y, EvictKind::kSwap, 7, kNoLaunch, kNoLaunch, kNoLaunch, 25.0});
+  SimResult s = simulate(a, p, budget);
+  ASSERT_TRUE(s.feasible) << s.reason;
+  EXPECT_EQ(s.demand_restores, 1u);
+  EXPECT_EQ(s.access_violations, 0u);
+  EXPECT_DOUBLE_EQ(s.h2d_busy_us, 25.0);
+  EXPECT_DOUBLE_EQ(s.d2h_busy_us, 25.0);
+  // x comes back over 0..25 us and launch 0 waits for it; launch 7 ends at 105, y's copy-out
+  // 105..130.
+  EXPECT_DOUBLE_EQ(s.stall_us, 25.0);
+  EXPECT_DOUBLE_EQ(s.step_time_us, 130.0);
+
+  // Unpaired (y lives longer than x), the same plan leaves x where it was: resident.
+  t.regions[y - 1].free_seq = 114;
+  Analysis b = analyze(t);
+  SimResult u = simulate(b, p, budget);
+  EXPECT_EQ(u.demand_restores, 0u);
+  EXPECT_DOUBLE_EQ(u.stall_us, 0.0);
+  EXPECT_DOUBLE_EQ(u.step_time_us, 105.0);  // y's copy-out over 80..105
+}
+
 TEST(SimulatorTest, SameDirectionCopiesSerialise) {
   Trace t = empty_trace(6, 10.0, 4.0 * kMiB / 10e-6);  // 10 us per 4 MiB
   RegionId x = add_region(t, 4 * kMiB, 0, -1, {0, 5});
