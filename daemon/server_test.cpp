@@ -575,6 +575,44 @@ TEST_F(ServerTest, AProgramThatLeftItsPlanForGoodIsMeasuredAgain) {
   close(fd);
 }
 
+// A GPU budget too small to share still leaves every client a budget: one byte, the least there
+// is, never 0, which the library reads as no budget at all.
+TEST_F(ServerTest, ATinyGpuBudgetLeavesEveryClientOneByte) {
+  config_.merge_json(nlohmann::json{{"gpu_budget", "1B"}}.dump());
+  std::ostringstream out;
+  ASSERT_NO_FATAL_FAILURE(restart_logging_to(&out));
+  FakeLibrary a, b;
+  int fa = -1, sa = -1, fb = -1, sb = -1;
+  ASSERT_NO_FATAL_FAILURE(connect_library(0, &a, &fa, &sa));
+  ASSERT_NO_FATAL_FAILURE(connect_library(0, &b, &fb, &sb));
+  server_->tick(0);
+  proto::PlanHeader ph{};
+  std::vector<proto::PlanEntry> entries;
+  ASSERT_TRUE(a.plan(&ph, &entries));
+  EXPECT_EQ(ph.budget_bytes, 1u);
+  ASSERT_TRUE(b.plan(&ph, &entries));
+  EXPECT_EQ(ph.budget_bytes, 1u);
+  for (int fd : {fa, sa, fb, sb}) close(fd);
+}
+
+// measure_every beyond the plan header's 32 bits means one measured iteration in 2^32 - 1, not
+// its low bits (2^40 would read as 0).
+TEST_F(ServerTest, AHugeMeasureEverySaturatesInThePlan) {
+  config_.merge_json(nlohmann::json{{"measure_every", 1ull << 40}}.dump());
+  std::ostringstream out;
+  ASSERT_NO_FATAL_FAILURE(restart_logging_to(&out));
+  FakeLibrary lib;
+  int fd = -1, shm = -1;
+  ASSERT_NO_FATAL_FAILURE(connect_library(128ull << 20, &lib, &fd, &shm));
+  lib.regions_and_iterations(*server_);
+  proto::PlanHeader ph{};
+  std::vector<proto::PlanEntry> entries;
+  ASSERT_NO_FATAL_FAILURE(tick_until_guided(lib, &ph, &entries));
+  EXPECT_EQ(ph.measure_every, 0xffffffffu);
+  close(shm);
+  close(fd);
+}
+
 // Calls between launches (allocations, frees) prepare the launch after them: each plan entry says
 // how many come right before its back-access, so the library lets them take memory first.
 TEST_F(ServerTest, APlanSaysWhichCallsPrepareEachBackAccess) {
