@@ -49,7 +49,8 @@ void match_next_instances(const Trace& trace, Analysis* a) {
     auto it = later.find(key);
     if (it == later.end()) continue;
     std::size_t& c = cursor[key];
-    while (c < it->second.size() && trace.regions[it->second[c]].alloc_seq < reg.alloc_seq + span)
+    // Partners are allocated from `first` on, carried regions before it: no wrap-around.
+    while (c < it->second.size() && trace.regions[it->second[c]].alloc_seq - reg.alloc_seq < span)
       ++c;
     if (c == it->second.size()) continue;
     a->next_instance[x] = it->second[c++];
