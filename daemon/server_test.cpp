@@ -214,6 +214,15 @@ class ServerTest : public ::testing::Test {
         << server_->status_json().dump();
   }
 
+  // Connects `lib` with a budget of 128 MiB, runs its iterations and ticks until it is guided;
+  // *ph and *entries hold the plan area then.
+  void guided_client(FakeLibrary& lib, int* fd, int* shm, proto::PlanHeader* ph,
+                     std::vector<proto::PlanEntry>* entries) {
+    ASSERT_NO_FATAL_FAILURE(connect_library(128ull << 20, &lib, fd, shm));
+    lib.regions_and_iterations(*server_);
+    ASSERT_NO_FATAL_FAILURE(tick_until_guided(lib, ph, entries));
+  }
+
   int connect_raw() {
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     sockaddr_un addr{};
@@ -555,11 +564,9 @@ TEST_F(ServerTest, MeasuresPlansAndPublishesAGuidedPlan) {
 TEST_F(ServerTest, AProgramThatLeftItsPlanForGoodIsMeasuredAgain) {
   FakeLibrary lib;
   int fd = -1, shm = -1;
-  ASSERT_NO_FATAL_FAILURE(connect_library(128ull << 20, &lib, &fd, &shm));
-  lib.regions_and_iterations(*server_);
   proto::PlanHeader ph{};
   std::vector<proto::PlanEntry> entries;
-  ASSERT_NO_FATAL_FAILURE(tick_until_guided(lib, &ph, &entries));
+  ASSERT_NO_FATAL_FAILURE(guided_client(lib, &fd, &shm, &ph, &entries));
   ASSERT_NO_FATAL_FAILURE(lib.divergence(ph.generation));
   // Another shape: two kernels the plan never had, over and over.
   auto other_shape = [&](int launches) {
@@ -603,11 +610,9 @@ TEST_F(ServerTest, AHugeMeasureEverySaturatesInThePlan) {
   ASSERT_NO_FATAL_FAILURE(restart_logging_to(&out));
   FakeLibrary lib;
   int fd = -1, shm = -1;
-  ASSERT_NO_FATAL_FAILURE(connect_library(128ull << 20, &lib, &fd, &shm));
-  lib.regions_and_iterations(*server_);
   proto::PlanHeader ph{};
   std::vector<proto::PlanEntry> entries;
-  ASSERT_NO_FATAL_FAILURE(tick_until_guided(lib, &ph, &entries));
+  ASSERT_NO_FATAL_FAILURE(guided_client(lib, &fd, &shm, &ph, &entries));
   EXPECT_EQ(ph.measure_every, 0xffffffffu);
   close(shm);
   close(fd);
@@ -619,11 +624,9 @@ TEST_F(ServerTest, APlanSaysWhichCallsPrepareEachBackAccess) {
   FakeLibrary lib;
   lib.calls_before_access = true;
   int fd = -1, shm = -1;
-  ASSERT_NO_FATAL_FAILURE(connect_library(128ull << 20, &lib, &fd, &shm));
-  lib.regions_and_iterations(*server_);
   proto::PlanHeader ph{};
   std::vector<proto::PlanEntry> entries;
-  ASSERT_NO_FATAL_FAILURE(tick_until_guided(lib, &ph, &entries));
+  ASSERT_NO_FATAL_FAILURE(guided_client(lib, &fd, &shm, &ph, &entries));
   EXPECT_EQ(ph.seq_length, 8u + 28u);
   nlohmann::json pol = server_->handle_request({{"cmd", "policy"}, {"pid", getpid()}});
   const std::uint64_t first = pol["clients"][0]["iteration_first_seq"].get<std::uint64_t>();
