@@ -128,7 +128,10 @@ Analysis analyze(const Trace& trace) {
     // Carried over and never freed: a wrap entry evicts it, or it is idle (on the host); one the
     // iteration frees (an activation the iteration's start cut in two) leaves through an entry
     // that evicts its next instance for good (next_instance), else only after a use.
-    if (a.live_at_start[r] && (a.live_at_end[r] || a.next_instance[r] != kNoRegion)) continue;
+    const std::size_t next = a.next_instance[r];
+    if (a.live_at_start[r] &&
+        (a.live_at_end[r] || (next != kNoRegion && !a.accesses[next].empty())))
+      continue;
     if (!acc.empty() && acc.front() == a.first_live[r]) continue;
     const std::size_t to = acc.empty() ? a.last_live[r] : acc.front() - 1;
     fresh_diff[a.first_live[r]] += static_cast<std::int64_t>(trace.regions[r].bytes);

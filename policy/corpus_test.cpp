@@ -193,9 +193,8 @@ TEST(CorpusTest, RandomTracesKeepThePlannersWord) {
 // The iteration as gswapd may capture it: from launch k on, then launches 0 to k-1 of the next
 // iteration (seq numbers one iteration later). A region of one iteration live across launch k
 // appears twice: carried over (its own id) and allocated again for the next iteration (a new id).
-// Swap-only: recomputation sources would need the same renaming.
-Trace cut_at(const Trace& in, std::size_t k) {
-  const Trace t = without_recompute(in);
+// Regions of the next iteration recompute from the next iteration's sources.
+Trace cut_at(const Trace& t, std::size_t k) {
   Seq span = 0;
   for (const Launch& l : t.launches) span = std::max(span, l.seq + 1);
   for (const Region& r : t.regions)
@@ -206,6 +205,7 @@ Trace cut_at(const Trace& in, std::size_t k) {
   Trace out;
   out.device = t.device;
   std::unordered_map<RegionId, RegionId> next;  // id in the next iteration
+  std::vector<std::size_t> shifted;             // regions of the next iteration, in out
   for (const Region& r : t.regions) {
     if (!r.free_seq || r.alloc_seq >= cut) {  // persistent, or allocated after the cut
       out.regions.push_back(r);
@@ -220,11 +220,14 @@ Trace cut_at(const Trace& in, std::size_t k) {
       later.id = next_id++;
     }
     next[r.id] = later.id;
+    shifted.push_back(out.regions.size());
     out.regions.push_back(later);
   }
+  for (std::size_t i : shifted)
+    if (auto& rc = out.regions[i].recompute)
+      for (RegionId& src : rc->sources) src = next.at(src);
   for (std::size_t i = k; i < t.launches.size(); ++i) out.launches.push_back(t.launches[i]);
-  const double shift =
-      out.launches.empty() ? 0 : t.launches.back().start_us + t.launches.back().dur_us;
+  const double shift = t.launches.back().start_us + t.launches.back().dur_us;
   for (std::size_t i = 0; i < k; ++i) {
     Launch l = t.launches[i];
     l.seq += span;
@@ -240,8 +243,9 @@ Trace cut_at(const Trace& in, std::size_t k) {
 }
 
 // Iterations cut inside the backward, where activations saved before the start are read after
-// it: the planner's word holds, no step falls below the bound, and the search stays ahead of the
-// baselines, now that a region evicted for good costs the next iteration its restore.
+// it, with recompute and swap-only: the planner's word holds, no step falls below the bound, and
+// the search stays ahead of the baselines, now that a region evicted or dropped for good costs
+// the next iteration its restore or recomputation.
 TEST(CorpusTest, IterationsCutInsideTheBackwardKeepThePlannersWord) {
   int paired = 0;
   for (std::uint64_t seed = 100; seed < 110; ++seed) {
@@ -255,6 +259,8 @@ TEST(CorpusTest, IterationsCutInsideTheBackwardKeepThePlannersWord) {
     // through its next instance (only the search, scored by the simulator, finds such plans),
     // so it need not fit every budget the analysis calls plannable.
     check_trace("random trace:" + std::to_string(seed) + " cut", t, 40);
+    check_trace("random trace:" + std::to_string(seed) + " cut/swap-only", without_recompute(t),
+                40);
   }
   EXPECT_GT(paired, 10);
 }

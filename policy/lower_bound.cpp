@@ -121,11 +121,17 @@ double covering_bound(const Analysis& a, std::uint64_t budget) {
   for (std::size_t i = 0; i < n; ++i)
     need[i] = std::max(0.0, static_cast<double>(a.live_bytes[i]) - static_cast<double>(budget));
   std::vector<Piece> pieces;
+  // A region carried over and freed in the iteration, and its next instance allocated in it
+  // (Analysis::next_instance), are one region across the boundary: one copy-out (the next
+  // instance's, after its last access) makes the first off at the start.
+  std::vector<bool> is_next(t.regions.size(), false);
+  for (std::size_t r = 0; r < t.regions.size(); ++r)
+    if (a.next_instance[r] != kNoRegion) is_next[a.next_instance[r]] = true;
   for (std::size_t r = 0; r < t.regions.size(); ++r) {
     if (a.first_live[r] > a.last_live[r]) continue;
     const double b = static_cast<double>(t.regions[r].bytes);
     const bool rc = t.regions[r].recompute.has_value();
-    const bool carried = a.live_at_start[r];
+    const bool carried = a.live_at_start[r] || is_next[r];
     const auto& acc = a.accesses[r];
     const std::size_t lo = a.first_live[r], hi = a.last_live[r];
     auto add = [&](std::size_t first, std::size_t last, bool pays_in, bool pays_out_t,
@@ -137,8 +143,13 @@ double covering_bound(const Analysis& a, std::uint64_t budget) {
       continue;
     }
     // Before the first access: free unless carried over (then restored before that access, and
-    // copied out by a wrap entry after the last one).
-    if (acc.front() > lo) add(lo, acc.front() - 1, carried, false, carried);
+    // copied out by a wrap entry after the last one, or its previous instance's after its own;
+    // such a one may also come back recomputed, with no copy-in).
+    const bool recomputed_back = rc && a.next_instance[r] != kNoRegion;
+    if (acc.front() > lo && a.live_at_start[r])
+      add(lo, acc.front() - 1, !recomputed_back, false, true);
+    else if (acc.front() > lo)
+      add(lo, acc.front() - 1, false, false, false);
     for (std::size_t k = 0; k + 1 < acc.size(); ++k)
       if (acc[k + 1] > acc[k] + 1) add(acc[k] + 1, acc[k + 1] - 1, !rc, !rc, !rc);
     // After the last access: a copy-out (none for a recomputable region, which may be dropped).

@@ -172,35 +172,46 @@ class Sim {
 
   void init_state() {
     std::vector<std::size_t> wrap(t_.regions.size(), kNoLaunch);
-    std::vector<bool> ends_off(t_.regions.size(), false);
+    // Per region: how a plan entry leaves it at the end of the iteration (off after its last
+    // access, nothing bringing it back): swapped out, or dropped.
+    enum class End : std::uint8_t { kOn, kSwapped, kDropped };
+    std::vector<End> ends(t_.regions.size(), End::kOn);
     for (std::size_t k = 0; k < plan_.entries.size(); ++k) {
       const PlanEntry& e = plan_.entries[k];
       auto it = a_.index.find(e.region);
-      if (it == a_.index.end() || e.kind != EvictKind::kSwap || wrap[it->second] != kNoLaunch)
-        continue;
+      if (it == a_.index.end() || wrap[it->second] != kNoLaunch) continue;
+      const std::size_t r = it->second;
+      // Only an eviction after the last access ends the iteration off: otherwise that access
+      // brings the region back, it ends the iteration on the device, and starts there.
+      const auto& acc = a_.accesses[r];
+      if (!acc.empty() && e.evict_after < acc.back()) continue;
+      if (!is_wrap(e) && e.back_access != kNoLaunch) continue;
+      if (ends[r] == End::kOn) ends[r] = e.kind == EvictKind::kSwap ? End::kSwapped : End::kDropped;
       // A wrap entry, or a region that outlives the iteration evicted with nothing bringing it
       // back: either way it ends the iteration on the host, so (steady state) it starts there.
-      // Only if it is evicted after its last access: otherwise that access brings it back, it
-      // ends the iteration on the device, and starts there.
-      const auto& acc = a_.accesses[it->second];
-      if (!acc.empty() && e.evict_after < acc.back()) continue;
-      if (is_wrap(e) || e.back_access == kNoLaunch) ends_off[it->second] = true;
-      if (is_wrap(e) || (e.back_access == kNoLaunch && a_.live_at_start[it->second] &&
-                         a_.live_at_end[it->second]))
-        wrap[it->second] = k;
+      // (A region the iteration frees ends it nowhere: a wrap entry on it does nothing.)
+      if (e.kind == EvictKind::kSwap && a_.live_at_end[r] && (is_wrap(e) || a_.live_at_start[r]))
+        wrap[r] = k;
     }
     for (std::size_t r = 0; r < t_.regions.size(); ++r) {
       if (!a_.live_at_start[r] || a_.first_live[r] > a_.last_live[r]) continue;
       const std::size_t next = a_.next_instance[r];
+      const End prev = next != kNoRegion && t_.regions[r].bytes >= t_.device.min_evictable_bytes
+                           ? ends[next]
+                           : End::kOn;
       if (a_.parked(r, budget_)) {
         rs_[r].st = St::kHost;  // evicted once, long ago: this iteration never needs it
       } else if (wrap[r] != kNoLaunch) {
         rs_[r].st = St::kHost;  // evicted at the end of the previous iteration
         rs_[r].entry = wrap[r];
-      } else if (next != kNoRegion && ends_off[next] && !a_.accesses[r].empty() &&
-                 t_.regions[r].bytes >= t_.device.min_evictable_bytes) {
-        // The previous iteration's instance of a region this one evicts for good: it ended that
-        // iteration on the host, and nothing in the plan brings it back before its first use.
+      } else if (prev == End::kDropped && recomputable_at_start(r)) {
+        // The previous iteration's instance of a region this one drops for good: its first use
+        // recomputes it, as the library's recomputation on demand does.
+        rs_[r].st = St::kDropped;
+      } else if (prev != End::kOn) {
+        // ... or evicts for good: it ended that iteration on the host, and nothing in the plan
+        // brings it back before its first use (a drop whose sources are not all there is
+        // charged as a restore).
         rs_[r].st = St::kHost;
       } else {
         rs_[r].st = St::kResident;
@@ -208,6 +219,18 @@ class Sim {
         used_ += t_.regions[r].bytes;
       }
     }
+  }
+
+  // Whether region r, carried over, can be recomputed from what the iteration starts with: it is
+  // recomputable and every source is carried over too.
+  bool recomputable_at_start(std::size_t r) const {
+    const auto& rc = t_.regions[r].recompute;
+    if (!rc) return false;
+    for (RegionId src : rc->sources) {
+      auto it = a_.index.find(src);
+      if (it == a_.index.end() || !a_.live_at_start[it->second] || it->second == r) return false;
+    }
+    return true;
   }
 
   void process(double T) {

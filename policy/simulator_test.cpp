@@ -11,6 +11,7 @@
 #include <cstdio>
 
 #include "policy/baselines.h"
+#include "policy/capuchin.h"
 #include "policy/lower_bound.h"
 #include "policy/planners.h"
 #include "policy/test_traces.h"
@@ -109,6 +110,61 @@ TEST(SimulatorTest, ARegionEvictedForGoodStartsTheNextIterationOnTheHost) {
   EXPECT_EQ(u.demand_restores, 0u);
   EXPECT_DOUBLE_EQ(u.stall_us, 0.0);
   EXPECT_DOUBLE_EQ(u.step_time_us, 105.0);  // y's copy-out over 80..105
+}
+
+// The pair across the boundary is one region: the lower bound counts its copy-out once (not as
+// the next instance's and again as the carried-over one's), and stays below what plans run in.
+// A wrap entry on a region the iteration frees does nothing: it starts the iteration resident.
+TEST(SimulatorTest, ARegionAcrossTheIterationsStartKeepsTheBoundBelowEveryPlan) {
+  Trace t = empty_trace(10, 10.0, 4.0 * kMiB / 1000e-6);  // 1000 us per 4 MiB
+  for (Launch& l : t.launches) l.seq += 100;
+  RegionId x = add_region(t, 4 * kMiB, 91, 102, {2});   // read at 2, freed before seq 103
+  RegionId y = add_region(t, 4 * kMiB, 101, 112, {1});  // the next iteration's x
+  add_region(t, 8 * kMiB, 100, 100, {0});               // temporaries
+  add_region(t, 8 * kMiB, 103, 109, {3, 4, 5, 6, 7, 8, 9});
+  Analysis a = analyze(t);
+  ASSERT_EQ(a.next_instance[a.index.at(x)], a.index.at(y));
+  const std::uint64_t budget = 8 * kMiB;
+  const double lb = lower_bound(a, budget).bound_us;
+  Plan gone;  // y evicted for good after its write: x comes back on demand next iteration
+  gone.entries.push_back({y, EvictKind::kSwap, 1, kNoLaunch, kNoLaunch, kNoLaunch, 1000.0});
+  Plan wrap;  // a wrap entry on x, which the iteration frees before it could run
+  wrap.entries.push_back({x, EvictKind::kSwap, 5, kNoLaunch, 9, 2, 1000.0});
+  for (const Plan& p :
+       std::vector<Plan>{gone, wrap, plan_lru(a, budget), plan_capuchin(a, budget)}) {
+    const SimResult s = simulate(a, p, budget);
+    if (!s.feasible) continue;
+    EXPECT_GE(s.step_time_us, lb * (1 - 1e-9)) << p.policy;
+  }
+  const SimResult w = simulate(a, wrap, budget), none = simulate(a, Plan{}, budget);
+  EXPECT_DOUBLE_EQ(w.step_time_us, none.step_time_us);
+  EXPECT_EQ(w.swapped_out_bytes, none.swapped_out_bytes);
+}
+
+// Dropped for good instead, the next iteration's instance is recomputed at its first use when
+// its sources are there at the start, and restored otherwise: never resident for free.
+TEST(SimulatorTest, ARegionDroppedForGoodIsRecomputedInTheNextIteration) {
+  Trace t = empty_trace(10, 10.0, 4.0 * kMiB / 25e-6);  // 25 us per 4 MiB
+  for (Launch& l : t.launches) l.seq += 100;
+  RegionId p = add_region(t, 4 * kMiB, 0, -1, {0, 9});  // persistent: the source
+  RegionId x = add_region(t, 4 * kMiB, 95, 102, {0, 2});
+  RegionId y = add_region(t, 4 * kMiB, 105, 112, {5, 7});
+  for (RegionId id : {x, y}) t.regions[id - 1].recompute = Recompute{5.0, {p}};
+  Analysis a = analyze(t);
+  ASSERT_EQ(a.next_instance[a.index.at(x)], a.index.at(y));
+  Plan drop;
+  drop.entries.push_back({y, EvictKind::kRecompute, 7, kNoLaunch, kNoLaunch, kNoLaunch, 0.0});
+  const SimResult s = simulate(a, drop, 1ull << 30);
+  ASSERT_TRUE(s.feasible) << s.reason;
+  EXPECT_EQ(s.access_violations, 0u);
+  EXPECT_DOUBLE_EQ(s.recompute_us, 5.0);
+  EXPECT_DOUBLE_EQ(s.step_time_us, 105.0);
+  // Recomputable from a region that is not there at the start: charged as a restore.
+  t.regions[x - 1].recompute = Recompute{5.0, {y}};
+  Analysis b = analyze(t);
+  const SimResult r = simulate(b, drop, 1ull << 30);
+  EXPECT_EQ(r.demand_restores, 1u);
+  EXPECT_DOUBLE_EQ(r.step_time_us, 125.0);
 }
 
 TEST(SimulatorTest, SameDirectionCopiesSerialise) {
