@@ -27,20 +27,18 @@ void match_next_instances(const Trace& trace, Analysis* a) {
       later[{reg.bytes, *reg.free_seq - reg.alloc_seq}].push_back(r);
   }
   if (later.empty()) return;
-  for (auto& [key, v] : later)
-    std::sort(v.begin(), v.end(), [&](std::size_t x, std::size_t y) {
-      return trace.regions[x].alloc_seq < trace.regions[y].alloc_seq;
-    });
+  auto by_alloc = [&](std::size_t x, std::size_t y) {
+    return trace.regions[x].alloc_seq < trace.regions[y].alloc_seq;
+  };
+  for (auto& [key, v] : later) std::sort(v.begin(), v.end(), by_alloc);
   std::vector<std::size_t> carried;
   for (std::size_t r = 0; r < nr; ++r) {
     const Region& reg = trace.regions[r];
     if (reg.free_seq && reg.alloc_seq < first && *reg.free_seq >= first &&
-        *reg.free_seq <= last + 1 && a->live_at_start[r] && *reg.free_seq > reg.alloc_seq)
+        *reg.free_seq <= last + 1 && a->live_at_start[r])
       carried.push_back(r);
   }
-  std::sort(carried.begin(), carried.end(), [&](std::size_t x, std::size_t y) {
-    return trace.regions[x].alloc_seq < trace.regions[y].alloc_seq;
-  });
+  std::sort(carried.begin(), carried.end(), by_alloc);
   // Carried regions in allocation order need ever later partners: one cursor per kind.
   std::map<std::pair<std::uint64_t, Seq>, std::size_t> cursor;
   for (std::size_t x : carried) {

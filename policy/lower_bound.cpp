@@ -131,7 +131,7 @@ double covering_bound(const Analysis& a, std::uint64_t budget) {
     if (a.first_live[r] > a.last_live[r]) continue;
     const double b = static_cast<double>(t.regions[r].bytes);
     const bool rc = t.regions[r].recompute.has_value();
-    const bool carried = a.live_at_start[r] || is_next[r];
+    const bool carried = a.live_at_start[r];
     const auto& acc = a.accesses[r];
     const std::size_t lo = a.first_live[r], hi = a.last_live[r];
     auto add = [&](std::size_t first, std::size_t last, bool pays_in, bool pays_out_t,
@@ -146,14 +146,13 @@ double covering_bound(const Analysis& a, std::uint64_t budget) {
     // copied out by a wrap entry after the last one, or its previous instance's after its own;
     // such a one may also come back recomputed, with no copy-in).
     const bool recomputed_back = rc && a.next_instance[r] != kNoRegion;
-    if (acc.front() > lo && a.live_at_start[r])
-      add(lo, acc.front() - 1, !recomputed_back, false, true);
-    else if (acc.front() > lo)
-      add(lo, acc.front() - 1, false, false, false);
+    if (acc.front() > lo) add(lo, acc.front() - 1, carried && !recomputed_back, false, carried);
     for (std::size_t k = 0; k + 1 < acc.size(); ++k)
       if (acc[k + 1] > acc[k] + 1) add(acc[k] + 1, acc[k + 1] - 1, !rc, !rc, !rc);
     // After the last access: a copy-out (none for a recomputable region, which may be dropped).
-    if (acc.back() < hi) add(acc.back() + 1, hi, false, !rc, !rc && !carried);
+    // (A next instance's copy-out is its carried-over instance's, counted for that one's first
+    // piece.)
+    if (acc.back() < hi) add(acc.back() + 1, hi, false, !rc, !rc && !carried && !is_next[r]);
   }
   std::sort(pieces.begin(), pieces.end(),
             [](const Piece& x, const Piece& y) { return x.first < y.first; });
