@@ -4,7 +4,9 @@
 // `--smoke` runs one small case only (used by CTest to keep the program working). `--corpus`
 // prints the corpus table (greedy and searched plans against the bound and the baselines) and
 // how greedy planning time grows with the iteration's length. `--exact` compares the planner
-// with the MILP optimum (CBC) on small random iterations.
+// with the MILP optimum (CBC) on small random iterations. `--plan-or-bound` searches the corpus
+// cells that miss the bound targets again, with eight seeds for 2 s each: a plan within the
+// target shows that the plan, not the bound, was loose there.
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -226,6 +228,47 @@ void exact_table(int count) {
   fmt::print("search within 5% of the optimum: {} of {}\n", within, search_ratio.size());
 }
 
+// The targets of issue 12: the searched plan within this many times the lower bound at 90%,
+// 70%, 50% and 30% of the peak.
+double bound_target(int pct) {
+  return pct >= 90 ? 1.05 : pct >= 70 ? 1.10 : pct >= 50 ? 1.25 : 1.5;
+}
+
+// Every corpus cell whose searched plan (200 ms, seed 1) misses its target, searched again with
+// `seeds` seeds for `search_ms` each. The best plan found bounds the optimum from above: where it
+// is within the target the plan was what was loose; where it is not, the ratio of the best plan
+// to the bound is how loose the bound can be at most.
+void plan_or_bound(int seeds, double search_ms) {
+  fmt::print(
+      "| trace | budget | target | search/bound (200 ms) | best of {} seeds x {:.0f} ms / bound | "
+      "fits | verdict |\n|---|---|---|---|---|---|---|\n",
+      seeds, search_ms);
+  for (const CorpusTrace& ct : corpus(false, 6)) {
+    const Analysis a = analyze(ct.trace);
+    for (int pct : {30, 50, 70, 90}) {
+      const std::uint64_t budget = a.peak_bytes * static_cast<std::uint64_t>(pct) / 100;
+      if (budget < a.max_min_resident) continue;
+      const double lb = lower_bound(a, budget).bound_us, target = bound_target(pct);
+      SearchOptions o;
+      o.time_budget_ms = 200;
+      o.now_ms = now_ms;
+      const SearchResult first = search_plan(a, budget, o);
+      if (first.sim.step_time_us <= target * lb) continue;
+      SearchResult best = first;
+      for (int seed = 1; seed <= seeds; ++seed) {
+        o.seed = static_cast<std::uint64_t>(seed);
+        o.time_budget_ms = search_ms;
+        SearchResult r = search_plan(a, budget, o);
+        if (r.sim.step_time_us < best.sim.step_time_us) best = std::move(r);
+      }
+      const double ratio = best.sim.step_time_us / lb;
+      fmt::print("| {} | {}% | {:.2f} | {:.3f} | {:.3f} | {} | {} |\n", ct.name, pct, target,
+                 first.sim.step_time_us / lb, ratio, best.plan.fits ? "yes" : "no",
+                 ratio <= target ? "the plan was loose" : "either, the bound by at most this");
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -238,6 +281,10 @@ int main(int argc, char** argv) {
   }
   if (argc > 1 && std::strcmp(argv[1], "--exact") == 0) {
     exact_table(20);
+    return 0;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "--plan-or-bound") == 0) {
+    plan_or_bound(8, 2000);
     return 0;
   }
   if (argc > 1 && std::strcmp(argv[1], "--corpus") == 0) {
