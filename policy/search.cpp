@@ -27,6 +27,9 @@ constexpr double kDemandPenalty = 1 + 1e-6;  // a plan with demand evictions los
 constexpr int kFeedbackRounds = 8;
 constexpr double kStartTemperature = 0.01;  // a 1% worse plan is first taken with p = 1/e
 constexpr std::size_t kRestartAfter = 300;
+// After this many plans simulated with no new best, the walk starts over from the seed at the
+// starting temperature: returning to the best plan keeps it in a basin it has exhausted.
+constexpr std::size_t kReseedAfter = 1000;
 
 struct Gap {
   std::size_t r, e, b;  // b = kNoLaunch: the tail after the last access; b <= e: wraps
@@ -94,11 +97,14 @@ class Search {
     }
     // Local moves from the best seed, accepted by simulated annealing: a worse plan is taken
     // with probability exp(-relative loss / temperature), the temperature falling with the
-    // evaluations, and the walk returns to the best plan after kRestartAfter moves without a
-    // new best. Plain hill climbing stalls on the first plateau (a restore cannot move earlier
-    // until another one does).
-    Best cur = *best_;
-    std::size_t since_best = 0, walked = 0;
+    // evaluations, and the walk returns to its best plan after kRestartAfter moves without
+    // bettering it. Plain hill climbing stalls on the first plateau (a restore cannot move earlier
+    // until another one does). After kReseedAfter moves without a new best the walk starts over
+    // from the seed at the starting temperature: a different path from the same plan often ends
+    // in a better basin (the generator has moved on, so the moves differ).
+    const Best seed = *best_;
+    Best cur = seed, walk_best = seed;  // walk_best: the best since the walk last started over
+    std::size_t since_best = 0, walked = 0, since_new_best = 0;
     while (!stop() && !gaps_.empty()) {
       Plan cand = cur.plan;
       if (!move(cand, cur.sim)) continue;
@@ -115,9 +121,17 @@ class Search {
       if (score(cur.sim) < score(best_->sim) * (1 - 1e-9)) {
         ++improvements_;
         consider(cur.plan, cur.sim, cur.seed);
+        since_new_best = 0;
+      } else if (++since_new_best >= kReseedAfter) {
+        cur = walk_best = seed;
+        since_best = since_new_best = walked = 0;
+        continue;
+      }
+      if (score(cur.sim) < score(walk_best.sim) * (1 - 1e-9)) {
+        walk_best = cur;
         since_best = 0;
       } else if (++since_best >= kRestartAfter) {
-        cur = *best_;
+        cur = walk_best;
         since_best = 0;
       }
     }
