@@ -9,7 +9,8 @@
 #include <algorithm>
 #include <functional>
 #include <queue>
-#include <unordered_map>
+#include <span>
+#include <utility>
 
 namespace gswap::policy {
 namespace {
@@ -32,6 +33,33 @@ struct RState {
   double last_use_end = 0;          // end of the last launch that touched it
   std::size_t protect = kNoLaunch;  // == current stamp: needed by the launch being prepared
   std::size_t entry = kNoLaunch;    // the plan entry that evicted it last
+};
+
+// Indices listed per launch position, stored flat (one array and its offsets): the simulator
+// lists plan entries and regions by launch for every plan it runs, and a vector per launch cost
+// more in allocation than the simulation itself. Order within a launch is the order of add().
+class PerLaunch {
+ public:
+  void reset(std::size_t n) {
+    start_.assign(n + 2, 0);
+    items_.clear();
+  }
+  void add(std::size_t i, std::size_t v) {
+    items_.emplace_back(i, v);
+    ++start_[i + 2];
+  }
+  void finish() {
+    for (std::size_t i = 2; i < start_.size(); ++i) start_[i] += start_[i - 1];
+    flat_.resize(items_.size());
+    for (auto [i, v] : items_) flat_[start_[i + 1]++] = v;  // start_[i + 1] ends at i + 1's start
+  }
+  std::span<const std::size_t> operator[](std::size_t i) const {
+    return {flat_.data() + start_[i], flat_.data() + start_[i + 1]};
+  }
+
+ private:
+  std::vector<std::size_t> start_, flat_;
+  std::vector<std::pair<std::size_t, std::size_t>> items_;
 };
 
 struct Release {
@@ -74,12 +102,18 @@ class Sim {
     }
     double T = 0;
     if (!acquire(0, T)) return fail("what is live at the start of the iteration");
-    std::unordered_map<std::uint32_t, double> stream_end;
+    std::vector<std::pair<std::uint32_t, double>> stream_end;  // per stream: its last launch's end
+    auto stream_slot = [&](std::uint32_t stream) -> double& {
+      for (auto& [id, end] : stream_end)
+        if (id == stream) return end;
+      return stream_end.emplace_back(stream, 0.0).second;
+    };
     double prev_start = 0, last_end = 0;
     for (std::size_t i = 0; i < a_.n; ++i) {
       const Launch& l = t_.launches[i];
       stamp_ = i + 1;
-      const double t0 = std::max(prev_start, stream_end[l.stream]);
+      double& on_stream = stream_slot(l.stream);
+      const double t0 = std::max(prev_start, on_stream);
       T = t0;
       waited_for_ = kNoLaunch;
       const double rc_before = res_.recompute_us;
@@ -129,7 +163,7 @@ class Sim {
       res_.stall_us += stall;
       if (ev_) ev_->launches[i] = {start, start + l.dur_us, stall, waited_for_};
       const double end = start + l.dur_us;
-      stream_end[l.stream] = end;
+      on_stream = end;
       prev_start = start;
       last_end = std::max(last_end, end);
       for (std::size_t r : a_.touched[i]) rs_[r].last_use_end = std::max(rs_[r].last_use_end, end);
@@ -148,26 +182,27 @@ class Sim {
   }
 
   void index_plan() {
-    evict_after_.assign(a_.n, {});
-    evict_at_.assign(a_.n, {});
-    trigger_at_.assign(a_.n, {});
-    allocs_.assign(a_.n, {});
-    frees_.assign(a_.n, {});
+    for (PerLaunch* l : {&evict_after_, &evict_at_, &trigger_at_, &allocs_, &frees_})
+      l->reset(a_.n);
+    entry_region_.assign(plan_.entries.size(), kNoRegion);
     for (std::size_t k = 0; k < plan_.entries.size(); ++k) {
       const PlanEntry& e = plan_.entries[k];
-      if (!a_.index.count(e.region) || e.evict_after >= a_.n) continue;  // not this trace's
+      auto it = a_.index.find(e.region);
+      if (it == a_.index.end() || e.evict_after >= a_.n) continue;  // not this trace's
+      entry_region_[k] = it->second;
       if (evicts_at(e, a_.n))
-        evict_at_[e.evict_at].push_back(k);
+        evict_at_.add(e.evict_at, k);
       else
-        evict_after_[e.evict_after].push_back(k);
+        evict_after_.add(e.evict_after, k);
       if (e.kind == EvictKind::kSwap && e.trigger != kNoLaunch && e.trigger < a_.n)
-        trigger_at_[e.trigger].push_back(k);
+        trigger_at_.add(e.trigger, k);
     }
     for (std::size_t r = 0; r < t_.regions.size(); ++r) {
       if (a_.first_live[r] > a_.last_live[r]) continue;
-      if (!a_.live_at_start[r]) allocs_[a_.first_live[r]].push_back(r);
-      if (!a_.live_at_end[r]) frees_[a_.last_live[r]].push_back(r);
+      if (!a_.live_at_start[r]) allocs_.add(a_.first_live[r], r);
+      if (!a_.live_at_end[r]) frees_.add(a_.last_live[r], r);
     }
+    for (PerLaunch* l : {&evict_after_, &evict_at_, &trigger_at_, &allocs_, &frees_}) l->finish();
   }
 
   void init_state() {
@@ -368,7 +403,7 @@ class Sim {
 
   void issue_evict(std::size_t k) {
     const PlanEntry& e = plan_.entries[k];
-    const std::size_t r = a_.index.at(e.region);
+    const std::size_t r = entry_region_[k];
     RState& s = rs_[r];
     if (s.st != St::kResident || !s.occupying ||
         t_.regions[r].bytes < t_.device.min_evictable_bytes)
@@ -394,9 +429,9 @@ class Sim {
     std::sort(deferred_.begin(), deferred_.end(), [&](std::size_t x, std::size_t y) {
       return plan_.entries[x].back_access < plan_.entries[y].back_access;
     });
-    std::vector<std::size_t> keep;
+    keep_.clear();
     for (std::size_t k : deferred_) {
-      const std::size_t r = a_.index.at(plan_.entries[k].region);
+      const std::size_t r = entry_region_[k];
       RState& s = rs_[r];
       if (s.entry != k) continue;  // superseded
       // Past its back-access, which restored it on demand: a later eviction (a wrap entry's,
@@ -424,10 +459,10 @@ class Sim {
         ++res_.donated_restores;
         swap_in(r, T, true, g.release);
       } else {
-        keep.push_back(k);
+        keep_.push_back(k);
       }
     }
-    deferred_ = std::move(keep);
+    deferred_.swap(keep_);
   }
 
   // A region of `bytes` whose swap-out or free is in flight, its memory not yet back: the one
@@ -568,8 +603,9 @@ class Sim {
   std::uint64_t used_ = 0;
   std::size_t stamp_ = 0;
   std::priority_queue<Release, std::vector<Release>, std::greater<Release>> heap_;
-  std::vector<std::vector<std::size_t>> evict_after_, evict_at_, trigger_at_, allocs_, frees_;
-  std::vector<std::size_t> deferred_;
+  PerLaunch evict_after_, evict_at_, trigger_at_, allocs_, frees_;
+  std::vector<std::size_t> entry_region_;  // per plan entry: its region's index
+  std::vector<std::size_t> deferred_, keep_;
   std::vector<std::size_t> leaving_;  // swapped out or freed with memory not back yet (lazily)
   // Kept intermediates by last use (least recent on top), pruned lazily; ties by region index.
   struct KeptItem {
