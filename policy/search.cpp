@@ -79,15 +79,7 @@ class Search {
         }
       }
       if (!o_.allow_recompute) strip_recompute(plan);
-      for (int round = 0; round < kFeedbackRounds && !(round == 0 ? seeding_done() : stop());
-           ++round) {
-        SimResult s = eval(plan);
-        consider(plan, s, names[i]);
-        bool late = false;
-        for (double x : s.lateness_us) late |= x > 0;
-        if (!late) break;
-        plan = apply_feedback(a_, plan, s.lateness_us);
-      }
+      with_feedback(std::move(plan), names[i], /*seeding=*/true);
     }
     if (!best_) {  // cancelled before the first simulation: the greedy plan, unsimulated
       res.plan = first;
@@ -107,18 +99,8 @@ class Search {
     // The first fresh start: the best seed with its wrapped optimizer state spread over the
     // optimizer (spread_wraps), when it wraps any; later fresh starts are from the seed.
     std::optional<Best> spread;
-    if (Plan sp = spread_wraps(seed.plan); !sp.entries.empty()) {
-      const std::string name = seed.seed + " (spread)";
-      for (int round = 0; round < kFeedbackRounds && !stop(); ++round) {
-        SimResult s = eval(sp);
-        consider(sp, s, name);
-        if (!spread || score(s) < score(spread->sim)) spread = Best{sp, s, name};
-        bool late = false;
-        for (double x : s.lateness_us) late |= x > 0;
-        if (!late) break;
-        sp = apply_feedback(a_, sp, s.lateness_us);
-      }
-    }
+    if (Plan sp = spread_wraps(seed.plan); !sp.entries.empty())
+      spread = with_feedback(std::move(sp), seed.seed + " (spread)", /*seeding=*/false);
     Best cur = *best_, walk_best = cur;  // walk_best: the best since the walk last started over
     std::size_t since_best = 0, walked = 0, since_new_best = 0, fresh_starts = 0;
     while (!stop() && !gaps_.empty()) {
@@ -170,6 +152,26 @@ class Search {
     SimResult sim;
     std::string seed;
   };
+
+  // Simulates `plan` and, while it has late prefetches, applies the feedback rule and simulates
+  // again, up to kFeedbackRounds times; every round is considered for the best plan. Returns the
+  // best round (none when the search stopped first). `seeding`: the first round stops only where
+  // the seeds may (seeding_done), later rounds where the search stops.
+  std::optional<Best> with_feedback(Plan plan, const std::string& name, bool seeding) {
+    std::optional<Best> best;
+    for (int round = 0;
+         round < kFeedbackRounds && !(round == 0 && seeding ? seeding_done() : stop()); ++round) {
+      SimResult s = eval(plan);
+      consider(plan, s, name);
+      const bool late =
+          std::any_of(s.lateness_us.begin(), s.lateness_us.end(), [](double x) { return x > 0; });
+      Plan next = late ? apply_feedback(a_, plan, s.lateness_us) : Plan{};
+      if (!best || score(s) < score(best->sim)) best = Best{std::move(plan), std::move(s), name};
+      if (!late) break;
+      plan = std::move(next);
+    }
+    return best;
+  }
 
   std::size_t add_gap(Gap g) {
     gaps_.push_back(g);
