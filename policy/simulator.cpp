@@ -188,8 +188,9 @@ class Sim {
     for (std::size_t k = 0; k < plan_.entries.size(); ++k) {
       const PlanEntry& e = plan_.entries[k];
       auto it = a_.index.find(e.region);
-      if (it == a_.index.end() || e.evict_after >= a_.n) continue;  // not this trace's
+      if (it == a_.index.end()) continue;  // not this trace's
       entry_region_[k] = it->second;
+      if (e.evict_after >= a_.n) continue;
       if (evicts_at(e, a_.n))
         evict_at_.add(e.evict_at, k);
       else
@@ -213,9 +214,8 @@ class Sim {
     std::vector<End> ends(t_.regions.size(), End::kOn);
     for (std::size_t k = 0; k < plan_.entries.size(); ++k) {
       const PlanEntry& e = plan_.entries[k];
-      auto it = a_.index.find(e.region);
-      if (it == a_.index.end() || wrap[it->second] != kNoLaunch) continue;
-      const std::size_t r = it->second;
+      const std::size_t r = entry_region_[k];
+      if (r == kNoRegion || wrap[r] != kNoLaunch) continue;
       // Only an eviction after the last access ends the iteration off: otherwise that access
       // brings the region back, it ends the iteration on the device, and starts there.
       const auto& acc = a_.accesses[r];
@@ -604,7 +604,7 @@ class Sim {
   std::size_t stamp_ = 0;
   std::priority_queue<Release, std::vector<Release>, std::greater<Release>> heap_;
   PerLaunch evict_after_, evict_at_, trigger_at_, allocs_, frees_;
-  std::vector<std::size_t> entry_region_;  // per plan entry: its region's index
+  std::vector<std::size_t> entry_region_;  // per plan entry: its region's index (kNoRegion: none)
   std::vector<std::size_t> deferred_, keep_;
   std::vector<std::size_t> leaving_;  // swapped out or freed with memory not back yet (lazily)
   // Kept intermediates by last use (least recent on top), pruned lazily; ties by region index.
