@@ -138,6 +138,34 @@ TEST(LowerBoundTest, RecomputationReplacesTraffic) {
   EXPECT_GE(s.step_time_us, lb.bound_us);
 }
 
+// X recomputable from a region freed after launch 2: it cannot come back recomputed for its read
+// at 8, so in a valid run it leaves by swapping, and the bound is the swap fixture's. A plan that
+// drops it anyway reads data it does not have (an access violation), which the bound ignores.
+TEST(LowerBoundTest, ARegionWhoseSourceIsGoneLeavesBySwapping) {
+  Trace t = fixture(true);
+  const RegionId source = add_region(t, 2 * kMiB, 0, 2, {0, 2});
+  t.regions[0].recompute = Recompute{5.0, {source}};
+  Analysis a = analyze(t);
+  LowerBound lb = lower_bound(a, 8 * kMiB);
+  EXPECT_DOUBLE_EQ(lb.bound_us, 150.0);
+  SimResult s = simulate(a, plan_capuchin(a, 8 * kMiB), 8 * kMiB);
+  ASSERT_TRUE(s.feasible) << s.reason;
+  EXPECT_EQ(s.access_violations, 0u);
+  EXPECT_GE(s.step_time_us, lb.bound_us);
+
+  Plan drop;
+  PlanEntry e;
+  e.region = t.regions[0].id;
+  e.kind = EvictKind::kRecompute;
+  e.evict_after = 1;
+  e.back_access = e.trigger = 8;
+  drop.entries.push_back(e);
+  SimResult d = simulate(a, drop, 8 * kMiB);
+  ASSERT_TRUE(d.feasible) << d.reason;
+  EXPECT_GT(d.access_violations, 0u);
+  EXPECT_LT(d.step_time_us, lb.bound_us);
+}
+
 TEST(LowerBoundTest, NoExcessMeansCompute) {
   Trace t = fixture(false);
   Analysis a = analyze(t);

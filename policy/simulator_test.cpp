@@ -305,9 +305,9 @@ TEST(SimulatorTest, RandomTracesKeepEveryInvariant) {
 
 // Any plan, not only the planners': `gswapctl simulate --plan` runs what a user hands it. Random
 // entries (overlapping, wrapping, with triggers anywhere, recomputations of any recomputable
-// region) never crash the simulator, keep it within the budget, and never beat the lower bound,
-// which holds for every schedule the simulator can run; without recomputations every access finds
-// its region resident.
+// region) never crash the simulator, keep it within the budget, and, when every access finds its
+// data, never beat the lower bound; without recomputations every access finds its region
+// resident.
 TEST(SimulatorTest, RandomPlansKeepEveryInvariantAndTheBound) {
   std::mt19937_64 rng(20261126);
   int runs = 0, invalid = 0;
@@ -345,7 +345,12 @@ TEST(SimulatorTest, RandomPlansKeepEveryInvariantAndTheBound) {
       }
       invalid += s.access_violations > 0;
       EXPECT_TRUE(std::isfinite(s.step_time_us));
-      EXPECT_GE(s.step_time_us, lb.bound_us - 1e-6) << "trace " << k << " plan " << p;
+      // The bound holds for every run that reads only data it has: a region dropped where it
+      // cannot be recomputed never leaves in a valid run (README "Recomputation needs its
+      // sources"), while an invalid one may run faster.
+      if (s.access_violations == 0) {
+        EXPECT_GE(s.step_time_us, lb.bound_us - 1e-6) << "trace " << k << " plan " << p;
+      }
     }
   }
   EXPECT_GT(runs, 500);
