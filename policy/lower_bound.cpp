@@ -12,7 +12,9 @@
 //                iteration (classes A and C below), copy-in after i ends if it is read later
 //                (classes B and C):
 //                  A: written before i, not read after; B: carried from the previous iteration,
-//                  read after i; C: written before and read after.
+//                  read after i; C: written before and read after. B's bytes leave either by a
+//                  wrap (copied out after their last access, within the step) or before i (a
+//                  copy-out that may start at once).
 // With X = max(0, E_i - free), recomputing alpha bytes (cheapest cost per byte first, R(alpha))
 // and swapping y = X - alpha bytes needs copy-out >= max(0, y - |B|) and copy-in >= max(0, y - |A|)
 // on serial engines, so
@@ -339,6 +341,9 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
         const bool read = has_next && (has_prev || a.live_at_start[r]);  // classes B and C
         if (written) outs.emplace_back(a.end_us[*std::prev(next)], t.regions[r].bytes);
         if (!has_prev && read) {
+          // Resident at the start, it may also leave before i, its copy-out free to start at
+          // once (a demand eviction, or a plan evicting it before its first access).
+          outs.emplace_back(0.0, t.regions[r].bytes);
           // The last access L comes after i: it starts no earlier than i does (issue order), and
           // on i's stream only after every launch from i up to it has run.
           const std::size_t last = acc.back();
@@ -389,7 +394,7 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
     };
     auto ac_range = [&](double y) {
       const double lo = std::max(0.0, y - static_cast<double>(B));
-      return std::pair{lo, std::max(lo, std::min(y, static_cast<double>(A + C)))};
+      return std::pair{lo, std::max(lo, std::min(y, static_cast<double>(A + B + C)))};
     };
     auto traffic = [&](double y, double rest) {
       auto g1 = [&](double yac) { return start_i(yac) + rest; };

@@ -86,11 +86,11 @@ std::vector<SearchResult> expect_near_bound_at_90(const Trace& t, std::size_t ev
   return out;
 }
 
-// Swap-only VGG-16 at 90% of its peak: the greedy plan's basin holds the walk at 1.34-1.47 of
+// Swap-only VGG-16 at 90% of its peak: the greedy plan's basin holds the walk at 1.36-1.49 of
 // the bound for seeds 1 and 2 when it only ever returns to its best plan; starting over from
-// the seed once it stops improving finds plans within 1.13 (docs/benchmarks.md).
+// the seed once it stops improving finds plans within 1.15 (docs/benchmarks.md).
 TEST(SearchTest, StartsOverFromTheSeedOnceItStopsImproving) {
-  expect_near_bound_at_90(make_vgg16(), 20'000, 1.15);
+  expect_near_bound_at_90(make_vgg16(), 20'000, 1.17);
 }
 
 // Swap-only optimizer-heavy at 90%: every seed wraps the moments of the last Adam steps, whose
