@@ -168,7 +168,7 @@ class Sim {
       last_end = std::max(last_end, end);
       for (std::size_t r : a_.touched[i]) rs_[r].last_use_end = std::max(rs_[r].last_use_end, end);
       for (std::size_t r : frees_[i]) free_region(r, end);
-      for (std::size_t e : evict_after_[i]) issue_evict(e);
+      for (std::size_t e : evict_after_[i]) issue_evict(e, end);
     }
     res_.step_time_us = std::max({last_end, d2h_free_, h2d_free_});
     return res_;
@@ -401,7 +401,10 @@ class Sim {
     s.occupying = true;
   }
 
-  void issue_evict(std::size_t k) {
+  // `after`: the end of the launch the eviction follows. The library orders a planned copy-out
+  // or drop after the work enqueued on the region's streams, which on one stream includes that
+  // launch even when it does not touch the region: it starts no earlier.
+  void issue_evict(std::size_t k, double after = 0) {
     const PlanEntry& e = plan_.entries[k];
     const std::size_t r = entry_region_[k];
     RState& s = rs_[r];
@@ -412,9 +415,9 @@ class Sim {
     s.kept = false;
     if (e.kind == EvictKind::kRecompute && t_.regions[r].recompute) {
       s.st = St::kDropped;  // the memory goes back once the last reader has finished
-      heap_.push({s.last_use_end, r, s.gen});
+      heap_.push({std::max(s.last_use_end, after), r, s.gen});
     } else {
-      swap_out(r, 0);
+      swap_out(r, after);
     }
   }
 

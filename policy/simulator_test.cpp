@@ -184,6 +184,26 @@ TEST(SimulatorTest, SameDirectionCopiesSerialise) {
   EXPECT_DOUBLE_EQ(s.stall_us, 10.0);
 }
 
+// A planned eviction after a launch that does not touch the region still follows that launch: the
+// library orders the copy-out after the work on the region's streams. W, read only at launch 3,
+// is evicted after launch 0 (40 us long): its copy-out runs 40..50, not 0..10, and its restore,
+// triggered at launch 2 (50..60), 50..60, so launch 3 does not wait.
+TEST(SimulatorTest, AnEvictionAfterALaunchStartsWhenThatLaunchEnds) {
+  Trace t = empty_trace(4, 10.0, 4.0 * kMiB / 10e-6);  // 10 us per 4 MiB
+  t.launches[0].dur_us = 40.0;
+  RegionId w = add_region(t, 4 * kMiB, 0, -1, {3});
+  Analysis a = analyze(t);
+  Plan p;
+  p.entries.push_back({w, EvictKind::kSwap, 0, kNoLaunch, 2, 3, 10.0});
+  SimEvents ev;
+  SimResult s = simulate(a, p, 1ull << 30, &ev);
+  ASSERT_EQ(ev.copies.size(), 2u);
+  EXPECT_DOUBLE_EQ(ev.copies[0].start_us, 40.0);
+  EXPECT_DOUBLE_EQ(ev.copies[1].start_us, 50.0);
+  EXPECT_DOUBLE_EQ(s.step_time_us, 70.0);
+  EXPECT_DOUBLE_EQ(s.stall_us, 0.0);
+}
+
 // The program's own copies over the link hold their direction's copy engine: two uploads on two
 // streams take turns, an upload and a download do not, and an upload enqueued after a prefetch
 // waits for it.
