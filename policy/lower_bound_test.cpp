@@ -125,30 +125,31 @@ TEST(LowerBoundTest, AWrapCopyOutWaitsForTheDelayedLastAccess) {
   }
 }
 
-// W (4 MiB, carried over, read at launch 5 only) and D (written at launch 0, 50 us long, never
-// read again) are resident at the start; the temporary P at launch 1 needs one of them off under
-// an 8 MiB budget. D's copy-out could start only at 50 us, and W's wrap after launch 5 would end
-// at 140 us; but a plan may evict W before its first use, its copy-out running under launch 0,
-// and bring it back for launch 5: 110 us. The bound counts that way out too.
+// W (4 MiB, carried over, read at launch 6 only) is resident at the start; D is written by
+// launch 1 (50 us) and never read again; the temporary P at launch 2 needs one of them off under
+// an 8 MiB budget. D's copy-out could start only at 60 us (launch 2 would start at 100 us, 150 us
+// in all), and W's wrap after launch 6 would end at 150 us too; but a plan may evict W after
+// launch 0, its copy-out running under launch 1, and bring it back for launch 6: 120 us. The
+// bound counts that way out too (it was 150 us).
 TEST(LowerBoundTest, ACarriedRegionMayLeaveBeforeItsFirstUse) {
-  Trace t = empty_trace(6, 10.0, 4.0 * kMiB / 40e-6);
-  t.launches[0].dur_us = 50.0;
-  add_region(t, 4 * kMiB, 0, 4, {0});                      // D
-  add_region(t, 4 * kMiB, 1, 1, {1});                      // P
-  const RegionId w = add_region(t, 4 * kMiB, 0, -1, {5});  // W
+  Trace t = empty_trace(7, 10.0, 4.0 * kMiB / 40e-6);
+  t.launches[1].dur_us = 50.0;
+  add_region(t, 4 * kMiB, 1, 5, {1});                      // D
+  add_region(t, 4 * kMiB, 2, 2, {2});                      // P
+  const RegionId w = add_region(t, 4 * kMiB, 0, -1, {6});  // W
   Analysis a = analyze(t);
   Plan plan;
   PlanEntry e;
   e.region = w;
   e.evict_after = 0;
-  e.trigger = 1;
-  e.back_access = 5;
+  e.trigger = 3;
+  e.back_access = 6;
   plan.entries.push_back(e);
   const SimResult s = simulate(a, plan, 8 * kMiB);
   ASSERT_TRUE(s.feasible) << s.reason;
   EXPECT_EQ(s.access_violations, 0u);
   EXPECT_EQ(s.demand_evictions, 0u);
-  EXPECT_DOUBLE_EQ(s.step_time_us, 110.0);
+  EXPECT_DOUBLE_EQ(s.step_time_us, 120.0);
   EXPECT_LE(lower_bound(a, 8 * kMiB).bound_us, s.step_time_us);
 }
 
