@@ -35,6 +35,12 @@ struct Gap {
   std::size_t r, e, b;  // b = kNoLaunch: the tail after the last access; b <= e: wraps
 };
 
+// A region carried across iterations (never freed) may also leave before its first use: evicted
+// after the iteration's first launch, which does not touch it, and back for that use. That costs
+// the copies a wrap does, but they run in this iteration's first part, where the link is often
+// idle, instead of after the region's last use, where a wrap's copy-out ends the step.
+constexpr std::size_t kEarly = 0;
+
 constexpr double kRequireFitPenalty = 1e6;  // require_fit: any plan that fits comes first
 
 class Search {
@@ -55,6 +61,11 @@ class Search {
       if (a_.live_at_start[r] && a_.live_at_end[r] && !mine.empty())
         persistent_.push_back(std::move(mine));
     }
+    // Early gaps last, so the gaps above keep their places in the move sequence.
+    for (std::size_t r = 0; r < t_.regions.size(); ++r)
+      if (a_.evictable(r) && a_.live_at_start[r] && a_.live_at_end[r] &&
+          a_.accesses[r].front() > kEarly + 1)
+        add_gap({r, kEarly, a_.accesses[r].front()});
   }
 
   SearchResult run() {
@@ -96,8 +107,8 @@ class Search {
     // in a better basin (the generator has moved on, so the moves differ). The walk starts
     // from the best plan simulated so far, which the spread start may be.
     const Best seed = *best_;
-    // The first fresh start: the best seed with its wrapped optimizer state spread over the
-    // optimizer (spread_wraps), when it wraps any; later fresh starts are from the seed.
+    // Fresh starts alternate, from the first, between the best seed with its wrapped optimizer
+    // state spread over the optimizer (spread_wraps), when it wraps any, and the seed.
     std::optional<Best> spread;
     if (Plan sp = spread_wraps(seed.plan); !sp.entries.empty())
       spread = with_feedback(std::move(sp), seed.seed + " (spread)", /*seeding=*/false);
@@ -121,7 +132,7 @@ class Search {
         consider(cur.plan, cur.sim, cur.seed);
         since_new_best = 0;
       } else if (++since_new_best >= kReseedAfter) {
-        cur = walk_best = spread && ++fresh_starts == 1 ? *spread : seed;
+        cur = walk_best = spread && ++fresh_starts % 2 == 1 ? *spread : seed;
         since_best = since_new_best = walked = 0;
         continue;
       }
@@ -356,12 +367,27 @@ class Search {
     return std::nullopt;
   }
 
+  // Whether `p` already takes g's region off for the same back-access (a wrap and an early gap
+  // both end at the first use), or for g itself: two entries would each restore it, and the
+  // library follows both (the simulator only the one that evicted it last).
+  // `except`: an entry not to count (the one a move is about to change).
+  bool taken(const Plan& p, const Gap& g, std::size_t except = kNoLaunch) const {
+    const RegionId id = t_.regions[g.r].id;
+    for (std::size_t k = 0; k < p.entries.size(); ++k) {
+      const PlanEntry& e = p.entries[k];
+      if (k != except && e.region == id &&
+          (e.evict_after == g.e || (g.b != kNoLaunch && e.back_access == g.b)))
+        return true;
+    }
+    return false;
+  }
+
   // Edits `p` by one move; false when the move drawn does not apply.
   bool move(Plan& p, const SimResult& last) {
     const std::size_t kind = pick(10);
     if (p.entries.empty() || kind < 2) {  // add an eviction
       const Gap& g = gaps_[pick(gaps_.size())];
-      if (find(p, g)) return false;
+      if (taken(p, g)) return false;
       p.entries.push_back(entry_for(g, recomputable(g) && pick(2) == 0));
       return true;
     }
@@ -369,7 +395,7 @@ class Search {
       const auto& gs = persistent_[pick(persistent_.size())];
       bool added = false;
       for (std::size_t gi : gs)
-        if (!find(p, gaps_[gi])) p.entries.push_back(entry_for(gaps_[gi], false)), added = true;
+        if (!taken(p, gaps_[gi])) p.entries.push_back(entry_for(gaps_[gi], false)), added = true;
       return added;
     }
     // Prefer the entries that were late last time.
@@ -396,7 +422,7 @@ class Search {
       case 5: {  // move the eviction to another gap of the same region
         std::vector<std::size_t> same;
         for (std::size_t gi = 0; gi < gaps_.size(); ++gi)
-          if (gaps_[gi].r == r && gaps_[gi].e != e.evict_after && !find(p, gaps_[gi]))
+          if (gaps_[gi].r == r && gaps_[gi].e != e.evict_after && !taken(p, gaps_[gi], k))
             same.push_back(gi);
         if (same.empty()) return false;
         const Gap& g = gaps_[same[pick(same.size())]];
