@@ -183,8 +183,9 @@ double covering_bound(const Analysis& a, std::uint64_t budget) {
     const bool recomputed_back = recomputed_at_start(a, r);
     if (acc.front() > lo) add(lo, acc.front() - 1, carried && !recomputed_back, false, carried);
     for (std::size_t k = 0; k + 1 < acc.size(); ++k) {
+      if (acc[k + 1] == acc[k] + 1) continue;
       const bool paid = !recomputable_at(a, r, acc[k + 1]);  // else dropped and recomputed
-      if (acc[k + 1] > acc[k] + 1) add(acc[k] + 1, acc[k + 1] - 1, paid, paid, paid);
+      add(acc[k] + 1, acc[k + 1] - 1, paid, paid, paid);
     }
     // After the last access: a copy-out (none for a recomputable region, which may be dropped).
     // (A next instance's copy-out is its carried-over instance's, counted for that one's first
@@ -329,6 +330,8 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
     wraps_after.clear();
     if (refine) {
       bool any_in = false;
+      // B's bytes that may leave before i: copy-outs released at 0, one job (split at will).
+      double early_bytes = 0;
       for (std::size_t r = 0; r < t.regions.size(); ++r) {
         if (a.first_live[r] > i || a.last_live[r] < i) continue;
         const auto& acc = a.accesses[r];
@@ -343,7 +346,7 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
         if (!has_prev && read) {
           // Resident at the start, it may also leave before i, its copy-out free to start at
           // once (a demand eviction, or a plan evicting it before its first access).
-          outs.emplace_back(0.0, t.regions[r].bytes);
+          early_bytes += static_cast<double>(t.regions[r].bytes);
           // The last access L comes after i: it starts no earlier than i does (issue order), and
           // on i's stream only after every launch from i up to it has run.
           const std::size_t last = acc.back();
@@ -358,6 +361,7 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
           any_in = true;
         }
       }
+      if (early_bytes > 0) outs.emplace_back(0.0, early_bytes);
     }
     out_sched.reset(outs, bw_out > 0 ? bw_out : 1);
     wrap_sched.reset(wraps, bw_out > 0 ? bw_out : 1);
