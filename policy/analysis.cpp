@@ -195,6 +195,28 @@ Analysis analyze(const Trace& trace) {
   return a;
 }
 
+bool Analysis::recomputable_at(std::size_t r, std::size_t b) const {
+  const auto& rc = trace->regions[r].recompute;
+  if (!rc) return false;
+  for (RegionId src : rc->sources) {
+    auto it = index.find(src);
+    if (it == index.end() || it->second == r || first_live[it->second] > b ||
+        last_live[it->second] < b)
+      return false;
+  }
+  return true;
+}
+
+bool Analysis::recomputable_from_start(std::size_t r) const {
+  const auto& rc = trace->regions[r].recompute;
+  if (!rc) return false;
+  for (RegionId src : rc->sources) {
+    auto it = index.find(src);
+    if (it == index.end() || it->second == r || !live_at_start[it->second]) return false;
+  }
+  return true;
+}
+
 std::size_t Analysis::first_start_at_or_after(double t) const {
   return static_cast<std::size_t>(std::lower_bound(start_us.begin(), start_us.end(), t) -
                                   start_us.begin());

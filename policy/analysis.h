@@ -84,6 +84,13 @@ struct Analysis {
   bool evictable(std::size_t r) const {
     return trace->regions[r].bytes >= trace->device.min_evictable_bytes && accesses[r].size() > 0;
   }
+  // Whether region r can come back recomputed for its access at launch b: it is recomputable and
+  // every source is another region of the trace allocated at b (the simulator recomputes only
+  // from those; any other source is an access violation).
+  bool recomputable_at(std::size_t r, std::size_t b) const;
+  // Whether region r, carried over, can be recomputed from what the iteration starts with: it is
+  // recomputable and every source is another region carried over too.
+  bool recomputable_from_start(std::size_t r) const;
   // First launch position whose ideal start is at or after t (n when none).
   std::size_t first_start_at_or_after(double t) const;
 };

@@ -129,14 +129,7 @@ ExactResult solve_exact(const Analysis& a, std::uint64_t budget, const ExactOpti
     const Region& reg = t.regions[g.r];
     g.can_swap = true;
     if (o.allow_recompute && reg.recompute && !g.wrap) {
-      g.can_recompute = true;
-      if (!g.tail)
-        for (RegionId s : reg.recompute->sources) {
-          auto it = a.index.find(s);
-          if (it == a.index.end() || it->second == g.r || a.first_live[it->second] > g.b ||
-              a.last_live[it->second] < g.b)
-            g.can_recompute = false;
-        }
+      g.can_recompute = g.tail || a.recomputable_at(g.r, g.b);
       if (g.can_recompute && !g.tail) M += reg.recompute->cost_us;
     }
     M += static_cast<double>(reg.bytes) / bw_out + static_cast<double>(reg.bytes) / bw_in;

@@ -71,35 +71,15 @@ class ReleaseSchedule {
   std::vector<double> done_, cum_;
 };
 
-// Whether region r can come back recomputed for its access at launch b: it is recomputable, and
-// every source is another region of the trace allocated at b. A drop of any other region read
-// again can only come back as an access violation (the simulator cannot recompute it), so in a
-// valid run such a region off the device was swapped out. (README "Recomputation needs its
-// sources".)
-bool recomputable_at(const Analysis& a, std::size_t r, std::size_t b) {
-  const auto& rc = a.trace->regions[r].recompute;
-  if (!rc) return false;
-  for (RegionId src : rc->sources) {
-    auto it = a.index.find(src);
-    if (it == a.index.end() || it->second == r || a.first_live[it->second] > b ||
-        a.last_live[it->second] < b)
-      return false;
-  }
-  return true;
-}
-
 // Whether region r, carried over, may start the iteration dropped and come back recomputed for
 // its first access: its previous instance may be dropped for good (it has a next instance), the
 // simulator starts it dropped only if every source is carried over too, and recomputing it at
-// its first access needs them still there.
+// its first access needs them still there. A drop of a region that cannot come back recomputed
+// (Analysis::recomputable_at) is an access violation when it is read again, so in a valid run
+// such a region off the device was swapped out (README "Recomputation needs its sources").
 bool recomputed_at_start(const Analysis& a, std::size_t r) {
-  const auto& rc = a.trace->regions[r].recompute;
-  if (!rc || a.next_instance[r] == kNoRegion || a.accesses[r].empty()) return false;
-  for (RegionId src : rc->sources) {
-    auto it = a.index.find(src);
-    if (it == a.index.end() || !a.live_at_start[it->second]) return false;
-  }
-  return recomputable_at(a, r, a.accesses[r].front());
+  return a.next_instance[r] != kNoRegion && !a.accesses[r].empty() &&
+         a.recomputable_from_start(r) && a.recomputable_at(r, a.accesses[r].front());
 }
 
 // A stretch of launches [first, last] that a region may spend off the device, and which copies
@@ -184,7 +164,7 @@ double covering_bound(const Analysis& a, std::uint64_t budget) {
     if (acc.front() > lo) add(lo, acc.front() - 1, carried && !recomputed_back, false, carried);
     for (std::size_t k = 0; k + 1 < acc.size(); ++k) {
       if (acc[k + 1] == acc[k] + 1) continue;
-      const bool paid = !recomputable_at(a, r, acc[k + 1]);  // else dropped and recomputed
+      const bool paid = !a.recomputable_at(r, acc[k + 1]);  // else dropped and recomputed
       add(acc[k] + 1, acc[k + 1] - 1, paid, paid, paid);
     }
     // After the last access: a copy-out (none for a recomputable region, which may be dropped).
@@ -311,8 +291,7 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
       if (next == acc.begin() && !a.live_at_start[r]) continue;    // fresh: already free
       // Only a region that can come back recomputed leaves by recomputation; any other is
       // swapped (classes B and C).
-      if (next == acc.begin() ? !recomputed_at_start(a, r) : !recomputable_at(a, r, *next))
-        continue;
+      if (next == acc.begin() ? !recomputed_at_start(a, r) : !a.recomputable_at(r, *next)) continue;
       const double bytes = static_cast<double>(t.regions[r].bytes);
       if (t.launches[*next].stream != l.stream) {
         extra_free += static_cast<std::int64_t>(bytes);

@@ -239,7 +239,7 @@ class Sim {
       } else if (wrap[r] != kNoLaunch) {
         rs_[r].st = St::kHost;  // evicted at the end of the previous iteration
         rs_[r].entry = wrap[r];
-      } else if (prev == End::kDropped && recomputable_at_start(r)) {
+      } else if (prev == End::kDropped && a_.recomputable_from_start(r)) {
         // The previous iteration's instance of a region this one drops for good: its first use
         // recomputes it, as the library's recomputation on demand does.
         rs_[r].st = St::kDropped;
@@ -254,18 +254,6 @@ class Sim {
         used_ += t_.regions[r].bytes;
       }
     }
-  }
-
-  // Whether region r, carried over, can be recomputed from what the iteration starts with: it is
-  // recomputable and every source is carried over too.
-  bool recomputable_at_start(std::size_t r) const {
-    const auto& rc = t_.regions[r].recompute;
-    if (!rc) return false;
-    for (RegionId src : rc->sources) {
-      auto it = a_.index.find(src);
-      if (it == a_.index.end() || !a_.live_at_start[it->second] || it->second == r) return false;
-    }
-    return true;
   }
 
   void process(double T) {
