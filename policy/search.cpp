@@ -360,13 +360,6 @@ class Search {
     return e;
   }
 
-  std::optional<std::size_t> find(const Plan& p, const Gap& g) const {
-    const RegionId id = t_.regions[g.r].id;
-    for (std::size_t k = 0; k < p.entries.size(); ++k)
-      if (p.entries[k].region == id && p.entries[k].evict_after == g.e) return k;
-    return std::nullopt;
-  }
-
   // Whether `p` already takes g's region off for the same back-access (a wrap and an early gap
   // both end at the first use), or for g itself: two entries would each restore it, and the
   // library follows both (the simulator only the one that evicted it last).
