@@ -307,6 +307,7 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
     outs.clear();
     wraps.clear();
     wraps_after.clear();
+    double wrap_free = 0, wrap_after_free = 0;  // wrapped bytes that wait for nothing at i
     if (refine) {
       bool any_in = false;
       // B's bytes that may leave before i: copy-outs released at 0, one job (split at will).
@@ -326,14 +327,26 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
           // Resident at the start, it may also leave before i, its copy-out free to start at
           // once (a demand eviction, or a plan evicting it before its first access).
           early_bytes += static_cast<double>(t.regions[r].bytes);
-          // The last access L comes after i: it starts no earlier than i does (issue order), and
-          // on i's stream only after every launch from i up to it has run.
-          const std::size_t last = acc.back();
-          const double after = t.launches[last].stream == l.stream
-                                   ? suffix[i] - suffix[last] + t.launches[last].dur_us
-                                   : t.launches[last].dur_us;
-          wraps.emplace_back(a.end_us[last], t.regions[r].bytes);
-          wraps_after.emplace_back(after, t.regions[r].bytes);
+          // Or it started the iteration on the host, copied out after the last access L of this
+          // region, or of its next instance if the iteration frees it (a next instance never
+          // accessed leaves no access to wait for: those bytes are free here).
+          const std::size_t inst = a.next_instance[r] != kNoRegion ? a.next_instance[r] : r;
+          if (a.accesses[inst].empty()) {
+            wrap_free += static_cast<double>(t.regions[r].bytes);
+            wrap_after_free += static_cast<double>(t.regions[r].bytes);
+          } else if (const std::size_t last = a.accesses[inst].back(); last < i) {
+            // L ended before i: nothing at i delays it.
+            wraps.emplace_back(a.end_us[last], t.regions[r].bytes);
+            wrap_after_free += static_cast<double>(t.regions[r].bytes);
+          } else {
+            // L starts no earlier than i does (issue order), and on i's stream only after every
+            // launch from i up to it has run.
+            const double after = t.launches[last].stream == l.stream
+                                     ? suffix[i] - suffix[last] + t.launches[last].dur_us
+                                     : t.launches[last].dur_us;
+            wraps.emplace_back(a.end_us[last], t.regions[r].bytes);
+            wraps_after.emplace_back(after, t.regions[r].bytes);
+          }
         }
         if (read) {
           tail_min = any_in ? std::min(tail_min, suffix[*next]) : suffix[*next];
@@ -381,7 +394,7 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
     };
     auto traffic = [&](double y, double rest) {
       auto g1 = [&](double yac) { return start_i(yac) + rest; };
-      auto g2 = [&](double yac) { return bw_out > 0 ? wrap_sched.end(y - yac) : 0; };
+      auto g2 = [&](double yac) { return bw_out > 0 ? wrap_sched.end(y - yac - wrap_free) : 0; };
       auto [lo, hi] = ac_range(y);
       if (!refine || wraps.empty() || g1(lo) >= g2(lo)) return g1(lo);
       if (g1(hi) < g2(hi)) return g2(hi);
@@ -436,8 +449,9 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
           const double ya = lo + (hi - lo) * c / kSplits;
           const double yb = c + 1 == kSplits ? hi : lo + (hi - lo) * (c + 1) / kSplits;
           const double start = start_i(ya);
-          cell_best = std::min(cell_best, std::max({start + rest, wrap_sched.end(y - yb),
-                                                    start + wrap_after_sched.end(y - yb)}));
+          cell_best = std::min(cell_best,
+                               std::max({start + rest, wrap_sched.end(y - yb - wrap_free),
+                                         start + wrap_after_sched.end(y - yb - wrap_after_free)}));
         }
         refined = std::min(refined, std::max(v, cell_best));
       }

@@ -153,6 +153,31 @@ TEST(LowerBoundTest, ACarriedRegionMayLeaveBeforeItsFirstUse) {
   EXPECT_LE(lower_bound(a, 8 * kMiB).bound_us, s.step_time_us);
 }
 
+// X, carried over and freed after launch 3, its only read, is the previous iteration's Y (same
+// size and lifetime, written at 0, never read again). At launch 1 a temporary (P) needs the
+// device, so both are off there, under an 8 MiB budget. What puts X on the host at the start is
+// Y's copy-out after launch 0 (100 us, the link to the host being slow), not a copy-out after
+// X's read at 3: Y evicted for good runs in 150 us (X's copy-in takes 10 us). The bound took X's
+// read as the wrap's last access, delayed by launch 1's start (110 us): 223.8 us.
+TEST(LowerBoundTest, AFreedRegionIsCopiedOutAfterItsNextInstancesLastAccess) {
+  Trace t = empty_trace(4, 10.0, 4.0 * kMiB / 100e-6);
+  t.device.h2d_bytes_per_s *= 10;
+  for (Launch& l : t.launches) l.seq += 100;
+  const RegionId x = add_region(t, 4 * kMiB, 96, 103, {3});
+  const RegionId y = add_region(t, 4 * kMiB, 100, 107, {0});
+  add_region(t, 8 * kMiB, 101, 101, {1});  // P
+  Analysis a = analyze(t);
+  ASSERT_EQ(a.next_instance[a.index.at(x)], a.index.at(y));
+  Plan gone;  // Y evicted for good after its write: X starts the next iteration on the host
+  gone.entries.push_back({y, EvictKind::kSwap, 0, kNoLaunch, kNoLaunch, kNoLaunch, 100.0});
+  const SimResult s = simulate(a, gone, 8 * kMiB);
+  ASSERT_TRUE(s.feasible) << s.reason;
+  EXPECT_EQ(s.access_violations, 0u);
+  EXPECT_EQ(s.demand_evictions, 0u);
+  EXPECT_DOUBLE_EQ(s.step_time_us, 150.0);
+  EXPECT_LE(lower_bound(a, 8 * kMiB).bound_us, s.step_time_us);
+}
+
 TEST(LowerBoundTest, RecomputationReplacesTraffic) {
   Trace t = fixture(true);
   Analysis a = analyze(t);
