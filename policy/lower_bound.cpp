@@ -256,8 +256,16 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
   std::vector<double> cum_bytes, cum_cost;       // prefix sums of the sorted items
   std::vector<std::pair<double, double>> outs;   // (release: ideal end of the last write, bytes)
   std::vector<std::pair<double, double>> wraps;  // B: (ideal end of the last access, bytes)
-  // B again: (least time from i's start to the end of the last access, bytes)
-  std::vector<std::pair<double, double>> wraps_after;
+  // B again, for the copy-outs' release measured from i's start (see the refinement below).
+  struct WrapAfter {
+    std::size_t last;  // its last access
+    double after;      // least time from i's start to the end of that access (issue order)
+    double bytes;
+    double later;  // bytes of B and C whose next access after i comes after `last`
+  };
+  std::vector<WrapAfter> wraps_after;
+  std::vector<std::pair<std::size_t, double>> reads;  // B and C: (next access after i, bytes)
+  std::vector<std::pair<double, double>> wrap_after_jobs;
   ReleaseSchedule out_sched, wrap_sched, wrap_after_sched;
   std::unordered_map<std::uint32_t, double> before;
   std::int64_t f = 0, A = 0, B = 0, C = 0;
@@ -307,6 +315,7 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
     outs.clear();
     wraps.clear();
     wraps_after.clear();
+    reads.clear();
     double wrap_free = 0, wrap_after_free = 0;  // wrapped bytes that wait for nothing at i
     if (refine) {
       bool any_in = false;
@@ -345,19 +354,30 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
                                      ? suffix[i] - suffix[last] + t.launches[last].dur_us
                                      : t.launches[last].dur_us;
             wraps.emplace_back(a.end_us[last], t.regions[r].bytes);
-            wraps_after.emplace_back(after, t.regions[r].bytes);
+            wraps_after.push_back({last, after, static_cast<double>(t.regions[r].bytes), 0});
           }
         }
         if (read) {
+          reads.emplace_back(*next, static_cast<double>(t.regions[r].bytes));
           tail_min = any_in ? std::min(tail_min, suffix[*next]) : suffix[*next];
           any_in = true;
         }
       }
       if (early_bytes > 0) outs.emplace_back(0.0, early_bytes);
+      // For each wrap, the bytes of B and C whose next access comes after its last access.
+      if (wraps_after.empty()) reads.clear();
+      std::sort(reads.begin(), reads.end());
+      double read_bytes = 0;
+      for (auto& [next, bytes] : reads) read_bytes += bytes, bytes = read_bytes;  // prefix sums
+      for (WrapAfter& w : wraps_after) {
+        const auto upto =
+            std::upper_bound(reads.begin(), reads.end(), w.last,
+                             [](std::size_t last, const auto& r) { return last < r.first; });
+        w.later = read_bytes - (upto == reads.begin() ? 0 : std::prev(upto)->second);
+      }
     }
     out_sched.reset(outs, bw_out > 0 ? bw_out : 1);
     wrap_sched.reset(wraps, bw_out > 0 ? bw_out : 1);
-    wrap_after_sched.reset(wraps_after, bw_out > 0 ? bw_out : 1);
 
     const double X = static_cast<double>(std::max<std::int64_t>(0, excess - f - extra_free));
     double rc_total = 0;
@@ -428,22 +448,39 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
     consider(amax, amax);
     // Refinement: a wrap's copy-out waits for its last access, which comes after i and so is
     // delayed by whatever delays i's start: that access ends no earlier than start(i) plus the
-    // least time from i's start to its end (wraps_after). start(i) grows with the A/C share
-    // and the wrap bytes shrink, so the minimum over the split is bounded cell by cell: on
-    // [a, b], start(i) >= its value at a and the wrap bytes >= y - b. Cells of the alpha grid
-    // are refined cheapest first, until the next one's unrefined value (a lower bound on its
-    // refined one) is no lower than the best refined so far, that best cannot raise the bound,
-    // or 32 cells are refined (then the next cell's unrefined value bounds the rest).
+    // least time from i's start to its end (wraps_after). It also starts no earlier than the
+    // accesses issued before it, which wait for their copy-ins, and those run one after another
+    // from i's end: of the `in` bytes of B and C that come back after i, all but `later` are
+    // read by then. start(i) grows with the A/C share and the wrap bytes shrink, so the minimum
+    // over the split is bounded cell by cell: on [a, b], start(i) >= its value at a and the wrap
+    // bytes >= y - b. Cells of the alpha grid are refined cheapest first, until the next one's
+    // unrefined value (a lower bound on its refined one) is no lower than the best refined so
+    // far, that best cannot raise the bound, or 32 cells are refined (then the next cell's
+    // unrefined value bounds the rest).
     if (refine && !wraps.empty() && bw_out > 0) {
       std::sort(cells.begin(), cells.end());
       constexpr std::size_t kMaxRefined = 32;  // cells refined per launch, at most
       constexpr int kSplits = 16;
       double refined = std::numeric_limits<double>::infinity();
+      double jobs_in = 0;  // the copy-in bytes wrap_after_sched was built for
       std::size_t k = 0;
       for (; k < cells.size() && k < kMaxRefined; ++k) {
         const auto& [v, y, rest] = cells[k];
         if (v >= refined || refined <= lb.traffic_us) break;
         const auto [lo, hi] = ac_range(y);
+        // Release dates from i's start: the last access also waits for the copy-ins of the
+        // regions read before it (README "A wrap's copy-out waits for the restores before it").
+        const double in = std::max(0.0, y - static_cast<double>(A));
+        if (k == 0 || in != jobs_in) {
+          jobs_in = in;
+          wrap_after_jobs.clear();
+          for (const WrapAfter& w : wraps_after) {
+            const double restored = bw_in > 0 ? std::max(0.0, in - w.later) / bw_in : 0;
+            wrap_after_jobs.emplace_back(
+                std::max(w.after, l.dur_us + restored + t.launches[w.last].dur_us), w.bytes);
+          }
+          wrap_after_sched.reset(wrap_after_jobs, bw_out);
+        }
         double cell_best = std::numeric_limits<double>::infinity();
         for (int c = 0; c < kSplits; ++c) {
           const double ya = lo + (hi - lo) * c / kSplits;
