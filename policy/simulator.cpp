@@ -108,7 +108,7 @@ class Sim {
         if (id == stream) return end;
       return stream_end.emplace_back(stream, 0.0).second;
     };
-    double prev_start = 0, last_end = 0;
+    double prev_start = 0, prev_end = 0, last_end = 0;
     for (std::size_t i = 0; i < a_.n; ++i) {
       const Launch& l = t_.launches[i];
       stamp_ = i + 1;
@@ -118,7 +118,9 @@ class Sim {
       waited_for_ = kNoLaunch;
       const double rc_before = res_.recompute_us;
       for (std::size_t r : a_.touched[i]) rs_[r].protect = stamp_;
-      for (std::size_t e : evict_at_[i]) issue_evict(e);
+      // An eviction at launch i follows the launches issued before it, as one after launch
+      // i - 1 does (issue_evict).
+      for (std::size_t e : evict_at_[i]) issue_evict(e, prev_end);
       std::uint64_t need = 0;  // memory this launch itself will take; prefetches leave it free
       for (std::size_t r : allocs_[i]) need += t_.regions[r].bytes;
       for (std::size_t r : a_.touched[i])
@@ -165,6 +167,7 @@ class Sim {
       const double end = start + l.dur_us;
       on_stream = end;
       prev_start = start;
+      prev_end = end;
       last_end = std::max(last_end, end);
       for (std::size_t r : a_.touched[i]) rs_[r].last_use_end = std::max(rs_[r].last_use_end, end);
       for (std::size_t r : frees_[i]) free_region(r, end);
@@ -212,6 +215,11 @@ class Sim {
     // access, nothing bringing it back): swapped out, or dropped.
     enum class End : std::uint8_t { kOn, kSwapped, kDropped };
     std::vector<End> ends(t_.regions.size(), End::kOn);
+    // The region each one is the next instance of (Analysis::next_instance).
+    std::vector<std::size_t> prev_instance(t_.regions.size(), kNoRegion);
+    for (std::size_t r = 0; r < t_.regions.size(); ++r)
+      if (a_.next_instance[r] != kNoRegion) prev_instance[a_.next_instance[r]] = r;
+    drop_as_swap_.assign(plan_.entries.size(), false);
     for (std::size_t k = 0; k < plan_.entries.size(); ++k) {
       const PlanEntry& e = plan_.entries[k];
       const std::size_t r = entry_region_[k];
@@ -221,7 +229,18 @@ class Sim {
       const auto& acc = a_.accesses[r];
       if (!acc.empty() && e.evict_after < acc.back()) continue;
       if (!is_wrap(e) && e.back_access != kNoLaunch) continue;
-      if (ends[r] == End::kOn) ends[r] = e.kind == EvictKind::kSwap ? End::kSwapped : End::kDropped;
+      // Nor one that comes only once the region is freed (frees run first after a launch).
+      if (!a_.live_at_end[r] && first_launch_evicted(e, a_.n) > a_.last_live[r]) continue;
+      // A drop for good of a region the next iteration reads (as the instance carried over)
+      // and cannot recompute there, its sources not carried over with it: its data must
+      // survive, so the drop keeps a copy on the host (a copy-out, as a swap), which the next
+      // iteration's first use restores.
+      const std::size_t prev = prev_instance[r];
+      if (e.kind == EvictKind::kRecompute && t_.regions[r].recompute && prev != kNoRegion &&
+          !a_.accesses[prev].empty() && !a_.recomputable_from_start(prev))
+        drop_as_swap_[k] = true;
+      if (ends[r] == End::kOn)
+        ends[r] = e.kind == EvictKind::kSwap || drop_as_swap_[k] ? End::kSwapped : End::kDropped;
       // A wrap entry, or a region that outlives the iteration evicted with nothing bringing it
       // back: either way it ends the iteration on the host, so (steady state) it starts there.
       // (A region the iteration frees ends it nowhere: a wrap entry on it does nothing.)
@@ -245,8 +264,7 @@ class Sim {
         rs_[r].st = St::kDropped;
       } else if (prev != End::kOn) {
         // ... or evicts for good: it ended that iteration on the host, and nothing in the plan
-        // brings it back before its first use (a drop whose sources are not all there is
-        // charged as a restore).
+        // brings it back before its first use.
         rs_[r].st = St::kHost;
       } else {
         rs_[r].st = St::kResident;
@@ -401,7 +419,7 @@ class Sim {
       return;
     s.entry = k;
     s.kept = false;
-    if (e.kind == EvictKind::kRecompute && t_.regions[r].recompute) {
+    if (e.kind == EvictKind::kRecompute && t_.regions[r].recompute && !drop_as_swap_[k]) {
       s.st = St::kDropped;  // the memory goes back once the last reader has finished
       heap_.push({std::max(s.last_use_end, after), r, s.gen});
     } else {
@@ -545,6 +563,7 @@ class Sim {
         res_.recomputed_bytes += reg.bytes;
         s.st = St::kResident;
         s.occupying = true;
+        s.last_use_end = std::max(s.last_use_end, T);  // written now: a copy-out starts after
         s.kept = depth > 0;  // collective recomputation: keep while memory allows
         if (s.kept) kept_.push({s.last_use_end, r});
         return true;
@@ -596,6 +615,7 @@ class Sim {
   std::priority_queue<Release, std::vector<Release>, std::greater<Release>> heap_;
   PerLaunch evict_after_, evict_at_, trigger_at_, allocs_, frees_;
   std::vector<std::size_t> entry_region_;  // per plan entry: its region's index (kNoRegion: none)
+  std::vector<bool> drop_as_swap_;  // per plan entry: a drop that must keep a copy (init_state)
   std::vector<std::size_t> deferred_, keep_;
   std::vector<std::size_t> leaving_;  // swapped out or freed with memory not back yet (lazily)
   // Kept intermediates by last use (least recent on top), pruned lazily; ties by region index.

@@ -142,7 +142,9 @@ TEST(SimulatorTest, ARegionAcrossTheIterationsStartKeepsTheBoundBelowEveryPlan) 
 }
 
 // Dropped for good instead, the next iteration's instance is recomputed at its first use when
-// its sources are there at the start, and restored otherwise: never resident for free.
+// its sources are there at the start. Otherwise the drop keeps a copy on the host (a copy-out)
+// and the first use restores it: never resident for free, and never restored from nothing (it
+// was charged a restore with no copy-out, and ran under the lower bound).
 TEST(SimulatorTest, ARegionDroppedForGoodIsRecomputedInTheNextIteration) {
   Trace t = empty_trace(10, 10.0, 4.0 * kMiB / 25e-6);  // 25 us per 4 MiB
   for (Launch& l : t.launches) l.seq += 100;
@@ -159,12 +161,63 @@ TEST(SimulatorTest, ARegionDroppedForGoodIsRecomputedInTheNextIteration) {
   EXPECT_EQ(s.access_violations, 0u);
   EXPECT_DOUBLE_EQ(s.recompute_us, 5.0);
   EXPECT_DOUBLE_EQ(s.step_time_us, 105.0);
-  // Recomputable from a region that is not there at the start: charged as a restore.
+  // Recomputable from a region that is not there at the start: a swap. x comes back over 0..25
+  // us, launch 7 ends at 105 us, y's copy-out over 105..130.
   t.regions[x - 1].recompute = Recompute{5.0, {y}};
   Analysis b = analyze(t);
   const SimResult r = simulate(b, drop, 1ull << 30);
+  EXPECT_EQ(r.access_violations, 0u);
   EXPECT_EQ(r.demand_restores, 1u);
-  EXPECT_DOUBLE_EQ(r.step_time_us, 125.0);
+  EXPECT_EQ(r.swapped_out_bytes, 4 * kMiB);
+  EXPECT_DOUBLE_EQ(r.recompute_us, 0.0);
+  EXPECT_DOUBLE_EQ(r.step_time_us, 130.0);
+}
+
+// A wrap entry on the next instance after the last launch, where the trace frees it: the free
+// comes first, so it does not end the iteration on the host, and the carried-over instance
+// starts resident. (It was counted as ending it there: the carried-over one was restored from
+// a copy that was never made.)
+TEST(SimulatorTest, AnEvictionAfterTheFreeLeavesNothingOnTheHost) {
+  Trace t = empty_trace(4, 10.0, 4.0 * kMiB / 25e-6);
+  for (Launch& l : t.launches) l.seq += 100;
+  const RegionId x = add_region(t, 4 * kMiB, 97, 101, {1});
+  const RegionId y = add_region(t, 4 * kMiB, 101, 105, {1, 3});
+  Analysis a = analyze(t);
+  ASSERT_EQ(a.next_instance[a.index.at(x)], a.index.at(y));
+  Plan wrap;
+  wrap.entries.push_back({y, EvictKind::kSwap, 3, kNoLaunch, kNoLaunch, 1, 25.0});
+  const SimResult s = simulate(a, wrap, 1ull << 30);
+  ASSERT_TRUE(s.feasible) << s.reason;
+  EXPECT_EQ(s.swapped_out_bytes, 0u);
+  EXPECT_EQ(s.swapped_in_bytes, 0u);
+  EXPECT_DOUBLE_EQ(s.step_time_us, 40.0);
+}
+
+// R, recomputed from P, is read at 0 and 6 and dropped after 0; D, recomputed from R, is dropped
+// after 1 and read at 3, where R is recomputed with it and kept. Evicted at launch 4, R's
+// copy-out starts once launch 3 has ended (and R was written): 40 us, not at its last read
+// (10 us).
+TEST(SimulatorTest, ACopyOutFollowsTheRecomputationThatWroteTheRegion) {
+  Trace t = empty_trace(8, 10.0, 4.0 * kMiB / 25e-6);
+  const RegionId p = add_region(t, 4 * kMiB, 0, -1, {0, 7});
+  const RegionId r = add_region(t, 4 * kMiB, 0, 7, {0, 6});
+  const RegionId d = add_region(t, 4 * kMiB, 1, 7, {1, 3});
+  t.regions[r - 1].recompute = Recompute{5.0, {p}};
+  t.regions[d - 1].recompute = Recompute{5.0, {r}};
+  Analysis a = analyze(t);
+  Plan plan;
+  plan.entries.push_back({r, EvictKind::kRecompute, 0, kNoLaunch, kNoLaunch, 3, 0.0});
+  plan.entries.push_back({d, EvictKind::kRecompute, 1, kNoLaunch, kNoLaunch, 3, 0.0});
+  plan.entries.push_back({r, EvictKind::kSwap, 3, 4, 5, 6, 25.0});
+  SimEvents ev;
+  const SimResult s = simulate(a, plan, 1ull << 30, &ev);
+  ASSERT_TRUE(s.feasible) << s.reason;
+  EXPECT_EQ(s.access_violations, 0u);
+  ASSERT_EQ(s.swapped_out_bytes, 4 * kMiB);
+  double out_start = -1;
+  for (const auto& c : ev.copies)
+    if (!c.to_device) out_start = c.start_us;
+  EXPECT_GE(out_start, ev.launches[3].end_us);
 }
 
 TEST(SimulatorTest, SameDirectionCopiesSerialise) {
