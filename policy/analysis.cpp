@@ -108,6 +108,12 @@ Analysis analyze(const Trace& trace) {
     diff[last + 1] -= static_cast<std::int64_t>(reg.bytes);
   }
   match_next_instances(trace, &a);
+  a.is_source.assign(nr, false);
+  for (const Region& reg : trace.regions)
+    if (reg.recompute)
+      for (RegionId src : reg.recompute->sources)
+        if (auto it = a.index.find(src); it != a.index.end() && src != reg.id)
+          a.is_source[it->second] = true;
   std::vector<std::int64_t> small_diff(a.n + 1, 0);  // live regions that are never evicted
   for (std::size_t r = 0; r < nr; ++r)
     if (a.first_live[r] <= a.last_live[r] &&
@@ -205,6 +211,20 @@ bool Analysis::recomputable_at(std::size_t r, std::size_t b) const {
       return false;
   }
   return true;
+}
+
+bool Analysis::recomputable_within(std::size_t r, std::size_t after, std::size_t b) const {
+  const auto& rc = trace->regions[r].recompute;
+  if (!rc) return false;
+  if (!is_source[r]) return recomputable_at(r, b);
+  std::size_t lo = after + 1, hi = b;  // launches where every source so far is allocated
+  for (RegionId src : rc->sources) {
+    auto it = index.find(src);
+    if (it == index.end() || it->second == r) return false;
+    lo = std::max(lo, first_live[it->second]);
+    hi = std::min(hi, last_live[it->second]);
+  }
+  return lo <= hi;
 }
 
 bool Analysis::recomputable_from_start(std::size_t r) const {

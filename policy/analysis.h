@@ -37,6 +37,9 @@ struct Analysis {
   // last use with nothing bringing it back leaves the first on the host, and its first use
   // restores it on demand, as the preload library does.
   std::vector<std::size_t> next_instance;
+  // Per region: whether another region's recomputation reads it (a source), so that the
+  // simulator may recompute it as an intermediate of that one.
+  std::vector<bool> is_source;
   std::vector<std::uint64_t> live_bytes;   // per launch: bytes allocated while it runs
   std::vector<std::uint64_t> working_set;  // per launch: bytes it touches
   std::uint64_t peak_bytes = 0;
@@ -88,6 +91,11 @@ struct Analysis {
   // every source is another region of the trace allocated at b (the simulator recomputes only
   // from those; any other source is an access violation).
   bool recomputable_at(std::size_t r, std::size_t b) const;
+  // Whether region r, off the device after launch `after`, can come back recomputed by its access
+  // at launch b: recomputable_at(r, b), or, for a source of another region's recomputation (which
+  // the simulator may recompute as an intermediate there and keep), every source another region
+  // of the trace allocated together at some launch j, after < j <= b.
+  bool recomputable_within(std::size_t r, std::size_t after, std::size_t b) const;
   // Whether region r, carried over, can be recomputed from what the iteration starts with: it is
   // recomputable and every source is another region carried over too.
   bool recomputable_from_start(std::size_t r) const;

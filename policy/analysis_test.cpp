@@ -46,8 +46,11 @@ TEST(AnalysisTest, ARegionCarriedOverPairsWithItsNextInstance) {
   EXPECT_EQ(a.next_instance[at(x)], at(y));
   EXPECT_EQ(a.next_instance[at(w)], kNoRegion);
   EXPECT_EQ(a.next_instance[at(u)], kNoRegion);
-  for (std::size_t r = 0; r < t.regions.size(); ++r)
-    if (r != at(x)) EXPECT_EQ(a.next_instance[r], kNoRegion) << "region " << t.regions[r].id;
+  for (std::size_t r = 0; r < t.regions.size(); ++r) {
+    if (r != at(x)) {
+      EXPECT_EQ(a.next_instance[r], kNoRegion) << "region " << t.regions[r].id;
+    }
+  }
 }
 
 TEST(AnalysisTest, LifetimesAndLiveBytes) {
@@ -116,6 +119,27 @@ TEST(SegmentTreeTest, RangeAddMaxAndLastAbove) {
   EXPECT_EQ(st.find_last_above(0, 1, 5), MaxSegmentTree::npos);
   st.add(3, 3, -20);  // 1 5 12 -2 13
   EXPECT_EQ(st.find_last_above(0, 3, 4), 2u);
+}
+
+// A region dropped after launch 1 and read again at 6, recomputed from S (allocated over 2..4):
+// not at 6, where S is gone, but as a source of another region's recomputation while S is there,
+// and kept until 6.
+TEST(AnalysisTest, ASourceMayComeBackRecomputedBeforeItsRead) {
+  Trace t = empty_trace(8, 10.0, 1e9);
+  const RegionId s = add_region(t, 4 * kMiB, 2, 4, {2});
+  const RegionId r = add_region(t, 4 * kMiB, 0, 7, {1, 6});
+  t.regions[r - 1].recompute = Recompute{5.0, {s}};
+  Analysis a = analyze(t);
+  const std::size_t ri = a.index.at(r);
+  EXPECT_FALSE(a.recomputable_at(ri, 6));
+  EXPECT_FALSE(a.recomputable_within(ri, 1, 6));  // no region is recomputed from r
+  const RegionId d = add_region(t, 4 * kMiB, 3, 5, {3, 5});
+  t.regions[d - 1].recompute = Recompute{5.0, {r}};
+  Analysis b = analyze(t);
+  EXPECT_TRUE(b.is_source[ri]);
+  EXPECT_TRUE(b.recomputable_within(ri, 1, 6));   // with S at 2..4
+  EXPECT_FALSE(b.recomputable_within(ri, 4, 6));  // off only after S is gone
+  EXPECT_FALSE(b.recomputable_within(ri, 0, 1));  // back before S exists
 }
 
 }  // namespace

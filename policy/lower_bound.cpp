@@ -4,8 +4,10 @@
 // swapping:
 //   free       — not yet written in this iteration, or recomputable and never read again, or
 //                recomputable and next read on another stream (whose time this bound ignores);
-//                "recomputable" where it can come back recomputed for that read: every source is
-//                another region allocated then (else a valid run swapped it out);
+//                "recomputable" where it can come back recomputed by that read: every source
+//                another region allocated then, or at some launch since i for a source of
+//                another region's recomputation (Analysis::recomputable_within; else a valid run
+//                swapped it out);
 //   recompute  — recomputable, next read on i's stream: costs at least its cost_us on that stream
 //                after i;
 //   swap       — costs copy-out before i starts if it holds data written earlier in the
@@ -72,14 +74,14 @@ class ReleaseSchedule {
 };
 
 // Whether region r, carried over, may start the iteration dropped and come back recomputed for
-// its first access: its previous instance may be dropped for good (it has a next instance), the
-// simulator starts it dropped only if every source is carried over too, and recomputing it at
-// its first access needs them still there. A drop of a region that cannot come back recomputed
-// (Analysis::recomputable_at) is an access violation when it is read again, so in a valid run
-// such a region off the device was swapped out (README "Recomputation needs its sources").
+// its first access: its previous instance may be dropped for good (it has a next instance), and
+// the simulator starts it dropped only if every source is carried over too (then it may be
+// recomputed as soon as the iteration starts). A drop of a region that cannot come back
+// recomputed (Analysis::recomputable_within) is an access violation when it is read again, so in
+// a valid run such a region off the device was swapped out (README "Recomputation needs its
+// sources").
 bool recomputed_at_start(const Analysis& a, std::size_t r) {
-  return a.next_instance[r] != kNoRegion && !a.accesses[r].empty() &&
-         a.recomputable_from_start(r) && a.recomputable_at(r, a.accesses[r].front());
+  return a.next_instance[r] != kNoRegion && !a.accesses[r].empty() && a.recomputable_from_start(r);
 }
 
 // A stretch of launches [first, last] that a region may spend off the device, and which copies
@@ -159,12 +161,14 @@ double covering_bound(const Analysis& a, std::uint64_t budget) {
     }
     // Before the first access: free unless carried over (then restored before that access, and
     // copied out by a wrap entry after the last one, or its previous instance's after its own;
-    // such a one may also come back recomputed, with no copy-in).
+    // such a one may also come back recomputed, with no copy-in and no copy-out: dropped for
+    // good before the iteration).
     const bool recomputed_back = recomputed_at_start(a, r);
-    if (acc.front() > lo) add(lo, acc.front() - 1, carried && !recomputed_back, false, carried);
+    if (acc.front() > lo)
+      add(lo, acc.front() - 1, carried && !recomputed_back, false, carried && !recomputed_back);
     for (std::size_t k = 0; k + 1 < acc.size(); ++k) {
       if (acc[k + 1] == acc[k] + 1) continue;
-      const bool paid = !a.recomputable_at(r, acc[k + 1]);  // else dropped and recomputed
+      const bool paid = !a.recomputable_within(r, acc[k], acc[k + 1]);  // else dropped
       add(acc[k] + 1, acc[k + 1] - 1, paid, paid, paid);
     }
     // After the last access: a copy-out (none for a recomputable region, which may be dropped).
@@ -299,7 +303,8 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
       if (next == acc.begin() && !a.live_at_start[r]) continue;    // fresh: already free
       // Only a region that can come back recomputed leaves by recomputation; any other is
       // swapped (classes B and C).
-      if (next == acc.begin() ? !recomputed_at_start(a, r) : !a.recomputable_at(r, *next)) continue;
+      if (next == acc.begin() ? !recomputed_at_start(a, r) : !a.recomputable_within(r, i, *next))
+        continue;
       const double bytes = static_cast<double>(t.regions[r].bytes);
       if (t.launches[*next].stream != l.stream) {
         extra_free += static_cast<std::int64_t>(bytes);

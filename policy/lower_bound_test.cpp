@@ -206,6 +206,33 @@ TEST(LowerBoundTest, AWrapCopyOutWaitsForTheRestoresBeforeIt) {
   }
 }
 
+// X, carried over and read at launch 3, is the previous iteration's Y, written at 0; both are
+// recomputable from P, which lives throughout. At launch 1 a temporary needs X and Y off (a 6 MiB
+// budget): dropping Y for good after its write makes X start the next iteration dropped, and
+// launch 3 recomputes it (5 us): no copy at all. The whole-iteration term charged X's first piece a copy-out (100
+// us) in one of its two ways of counting a wrap's copy-out.
+TEST(LowerBoundTest, ARegionThatStartsDroppedCostsNoCopyOut) {
+  Trace t = empty_trace(4, 10.0, 4.0 * kMiB / 100e-6);
+  for (Launch& l : t.launches) l.seq += 100;
+  const RegionId p = add_region(t, 2 * kMiB, 90, -1, {0, 3});
+  const RegionId x = add_region(t, 4 * kMiB, 97, 102, {3});
+  const RegionId y = add_region(t, 4 * kMiB, 101, 106, {0});
+  add_region(t, 4 * kMiB, 101, 101, {1});
+  for (RegionId r : {x, y}) t.regions[r - 1].recompute = Recompute{5.0, {p}};
+  Analysis a = analyze(t);
+  ASSERT_EQ(a.next_instance[a.index.at(x)], a.index.at(y));
+  Plan drop;
+  drop.entries.push_back({y, EvictKind::kRecompute, 0, kNoLaunch, kNoLaunch, kNoLaunch, 0.0});
+  const SimResult s = simulate(a, drop, 6 * kMiB);
+  ASSERT_TRUE(s.feasible) << s.reason;
+  EXPECT_EQ(s.access_violations, 0u);
+  EXPECT_EQ(s.swapped_out_bytes + s.swapped_in_bytes, 0u);
+  EXPECT_DOUBLE_EQ(s.step_time_us, 45.0);
+  const LowerBound lb = lower_bound(a, 6 * kMiB);
+  EXPECT_LE(lb.covering_us, s.step_time_us);
+  EXPECT_LE(lb.bound_us, s.step_time_us);
+}
+
 TEST(LowerBoundTest, RecomputationReplacesTraffic) {
   Trace t = fixture(true);
   Analysis a = analyze(t);

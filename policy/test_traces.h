@@ -75,4 +75,41 @@ inline Trace random_trace(std::mt19937_64& rng) {
   return t;
 }
 
+// random_trace with regions cut in two by the iteration's start (Analysis::next_instance): Y,
+// allocated at launch a and freed in the next iteration, and X, the previous iteration's Y (same
+// bytes and lifetime, allocated one iteration earlier), freed before launch k and read at random
+// before it; recomputable from a region of the trace one time in three.
+inline Trace random_trace_across_start(std::mt19937_64& rng) {
+  Trace t = random_trace(rng);
+  const std::size_t n = t.launches.size();
+  for (Launch& l : t.launches) l.seq += n;  // room for the iteration before
+  for (Region& r : t.regions) {
+    r.alloc_seq += n;
+    if (r.free_seq) *r.free_seq += n;
+  }
+  const std::size_t pairs = 1 + rng() % 3;
+  for (std::size_t p = 0; p < pairs; ++p) {
+    const std::size_t a = rng() % n, k = 1 + rng() % n;
+    Region x, y;
+    x.id = static_cast<RegionId>(t.regions.size() + 1);
+    y.id = x.id + 1;
+    x.bytes = y.bytes = (2 + rng() % 7) * kMiB + p;  // + p: each pair its own kind
+    x.alloc_seq = a, x.free_seq = n + k;
+    y.alloc_seq = n + a, y.free_seq = 2 * n + k;
+    t.launches[a].regions.push_back(y.id);  // written when allocated
+    for (std::size_t j = rng() % 3; j > 0; --j)
+      t.launches[a + rng() % (n - a)].regions.push_back(y.id);
+    for (std::size_t j = rng() % 4; j > 0; --j) t.launches[rng() % k].regions.push_back(x.id);
+    if (rng() % 3 == 0) {
+      Recompute rc;
+      rc.cost_us = 1.0 + static_cast<double>(rng() % 30);
+      rc.sources.push_back(1 + rng() % t.regions.size());
+      x.recompute = y.recompute = rc;
+    }
+    t.regions.push_back(x);
+    t.regions.push_back(y);
+  }
+  return t;
+}
+
 }  // namespace gswap::policy::testing
