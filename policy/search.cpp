@@ -42,6 +42,9 @@ struct Gap {
 constexpr std::size_t kEarly = 0;
 
 constexpr double kRequireFitPenalty = 1e6;  // require_fit: any plan that fits comes first
+// A plan that reads data it does not have (an access violation: a drop whose recomputation
+// cannot run) is not valid: any valid plan comes first, even one that does not fit.
+constexpr double kInvalidPenalty = 1e12;
 
 class Search {
  public:
@@ -154,6 +157,7 @@ class Search {
  private:
   double score(const SimResult& s) const {
     if (!s.feasible) return std::numeric_limits<double>::infinity();
+    if (s.access_violations) return s.step_time_us * kInvalidPenalty;
     if (s.demand_evictions == 0) return s.step_time_us;
     return s.step_time_us * (o_.require_fit ? kRequireFitPenalty : kDemandPenalty);
   }
