@@ -213,11 +213,11 @@ bool Analysis::recomputable_at(std::size_t r, std::size_t b) const {
   return true;
 }
 
-bool Analysis::recomputable_within(std::size_t r, std::size_t after, std::size_t b) const {
+bool Analysis::recomputable_within(std::size_t r, std::size_t from, std::size_t b) const {
   const auto& rc = trace->regions[r].recompute;
   if (!rc) return false;
   if (!is_source[r]) return recomputable_at(r, b);
-  std::size_t lo = after + 1, hi = b;  // launches where every source so far is allocated
+  std::size_t lo = from, hi = b;  // launches where every source so far is allocated
   for (RegionId src : rc->sources) {
     auto it = index.find(src);
     if (it == index.end() || it->second == r) return false;

@@ -91,11 +91,11 @@ struct Analysis {
   // every source is another region of the trace allocated at b (the simulator recomputes only
   // from those; any other source is an access violation).
   bool recomputable_at(std::size_t r, std::size_t b) const;
-  // Whether region r, off the device after launch `after`, can come back recomputed by its access
-  // at launch b: recomputable_at(r, b), or, for a source of another region's recomputation (which
-  // the simulator may recompute as an intermediate there and keep), every source another region
-  // of the trace allocated together at some launch j, after < j <= b.
-  bool recomputable_within(std::size_t r, std::size_t after, std::size_t b) const;
+  // Whether region r, off the device from launch `from` on, can come back recomputed by its
+  // access at launch b: recomputable_at(r, b), or, for a source of another region's
+  // recomputation (which the simulator may recompute as an intermediate there and keep), every
+  // source another region of the trace allocated together at some launch j, from <= j <= b.
+  bool recomputable_within(std::size_t r, std::size_t from, std::size_t b) const;
   // Whether region r, carried over, can be recomputed from what the iteration starts with: it is
   // recomputable and every source is another region carried over too.
   bool recomputable_from_start(std::size_t r) const;

@@ -132,14 +132,14 @@ TEST(AnalysisTest, ASourceMayComeBackRecomputedBeforeItsRead) {
   Analysis a = analyze(t);
   const std::size_t ri = a.index.at(r);
   EXPECT_FALSE(a.recomputable_at(ri, 6));
-  EXPECT_FALSE(a.recomputable_within(ri, 1, 6));  // no region is recomputed from r
+  EXPECT_FALSE(a.recomputable_within(ri, 2, 6));  // no region is recomputed from r
   const RegionId d = add_region(t, 4 * kMiB, 3, 5, {3, 5});
   t.regions[d - 1].recompute = Recompute{5.0, {r}};
   Analysis b = analyze(t);
   EXPECT_TRUE(b.is_source[ri]);
-  EXPECT_TRUE(b.recomputable_within(ri, 1, 6));   // with S at 2..4
-  EXPECT_FALSE(b.recomputable_within(ri, 4, 6));  // off only after S is gone
-  EXPECT_FALSE(b.recomputable_within(ri, 0, 1));  // back before S exists
+  EXPECT_TRUE(b.recomputable_within(ri, 2, 6));   // with S at 2..4
+  EXPECT_FALSE(b.recomputable_within(ri, 5, 6));  // off only after S is gone
+  EXPECT_FALSE(b.recomputable_within(ri, 1, 1));  // back before S exists
 }
 
 }  // namespace

@@ -160,15 +160,16 @@ double covering_bound(const Analysis& a, std::uint64_t budget) {
       continue;
     }
     // Before the first access: free unless carried over (then restored before that access, and
-    // copied out by a wrap entry after the last one, or its previous instance's after its own;
-    // such a one may also come back recomputed, with no copy-in and no copy-out: dropped for
-    // good before the iteration).
-    const bool recomputed_back = recomputed_at_start(a, r);
+    // copied out by a wrap entry after the last one, or its previous instance's after its own).
+    // Such a one may also come back recomputed, with no copy-in and no copy-out: dropped for good
+    // before the iteration, or resident at the start and dropped before its sources' launches.
+    const bool recomputed_back =
+        recomputed_at_start(a, r) || a.recomputable_within(r, lo, acc.front());
     if (acc.front() > lo)
       add(lo, acc.front() - 1, carried && !recomputed_back, false, carried && !recomputed_back);
     for (std::size_t k = 0; k + 1 < acc.size(); ++k) {
       if (acc[k + 1] == acc[k] + 1) continue;
-      const bool paid = !a.recomputable_within(r, acc[k], acc[k + 1]);  // else dropped
+      const bool paid = !a.recomputable_within(r, acc[k] + 1, acc[k + 1]);  // else dropped
       add(acc[k] + 1, acc[k + 1] - 1, paid, paid, paid);
     }
     // After the last access: a copy-out (none for a recomputable region, which may be dropped).
@@ -302,8 +303,10 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
       if (next != acc.begin() && *std::prev(next) == i) continue;  // touched by i
       if (next == acc.begin() && !a.live_at_start[r]) continue;    // fresh: already free
       // Only a region that can come back recomputed leaves by recomputation; any other is
-      // swapped (classes B and C).
-      if (next == acc.begin() ? !recomputed_at_start(a, r) : !a.recomputable_within(r, i, *next))
+      // swapped (classes B and C). One carried over may start the iteration dropped, or be
+      // resident then, dropped, and recomputed by its first access like any other.
+      if (!(next == acc.begin() && recomputed_at_start(a, r)) &&
+          !a.recomputable_within(r, i + 1, *next))
         continue;
       const double bytes = static_cast<double>(t.regions[r].bytes);
       if (t.launches[*next].stream != l.stream) {

@@ -209,8 +209,8 @@ TEST(LowerBoundTest, AWrapCopyOutWaitsForTheRestoresBeforeIt) {
 // X, carried over and read at launch 3, is the previous iteration's Y, written at 0; both are
 // recomputable from P, which lives throughout. At launch 1 a temporary needs X and Y off (a 6 MiB
 // budget): dropping Y for good after its write makes X start the next iteration dropped, and
-// launch 3 recomputes it (5 us): no copy at all. The whole-iteration term charged X's first piece a copy-out (100
-// us) in one of its two ways of counting a wrap's copy-out.
+// launch 3 recomputes it (5 us): no copy at all. The whole-iteration term charged X's first piece a
+// copy-out (100 us) in one of its two ways of counting a wrap's copy-out.
 TEST(LowerBoundTest, ARegionThatStartsDroppedCostsNoCopyOut) {
   Trace t = empty_trace(4, 10.0, 4.0 * kMiB / 100e-6);
   for (Launch& l : t.launches) l.seq += 100;
@@ -231,6 +231,28 @@ TEST(LowerBoundTest, ARegionThatStartsDroppedCostsNoCopyOut) {
   const LowerBound lb = lower_bound(a, 6 * kMiB);
   EXPECT_LE(lb.covering_us, s.step_time_us);
   EXPECT_LE(lb.bound_us, s.step_time_us);
+}
+
+// X, carried over (never freed), is read only at launch 3 and recomputable from S, allocated at
+// 2. A temporary at launch 1 needs X off under a 6 MiB budget: X, resident at the start, is
+// dropped after launch 0 and recomputed at 3 (5 us), no copy at all. The bound took a region
+// carried over and not yet read as swapped unless it could start the iteration dropped: at
+// least X's copy-in (100 us) after launch 1.
+TEST(LowerBoundTest, ACarriedRegionMayBeDroppedAndRecomputedBeforeItsFirstUse) {
+  Trace t = empty_trace(4, 10.0, 4.0 * kMiB / 100e-6);
+  const RegionId s = add_region(t, 2 * kMiB, 2, 3, {2});
+  const RegionId x = add_region(t, 4 * kMiB, 0, -1, {3});
+  add_region(t, 4 * kMiB, 1, 1, {1});
+  t.regions[x - 1].recompute = Recompute{5.0, {s}};
+  Analysis a = analyze(t);
+  Plan drop;
+  drop.entries.push_back({x, EvictKind::kRecompute, 0, kNoLaunch, kNoLaunch, 3, 0.0});
+  const SimResult r = simulate(a, drop, 6 * kMiB);
+  ASSERT_TRUE(r.feasible) << r.reason;
+  EXPECT_EQ(r.access_violations, 0u);
+  EXPECT_EQ(r.swapped_out_bytes + r.swapped_in_bytes, 0u);
+  EXPECT_DOUBLE_EQ(r.step_time_us, 45.0);
+  EXPECT_LE(lower_bound(a, 6 * kMiB).bound_us, r.step_time_us);
 }
 
 TEST(LowerBoundTest, RecomputationReplacesTraffic) {
