@@ -232,12 +232,14 @@ class Sim {
       // Nor one that comes only once the region is freed (frees run first after a launch).
       if (!a_.live_at_end[r] && first_launch_evicted(e, a_.n) > a_.last_live[r]) continue;
       // A drop for good of a region the next iteration reads (as the instance carried over)
-      // and cannot recompute there, its sources not carried over with it: its data must
-      // survive, so the drop keeps a copy on the host (a copy-out, as a swap), which the next
-      // iteration's first use restores.
+      // and cannot recompute by that read (its sources not carried over with it, or gone by
+      // then): its data must survive, so the drop keeps a copy on the host (a copy-out, as a
+      // swap), which the next iteration's first use restores.
       const std::size_t prev = prev_instance[r];
       if (e.kind == EvictKind::kRecompute && t_.regions[r].recompute && prev != kNoRegion &&
-          !a_.accesses[prev].empty() && !a_.recomputable_from_start(prev))
+          !a_.accesses[prev].empty() &&
+          !(a_.recomputable_from_start(prev) &&
+            a_.recomputable_within(prev, 0, a_.accesses[prev].front())))
         drop_as_swap_[k] = true;
       if (ends[r] == End::kOn)
         ends[r] = e.kind == EvictKind::kSwap || drop_as_swap_[k] ? End::kSwapped : End::kDropped;

@@ -172,6 +172,23 @@ TEST(SimulatorTest, ARegionDroppedForGoodIsRecomputedInTheNextIteration) {
   EXPECT_EQ(r.swapped_out_bytes, 4 * kMiB);
   EXPECT_DOUBLE_EQ(r.recompute_us, 0.0);
   EXPECT_DOUBLE_EQ(r.step_time_us, 130.0);
+  // From a source carried over but freed before x's first use (launch 2 here): a swap too (it
+  // started dropped, and its recomputation at 2 had no source).
+  Trace v = empty_trace(10, 10.0, 4.0 * kMiB / 25e-6);
+  for (Launch& l : v.launches) l.seq += 100;
+  const RegionId q = add_region(v, 4 * kMiB, 0, 100, {0});  // carried over, freed after 0
+  const RegionId x2 = add_region(v, 4 * kMiB, 95, 102, {2});
+  const RegionId y2 = add_region(v, 4 * kMiB, 105, 112, {5, 7});
+  for (RegionId id : {x2, y2}) v.regions[id - 1].recompute = Recompute{5.0, {q}};
+  Analysis c = analyze(v);
+  ASSERT_EQ(c.next_instance[c.index.at(x2)], c.index.at(y2));
+  Plan drop2;
+  drop2.entries.push_back({y2, EvictKind::kRecompute, 7, kNoLaunch, kNoLaunch, kNoLaunch, 0.0});
+  const SimResult u = simulate(c, drop2, 1ull << 30);
+  ASSERT_TRUE(u.feasible) << u.reason;
+  EXPECT_EQ(u.access_violations, 0u);
+  EXPECT_EQ(u.demand_restores, 1u);
+  EXPECT_EQ(u.swapped_out_bytes, 4 * kMiB);
 }
 
 // A wrap entry on the next instance after the last launch, where the trace frees it: the free
