@@ -142,49 +142,54 @@ TEST(SimulatorTest, ARegionAcrossTheIterationsStartKeepsTheBoundBelowEveryPlan) 
   EXPECT_EQ(w.swapped_out_bytes, none.swapped_out_bytes);
 }
 
-// Dropped for good instead, the next iteration's instance is recomputed at its first use when
-// its sources are there at the start. Otherwise the drop keeps a copy on the host (a copy-out)
-// and the first use restores it: never resident for free, and never restored from nothing (it
-// was charged a restore with no copy-out, and ran under the lower bound).
-TEST(SimulatorTest, ARegionDroppedForGoodIsRecomputedInTheNextIteration) {
-  Trace t = empty_trace(10, 10.0, 4.0 * kMiB / 25e-6);  // 25 us per 4 MiB
-  for (Launch& l : t.launches) l.seq += 100;
-  RegionId p = add_region(t, 4 * kMiB, 0, -1, {0, 9});  // persistent: the source
-  RegionId x = add_region(t, 4 * kMiB, 95, 102, {0, 2});
-  RegionId y = add_region(t, 4 * kMiB, 105, 112, {5, 7});
-  for (RegionId id : {x, y}) t.regions[id - 1].recompute = Recompute{5.0, {p}};
-  Analysis a = analyze(t);
-  ASSERT_EQ(a.next_instance[a.index.at(x)], a.index.at(y));
+// Ten launches of 10 us, 25 us per 4 MiB each way. X, carried over and freed after launch 2, read
+// at `x_reads`; Y, its next instance, written at 5 and read at 7; both recomputable (sources set
+// by the caller). Region 1 is the persistent source P, region 2 one carried over and freed after
+// launch 0 (Q). `drop` drops Y for good after its last read.
+struct AcrossTheStart {
+  Trace t = empty_trace(10, 10.0, 4.0 * kMiB / 25e-6);
+  RegionId p, q, x, y;
   Plan drop;
-  drop.entries.push_back({y, EvictKind::kRecompute, 7, kNoLaunch, kNoLaunch, kNoLaunch, 0.0});
-  const SimResult s = simulate(a, drop, 1ull << 30);
+  explicit AcrossTheStart(std::initializer_list<std::size_t> x_reads) {
+    for (Launch& l : t.launches) l.seq += 100;
+    p = add_region(t, 4 * kMiB, 0, -1, {0, 9});
+    q = add_region(t, 4 * kMiB, 0, 100, {0});
+    x = add_region(t, 4 * kMiB, 95, 102, x_reads);
+    y = add_region(t, 4 * kMiB, 105, 112, {5, 7});
+    drop.entries.push_back({y, EvictKind::kRecompute, 7, kNoLaunch, kNoLaunch, kNoLaunch, 0.0});
+  }
+  SimResult run(RegionId source) {
+    for (RegionId id : {x, y}) t.regions[id - 1].recompute = Recompute{5.0, {source}};
+    const Analysis a = analyze(t);
+    EXPECT_EQ(a.next_instance[a.index.at(x)], a.index.at(y));
+    return simulate(a, drop, 1ull << 30);
+  }
+};
+
+// Dropped for good instead, the next iteration's instance is recomputed at its first use when
+// its sources are there at the start and still at that use. Otherwise the drop keeps a copy on
+// the host (a copy-out) and the first use restores it: never resident for free, and never
+// restored from nothing (it was charged a restore with no copy-out, and ran under the lower
+// bound), nor recomputed from a source already gone (an access violation).
+TEST(SimulatorTest, ARegionDroppedForGoodIsRecomputedInTheNextIteration) {
+  AcrossTheStart pair({0, 2});
+  const SimResult s = pair.run(pair.p);
   ASSERT_TRUE(s.feasible) << s.reason;
   EXPECT_EQ(s.access_violations, 0u);
   EXPECT_DOUBLE_EQ(s.recompute_us, 5.0);
   EXPECT_DOUBLE_EQ(s.step_time_us, 105.0);
-  // Recomputable from a region that is not there at the start: a swap. x comes back over 0..25
-  // us, launch 7 ends at 105 us, y's copy-out over 105..130.
-  t.regions[x - 1].recompute = Recompute{5.0, {y}};
-  Analysis b = analyze(t);
-  const SimResult r = simulate(b, drop, 1ull << 30);
+  // Recomputable from a region that is not there at the start: a swap. X comes back over 0..25
+  // us, launch 7 ends at 105 us, Y's copy-out over 105..130.
+  const SimResult r = pair.run(pair.y);
   EXPECT_EQ(r.access_violations, 0u);
   EXPECT_EQ(r.demand_restores, 1u);
   EXPECT_EQ(r.swapped_out_bytes, 4 * kMiB);
   EXPECT_DOUBLE_EQ(r.recompute_us, 0.0);
   EXPECT_DOUBLE_EQ(r.step_time_us, 130.0);
-  // From a source carried over but freed before x's first use (launch 2 here): a swap too (it
-  // started dropped, and its recomputation at 2 had no source).
-  Trace v = empty_trace(10, 10.0, 4.0 * kMiB / 25e-6);
-  for (Launch& l : v.launches) l.seq += 100;
-  const RegionId q = add_region(v, 4 * kMiB, 0, 100, {0});  // carried over, freed after 0
-  const RegionId x2 = add_region(v, 4 * kMiB, 95, 102, {2});
-  const RegionId y2 = add_region(v, 4 * kMiB, 105, 112, {5, 7});
-  for (RegionId id : {x2, y2}) v.regions[id - 1].recompute = Recompute{5.0, {q}};
-  Analysis c = analyze(v);
-  ASSERT_EQ(c.next_instance[c.index.at(x2)], c.index.at(y2));
-  Plan drop2;
-  drop2.entries.push_back({y2, EvictKind::kRecompute, 7, kNoLaunch, kNoLaunch, kNoLaunch, 0.0});
-  const SimResult u = simulate(c, drop2, 1ull << 30);
+  // From Q, carried over but freed before X's first use at launch 2: a swap too (X started
+  // dropped, and its recomputation at 2 had no source).
+  AcrossTheStart late({2});
+  const SimResult u = late.run(late.q);
   ASSERT_TRUE(u.feasible) << u.reason;
   EXPECT_EQ(u.access_violations, 0u);
   EXPECT_EQ(u.demand_restores, 1u);
