@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -414,22 +415,10 @@ TEST(SimulatorTest, RandomPlansKeepEveryInvariantAndTheBound) {
     const std::uint64_t budget = a.max_working_set + rng() % (a.peak_bytes - a.max_working_set + 1);
     const LowerBound lb = lower_bound(a, budget);
     for (int p = 0; p < 4; ++p) {
-      Plan plan;
-      bool recomputes = false;
-      const std::size_t entries = rng() % 12;
-      for (std::size_t e = 0; e < entries; ++e) {
-        PlanEntry pe;
-        const Region& r = t.regions[rng() % t.regions.size()];
-        pe.region = r.id;
-        pe.kind = r.recompute && rng() % 3 == 0 ? EvictKind::kRecompute : EvictKind::kSwap;
-        recomputes = recomputes || pe.kind == EvictKind::kRecompute;
-        pe.evict_after = rng() % a.n;
-        if (rng() % 4 == 0) pe.evict_at = rng() % a.n;
-        if (rng() % 3) pe.trigger = rng() % a.n;
-        if (rng() % 4) pe.back_access = rng() % a.n;
-        pe.swap_in_us = static_cast<double>(rng() % 1000);
-        plan.entries.push_back(pe);
-      }
+      const Plan plan = testing::random_plan(rng, t);
+      const bool recomputes =
+          std::any_of(plan.entries.begin(), plan.entries.end(),
+                      [](const PlanEntry& e) { return e.kind == EvictKind::kRecompute; });
       SimResult s = simulate(a, plan, budget);
       ++runs;
       if (!s.feasible) continue;
@@ -482,21 +471,7 @@ TEST(SimulatorTest, RandomTracesAcrossTheStartKeepTheBound) {
     o.seed = static_cast<std::uint64_t>(k);
     check(search_plan(a, budget, o).sim, "search");
     for (int p = 0; p < 12; ++p) {
-      Plan plan;
-      for (std::size_t e = rng() % 12; e > 0; --e) {
-        PlanEntry pe;
-        const std::size_t last_pairs = std::min<std::size_t>(6, t.regions.size());
-        const Region& r = rng() % 2 ? t.regions[t.regions.size() - 1 - rng() % last_pairs]
-                                    : t.regions[rng() % t.regions.size()];
-        pe.region = r.id;
-        pe.kind = r.recompute && rng() % 3 == 0 ? EvictKind::kRecompute : EvictKind::kSwap;
-        pe.evict_after = rng() % a.n;
-        if (rng() % 4 == 0) pe.evict_at = rng() % a.n;
-        if (rng() % 3) pe.trigger = rng() % a.n;
-        if (rng() % 4) pe.back_access = rng() % a.n;
-        pe.swap_in_us = static_cast<double>(rng() % 1000);
-        plan.entries.push_back(pe);
-      }
+      const Plan plan = testing::random_plan(rng, t, 6);  // half on the regions across the start
       check(simulate(a, plan, budget), "random plan " + std::to_string(p));
     }
   }

@@ -1,8 +1,10 @@
 // test_traces.h: small hand-built and random traces shared by the policy unit tests.
 #pragma once
 
+#include <algorithm>
 #include <random>
 
+#include "policy/plan.h"
 #include "policy/trace.h"
 
 namespace gswap::policy::testing {
@@ -73,6 +75,30 @@ inline Trace random_trace(std::mt19937_64& rng) {
     t.regions.push_back(r);
   }
   return t;
+}
+
+// A random plan, as a user may hand `gswapctl simulate --plan`: up to 11 entries on random
+// regions (one time in two on the last `favoured` ones, when there are any), swaps or, on a
+// recomputable region one time in three, drops, with evictions, triggers and back-accesses at
+// random launches (overlapping, wrapping, anywhere).
+inline Plan random_plan(std::mt19937_64& rng, const Trace& t, std::size_t favoured = 0) {
+  const std::size_t n = t.launches.size();
+  Plan plan;
+  for (std::size_t e = rng() % 12; e > 0; --e) {
+    PlanEntry pe;
+    const std::size_t last = std::min(favoured, t.regions.size());
+    const Region& r = last > 0 && rng() % 2 ? t.regions[t.regions.size() - 1 - rng() % last]
+                                            : t.regions[rng() % t.regions.size()];
+    pe.region = r.id;
+    pe.kind = r.recompute && rng() % 3 == 0 ? EvictKind::kRecompute : EvictKind::kSwap;
+    pe.evict_after = rng() % n;
+    if (rng() % 4 == 0) pe.evict_at = rng() % n;
+    if (rng() % 3) pe.trigger = rng() % n;
+    if (rng() % 4) pe.back_access = rng() % n;
+    pe.swap_in_us = static_cast<double>(rng() % 1000);
+    plan.entries.push_back(pe);
+  }
+  return plan;
 }
 
 // random_trace with regions cut in two by the iteration's start (Analysis::next_instance): Y,
