@@ -9,7 +9,8 @@
 //                another region's recomputation (Analysis::recomputable_within; else a valid run
 //                swapped it out);
 //   recompute  — recomputable, next read on i's stream: costs at least its cost_us on that stream
-//                after i;
+//                after i (a source of another's recomputation in a trace with several streams
+//                may be recomputed with it on another stream: free);
 //   swap       — costs copy-out before i starts if it holds data written earlier in the
 //                iteration (classes A and C below), copy-in after i ends if it is read later
 //                (classes B and C):
@@ -75,11 +76,11 @@ class ReleaseSchedule {
 
 // Whether region r, carried over, may start the iteration dropped and come back recomputed for
 // its first access: its previous instance may be dropped for good (it has a next instance), and
-// the simulator starts it dropped only if every source is carried over too (then it may be
-// recomputed as soon as the iteration starts). A drop of a region that cannot come back
-// recomputed (Analysis::recomputable_within) is an access violation when it is read again, so in
-// a valid run such a region off the device was swapped out (README "Recomputation needs its
-// sources").
+// the simulator starts it dropped only if every source is carried over too (and still there at
+// that access, which this does not ask: a looser test only lowers the bound). A drop of a region
+// that cannot come back recomputed (Analysis::recomputable_within) is an access violation when it
+// is read again, so in a valid run such a region off the device was swapped out (README
+// "Recomputation needs its sources").
 bool recomputed_at_start(const Analysis& a, std::size_t r) {
   return a.next_instance[r] != kNoRegion && !a.accesses[r].empty() && a.recomputable_from_start(r);
 }
@@ -208,6 +209,7 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
   lb.compute_us = std::max(lb.compute_us, a.ideal_step_us);
   lb.bound_us = lb.compute_us;
   if (a.peak_bytes <= budget || a.n == 0) return lb;
+  const bool multi_stream = stream_total.size() > 1;
 
   const std::size_t n = a.n;
   std::vector<std::int64_t> dfree(n + 1, 0), dA(n + 1, 0), dB(n + 1, 0), dC(n + 1, 0);
@@ -267,6 +269,7 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
     double after;      // least time from i's start to the end of that access (issue order)
     double bytes;
     double later;  // bytes of B and C whose next access after i comes after `last`
+    double own;    // its own bytes when its first access, restored, comes no later than `last`
   };
   std::vector<WrapAfter> wraps_after;
   std::vector<std::pair<std::size_t, double>> reads;  // B and C: (next access after i, bytes)
@@ -309,7 +312,9 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
           !a.recomputable_within(r, i + 1, *next))
         continue;
       const double bytes = static_cast<double>(t.regions[r].bytes);
-      if (t.launches[*next].stream != l.stream) {
+      // A source of another region's recomputation may come back earlier, recomputed with it,
+      // at a launch on another stream: its cost need not fall on i's stream.
+      if (t.launches[*next].stream != l.stream || (a.is_source[r] && multi_stream)) {
         extra_free += static_cast<std::int64_t>(bytes);
         continue;
       }
@@ -362,7 +367,8 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
                                      ? suffix[i] - suffix[last] + t.launches[last].dur_us
                                      : t.launches[last].dur_us;
             wraps.emplace_back(a.end_us[last], t.regions[r].bytes);
-            wraps_after.push_back({last, after, static_cast<double>(t.regions[r].bytes), 0});
+            const double b = static_cast<double>(t.regions[r].bytes);
+            wraps_after.push_back({last, after, b, 0, acc.front() <= last ? b : 0});
           }
         }
         if (read) {
@@ -454,17 +460,17 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
     };
     for (std::size_t k = 0; k + 1 < grid.size(); ++k) consider(grid[k], grid[k + 1]);
     consider(amax, amax);
-    // Refinement: a wrap's copy-out waits for its last access, which comes after i and so is
-    // delayed by whatever delays i's start: that access ends no earlier than start(i) plus the
-    // least time from i's start to its end (wraps_after). It also starts no earlier than the
-    // accesses issued before it, which wait for their copy-ins, and those run one after another
-    // from i's end: of the `in` bytes of B and C that come back after i, all but `later` are
-    // read by then. start(i) grows with the A/C share and the wrap bytes shrink, so the minimum
-    // over the split is bounded cell by cell: on [a, b], start(i) >= its value at a and the wrap
-    // bytes >= y - b. Cells of the alpha grid are refined cheapest first, until the next one's
-    // unrefined value (a lower bound on its refined one) is no lower than the best refined so
-    // far, that best cannot raise the bound, or 32 cells are refined (then the next cell's
-    // unrefined value bounds the rest).
+    // Refinement: a wrap's copy-out waits for its last access, which comes at or after i (one
+    // before i is free here, wrap_after_free) and so is delayed by whatever delays i's start: that
+    // access ends no earlier than start(i) plus the least time from i's start to its end
+    // (wraps_after). It also starts no earlier than the accesses issued before it, which wait for
+    // their copy-ins, and those run one after another from i's end: of the `in` bytes of B and C
+    // that come back after i, all but `later` are read by then. start(i) grows with the A/C share
+    // and the wrap bytes shrink, so the minimum over the split is bounded cell by cell: on [a, b],
+    // start(i) >= its value at a and the wrap bytes >= y - b. Cells of the alpha grid are refined
+    // cheapest first, until the next one's unrefined value (a lower bound on its refined one) is no
+    // lower than the best refined so far, that best cannot raise the bound, or 32 cells are refined
+    // (then the next cell's unrefined value bounds the rest).
     if (refine && !wraps.empty() && bw_out > 0) {
       std::sort(cells.begin(), cells.end());
       constexpr std::size_t kMaxRefined = 32;  // cells refined per launch, at most
@@ -483,9 +489,14 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
           jobs_in = in;
           wrap_after_jobs.clear();
           for (const WrapAfter& w : wraps_after) {
-            const double restored = bw_in > 0 ? std::max(0.0, in - w.later) / bw_in : 0;
+            // Copy-ins that must end before L starts: its own (wrapped, it is off at i), and
+            // all but `later` of the others. With none, L may run beside i (on another stream).
+            const double restored = std::max({0.0, in - w.later, w.own});
             wrap_after_jobs.emplace_back(
-                std::max(w.after, l.dur_us + restored + t.launches[w.last].dur_us), w.bytes);
+                restored > 0 && bw_in > 0
+                    ? std::max(w.after, l.dur_us + restored / bw_in + t.launches[w.last].dur_us)
+                    : w.after,
+                w.bytes);
           }
           wrap_after_sched.reset(wrap_after_jobs, bw_out);
         }

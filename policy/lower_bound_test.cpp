@@ -255,6 +255,51 @@ TEST(LowerBoundTest, ACarriedRegionMayBeDroppedAndRecomputedBeforeItsFirstUse) {
   EXPECT_LE(lower_bound(a, 6 * kMiB).bound_us, r.step_time_us);
 }
 
+// Y, written at launch 0 beside a temporary, and X, its previous iteration's instance, read at 3;
+// evicting Y for good after launch 0 leaves X on the host, restored in 10 us: 110 us. The
+// restores-before-the-last-access term took Y's last access (launch 0, i itself) to start after
+// i ended, with no copy-in before it: 113.75 us.
+TEST(LowerBoundTest, AWrapWithNoRestoreBeforeItsLastAccessIsNotDelayedByOne) {
+  Trace t = empty_trace(4, 10.0, 4.0 * kMiB / 100e-6);
+  t.device.h2d_bytes_per_s *= 10;
+  for (Launch& l : t.launches) l.seq += 100;
+  add_region(t, 4 * kMiB, 96, 103, {3});  // X
+  const RegionId y = add_region(t, 4 * kMiB, 100, 107, {0});
+  add_region(t, 4 * kMiB, 100, 100, {0});
+  Analysis a = analyze(t);
+  Plan gone;
+  gone.entries.push_back({y, EvictKind::kSwap, 0, kNoLaunch, kNoLaunch, kNoLaunch, 100.0});
+  const SimResult s = simulate(a, gone, 8 * kMiB);
+  ASSERT_TRUE(s.feasible) << s.reason;
+  EXPECT_EQ(s.access_violations, 0u);
+  EXPECT_DOUBLE_EQ(s.step_time_us, 110.0);
+  EXPECT_LE(lower_bound(a, 8 * kMiB).bound_us, s.step_time_us);
+}
+
+// R (4 MiB, recomputed from P in 100 us) is read at 0 and 4; D, recomputed from R, at 0 and 3
+// on a second stream. Both dropped after launch 0, R comes back at 3 with D, on stream 1, not
+// at 4 on stream 0: 135 us. The bound charged R's 100 us to stream 0 after launch 1: 179.8 us.
+TEST(LowerBoundTest, ASourceRecomputedWithAnotherRegionCostsNothingOnThisStream) {
+  Trace t = empty_trace(5, 10.0, 1.0 * kMiB / 100e-6);
+  t.launches[2].dur_us = 100;
+  t.launches[3].stream = 1;
+  const RegionId p = add_region(t, 2 * kMiB, 0, -1, {0, 1, 4});
+  const RegionId r = add_region(t, 4 * kMiB, 0, 4, {0, 4});
+  const RegionId d = add_region(t, 2 * kMiB, 0, 3, {0, 3});
+  add_region(t, 4 * kMiB, 1, 1, {1});
+  t.regions[r - 1].recompute = Recompute{100.0, {p}};
+  t.regions[d - 1].recompute = Recompute{5.0, {r}};
+  Analysis a = analyze(t);
+  Plan plan;
+  plan.entries.push_back({r, EvictKind::kRecompute, 0, kNoLaunch, kNoLaunch, 4, 0.0});
+  plan.entries.push_back({d, EvictKind::kRecompute, 0, kNoLaunch, kNoLaunch, 3, 0.0});
+  const SimResult s = simulate(a, plan, 8 * kMiB);
+  ASSERT_TRUE(s.feasible) << s.reason;
+  EXPECT_EQ(s.access_violations, 0u);
+  EXPECT_DOUBLE_EQ(s.step_time_us, 135.0);
+  EXPECT_LE(lower_bound(a, 8 * kMiB).bound_us, s.step_time_us);
+}
+
 TEST(LowerBoundTest, RecomputationReplacesTraffic) {
   Trace t = fixture(true);
   Analysis a = analyze(t);

@@ -43,8 +43,9 @@ constexpr std::size_t kEarly = 0;
 
 constexpr double kRequireFitPenalty = 1e6;  // require_fit: any plan that fits comes first
 // A plan that reads data it does not have (an access violation: a drop whose recomputation
-// cannot run) is not valid: any valid plan comes first, even one that does not fit.
-constexpr double kInvalidPenalty = 1e12;
+// cannot run) is not valid: any valid plan comes first, even one that does not fit (scores of
+// valid plans stay far below this, 1e15 us being 30 years; require_fit's are below 1e24 too).
+constexpr double kInvalidPenalty = 1e30;
 
 class Search {
  public:
@@ -157,7 +158,7 @@ class Search {
  private:
   double score(const SimResult& s) const {
     if (!s.feasible) return std::numeric_limits<double>::infinity();
-    if (s.access_violations) return s.step_time_us * kInvalidPenalty;
+    if (s.access_violations) return kInvalidPenalty + s.step_time_us;
     if (s.demand_evictions == 0) return s.step_time_us;
     return s.step_time_us * (o_.require_fit ? kRequireFitPenalty : kDemandPenalty);
   }
@@ -211,12 +212,17 @@ class Search {
   // greedy planner's own verdict stands (its memory model is the simulator's).
   void finish(SearchResult& res, bool simulated) {
     res.plan.policy = "capuchin";
-    if (simulated) res.plan.fits = res.sim.feasible && res.sim.demand_evictions == 0;
+    if (simulated)
+      res.plan.fits =
+          res.sim.feasible && res.sim.demand_evictions == 0 && res.sim.access_violations == 0;
     if (!res.plan.fits && res.plan.feasible) {  // regions not used yet leaving no room, else
       std::string why = unplannable_budget_reason(a_, budget_);  // what the seed says
       if (!why.empty()) res.plan.reason = std::move(why);
       if (res.plan.reason.empty())
-        res.plan.reason = "the best plan found still needs demand evictions";
+        res.plan.reason = res.sim.access_violations
+                              ? "the best plan found reads data it does not have (a drop whose "
+                                "recomputation cannot run)"
+                              : "the best plan found still needs demand evictions";
     }
     if (res.plan.fits) res.plan.reason.clear();
     res.evaluations = evaluations_;
@@ -325,7 +331,7 @@ class Search {
     if (o_.on_improvement) {
       Plan pub = p;
       pub.policy = "capuchin";
-      pub.fits = s.feasible && s.demand_evictions == 0;
+      pub.fits = s.feasible && s.demand_evictions == 0 && s.access_violations == 0;
       o_.on_improvement(pub, s);
     }
   }
@@ -467,7 +473,7 @@ SearchResult search_plan(const Analysis& a, std::uint64_t budget, const SearchOp
   const Analysis sa = analyze(stripped);
   SearchResult r = Search(sa, budget, options).run();
   r.sim = simulate(a, r.plan, budget);
-  r.plan.fits = r.sim.feasible && r.sim.demand_evictions == 0;
+  r.plan.fits = r.sim.feasible && r.sim.demand_evictions == 0 && r.sim.access_violations == 0;
   return r;
 }
 

@@ -23,9 +23,10 @@ enum class St : std::uint8_t { kUnalloc, kResident, kOut, kHost, kDropped, kIn, 
 
 struct RState {
   St st = St::kUnalloc;
-  bool occupying = false;    // counts against the budget
-  bool kept = false;         // an intermediate kept after a collective recomputation
-  bool recomputing = false;  // its sources are being made resident (a cycle meets this)
+  bool occupying = false;        // counts against the budget
+  bool kept = false;             // an intermediate kept after a collective recomputation
+  bool recomputing = false;      // its sources are being made resident (a cycle meets this)
+  bool on_host_at_free = false;  // freed off the device, its copy on the host (or on its way)
   std::uint32_t gen = 0;
   double ready = 0;                 // kIn: when the swap-in completes
   double release = 0;               // kOut, or freed while occupying: when its memory goes back
@@ -173,6 +174,17 @@ class Sim {
       for (std::size_t r : frees_[i]) free_region(r, end);
       for (std::size_t e : evict_after_[i]) issue_evict(e, end);
     }
+    // A region that started the iteration on the host because its next instance was to end it
+    // there, where that instance did not (an eviction for good that found it already dropped,
+    // say): the copy its next iteration restores from is made at the end.
+    for (std::size_t r : host_from_next_) {
+      const std::size_t next = a_.next_instance[r];
+      if (rs_[next].on_host_at_free) continue;
+      const double dur = static_cast<double>(t_.regions[next].bytes) / bw_out_;
+      d2h_free_ = std::max(d2h_free_, rs_[next].last_use_end) + dur;
+      res_.d2h_busy_us += dur;
+      res_.swapped_out_bytes += t_.regions[next].bytes;
+    }
     res_.step_time_us = std::max({last_end, d2h_free_, h2d_free_});
     return res_;
   }
@@ -239,7 +251,7 @@ class Sim {
       if (e.kind == EvictKind::kRecompute && t_.regions[r].recompute && prev != kNoRegion &&
           !a_.accesses[prev].empty() &&
           !(a_.recomputable_from_start(prev) &&
-            a_.recomputable_within(prev, 0, a_.accesses[prev].front())))
+            a_.recomputable_at(prev, a_.accesses[prev].front())))
         drop_as_swap_[k] = true;
       if (ends[r] == End::kOn)
         ends[r] = e.kind == EvictKind::kSwap || drop_as_swap_[k] ? End::kSwapped : End::kDropped;
@@ -268,6 +280,7 @@ class Sim {
         // ... or evicts for good: it ended that iteration on the host, and nothing in the plan
         // brings it back before its first use.
         rs_[r].st = St::kHost;
+        host_from_next_.push_back(r);
       } else {
         rs_[r].st = St::kResident;
         rs_[r].occupying = true;
@@ -595,8 +608,8 @@ class Sim {
       leaving_.push_back(r);
     }
     // Its host copy goes with it.
-    if (s.st == St::kHost || s.st == St::kOut)
-      note_memory(end, 0, -static_cast<std::int64_t>(t_.regions[r].bytes));
+    s.on_host_at_free = s.st == St::kHost || s.st == St::kOut;
+    if (s.on_host_at_free) note_memory(end, 0, -static_cast<std::int64_t>(t_.regions[r].bytes));
     s.st = St::kFreed;  // a swap-out in flight releases the memory when it completes
     s.kept = false;
   }
@@ -618,6 +631,7 @@ class Sim {
   PerLaunch evict_after_, evict_at_, trigger_at_, allocs_, frees_;
   std::vector<std::size_t> entry_region_;  // per plan entry: its region's index (kNoRegion: none)
   std::vector<bool> drop_as_swap_;  // per plan entry: a drop that must keep a copy (init_state)
+  std::vector<std::size_t> host_from_next_;  // started on the host as its next instance ends
   std::vector<std::size_t> deferred_, keep_;
   std::vector<std::size_t> leaving_;  // swapped out or freed with memory not back yet (lazily)
   // Kept intermediates by last use (least recent on top), pruned lazily; ties by region index.
