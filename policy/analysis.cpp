@@ -15,6 +15,7 @@ namespace {
 void match_next_instances(const Trace& trace, Analysis* a) {
   const std::size_t nr = trace.regions.size();
   a->next_instance.assign(nr, kNoRegion);
+  a->prev_instance.assign(nr, kNoRegion);
   if (a->n == 0) return;
   const Seq first = trace.launches.front().seq, last = trace.launches.back().seq;
   const Seq span = last - first + 1;
@@ -52,6 +53,7 @@ void match_next_instances(const Trace& trace, Analysis* a) {
       ++c;
     if (c == it->second.size()) continue;
     a->next_instance[x] = it->second[c++];
+    a->prev_instance[a->next_instance[x]] = x;
   }
 }
 
@@ -201,22 +203,9 @@ Analysis analyze(const Trace& trace) {
   return a;
 }
 
-bool Analysis::recomputable_at(std::size_t r, std::size_t b) const {
+bool Analysis::sources_allocated_together(std::size_t r, std::size_t from, std::size_t b) const {
   const auto& rc = trace->regions[r].recompute;
   if (!rc) return false;
-  for (RegionId src : rc->sources) {
-    auto it = index.find(src);
-    if (it == index.end() || it->second == r || first_live[it->second] > b ||
-        last_live[it->second] < b)
-      return false;
-  }
-  return true;
-}
-
-bool Analysis::recomputable_within(std::size_t r, std::size_t from, std::size_t b) const {
-  const auto& rc = trace->regions[r].recompute;
-  if (!rc) return false;
-  if (!is_source[r]) return recomputable_at(r, b);
   std::size_t lo = from, hi = b;  // launches where every source so far is allocated
   for (RegionId src : rc->sources) {
     auto it = index.find(src);
@@ -227,14 +216,16 @@ bool Analysis::recomputable_within(std::size_t r, std::size_t from, std::size_t 
   return lo <= hi;
 }
 
+bool Analysis::recomputable_at(std::size_t r, std::size_t b) const {
+  return sources_allocated_together(r, b, b);
+}
+
+bool Analysis::recomputable_within(std::size_t r, std::size_t from, std::size_t b) const {
+  return sources_allocated_together(r, is_source[r] ? from : b, b);
+}
+
 bool Analysis::recomputable_from_start(std::size_t r) const {
-  const auto& rc = trace->regions[r].recompute;
-  if (!rc) return false;
-  for (RegionId src : rc->sources) {
-    auto it = index.find(src);
-    if (it == index.end() || it->second == r || !live_at_start[it->second]) return false;
-  }
-  return true;
+  return sources_allocated_together(r, 0, 0);  // allocated at launch 0: carried over
 }
 
 std::size_t Analysis::first_start_at_or_after(double t) const {

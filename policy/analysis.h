@@ -37,6 +37,7 @@ struct Analysis {
   // last use with nothing bringing it back leaves the first on the host, and its first use
   // restores it on demand, as the preload library does.
   std::vector<std::size_t> next_instance;
+  std::vector<std::size_t> prev_instance;  // the inverse: the region it is the next instance of
   // Per region: whether another region's recomputation reads it (a source), so that the
   // simulator may recompute it as an intermediate of that one.
   std::vector<bool> is_source;
@@ -99,6 +100,9 @@ struct Analysis {
   // Whether region r, carried over, can be recomputed from what the iteration starts with: it is
   // recomputable and every source is another region carried over too.
   bool recomputable_from_start(std::size_t r) const;
+  // Whether region r is recomputable and every source another region of the trace, all allocated
+  // together at some launch j, from <= j <= b (the three tests above).
+  bool sources_allocated_together(std::size_t r, std::size_t from, std::size_t b) const;
   // First launch position whose ideal start is at or after t (n when none).
   std::size_t first_start_at_or_after(double t) const;
 };

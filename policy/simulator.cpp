@@ -227,10 +227,6 @@ class Sim {
     // access, nothing bringing it back): swapped out, or dropped.
     enum class End : std::uint8_t { kOn, kSwapped, kDropped };
     std::vector<End> ends(t_.regions.size(), End::kOn);
-    // The region each one is the next instance of (Analysis::next_instance).
-    std::vector<std::size_t> prev_instance(t_.regions.size(), kNoRegion);
-    for (std::size_t r = 0; r < t_.regions.size(); ++r)
-      if (a_.next_instance[r] != kNoRegion) prev_instance[a_.next_instance[r]] = r;
     drop_as_swap_.assign(plan_.entries.size(), false);
     for (std::size_t k = 0; k < plan_.entries.size(); ++k) {
       const PlanEntry& e = plan_.entries[k];
@@ -247,7 +243,7 @@ class Sim {
       // and cannot recompute by that read (its sources not carried over with it, or gone by
       // then): its data must survive, so the drop keeps a copy on the host (a copy-out, as a
       // swap), which the next iteration's first use restores.
-      const std::size_t prev = prev_instance[r];
+      const std::size_t prev = a_.prev_instance[r];
       if (e.kind == EvictKind::kRecompute && t_.regions[r].recompute && prev != kNoRegion &&
           !a_.accesses[prev].empty() &&
           !(a_.recomputable_from_start(prev) &&
