@@ -47,6 +47,12 @@ constexpr double kRequireFitPenalty = 1e6;  // require_fit: any plan that fits c
 // valid plans stay far below this, 1e15 us being 30 years; require_fit's are below 1e24 too).
 constexpr double kInvalidPenalty = 1e30;
 
+// A simulated plan fits: it runs within the budget with no demand eviction, reading only data it
+// has.
+bool fits(const SimResult& s) {
+  return s.feasible && s.demand_evictions == 0 && s.access_violations == 0;
+}
+
 class Search {
  public:
   Search(const Analysis& a, std::uint64_t budget, const SearchOptions& o)
@@ -212,9 +218,7 @@ class Search {
   // greedy planner's own verdict stands (its memory model is the simulator's).
   void finish(SearchResult& res, bool simulated) {
     res.plan.policy = "capuchin";
-    if (simulated)
-      res.plan.fits =
-          res.sim.feasible && res.sim.demand_evictions == 0 && res.sim.access_violations == 0;
+    if (simulated) res.plan.fits = fits(res.sim);
     if (!res.plan.fits && res.plan.feasible) {  // regions not used yet leaving no room, else
       std::string why = unplannable_budget_reason(a_, budget_);  // what the seed says
       if (!why.empty()) res.plan.reason = std::move(why);
@@ -331,7 +335,7 @@ class Search {
     if (o_.on_improvement) {
       Plan pub = p;
       pub.policy = "capuchin";
-      pub.fits = s.feasible && s.demand_evictions == 0 && s.access_violations == 0;
+      pub.fits = fits(s);
       o_.on_improvement(pub, s);
     }
   }
@@ -473,7 +477,7 @@ SearchResult search_plan(const Analysis& a, std::uint64_t budget, const SearchOp
   const Analysis sa = analyze(stripped);
   SearchResult r = Search(sa, budget, options).run();
   r.sim = simulate(a, r.plan, budget);
-  r.plan.fits = r.sim.feasible && r.sim.demand_evictions == 0 && r.sim.access_violations == 0;
+  r.plan.fits = fits(r.sim);
   return r;
 }
 
