@@ -149,6 +149,9 @@ class Sim {
       for (std::size_t r : a_.touched[i]) {
         if (rs_[r].st == St::kIn && rs_[r].ready <= T) rs_[r].st = St::kResident;
         if (rs_[r].st != St::kResident) ++res_.access_violations;
+        // An intermediate recomputed earlier and kept is read (or written) by the program now:
+        // from here on it is an ordinary region, which a drop for free would lose.
+        rs_[r].kept = false;
       }
       // The library issues a trigger's prefetch when the launch is enqueued, after its own
       // allocations: what still does not fit takes the memory of a swap-out or free in flight.

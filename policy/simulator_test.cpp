@@ -276,6 +276,31 @@ TEST(SimulatorTest, ACopyOutFollowsTheRecomputationThatWroteTheRegion) {
   EXPECT_GE(out_start, ev.launches[3].end_us);
 }
 
+// R, recomputed from P, is dropped after 0 for its read at 3; D, recomputed from R, is dropped
+// after 1 for its read at 2, where R is recomputed with it and kept. Launch 3 then reads R: from
+// there on it is an ordinary region. P is freed after 4, so when X's allocation at 6 needs R's
+// memory, R must leave with a copy (a demand eviction) for its read at 8, not be dropped as a
+// kept intermediate that nothing could recompute.
+TEST(SimulatorTest, AKeptIntermediateTheProgramReadsIsNoLongerDroppedForFree) {
+  Trace t = empty_trace(10, 10.0, 4.0 * kMiB / 25e-6);
+  const RegionId p = add_region(t, 4 * kMiB, 0, 4, {0});
+  const RegionId r = add_region(t, 4 * kMiB, 0, -1, {0, 3, 8});
+  const RegionId d = add_region(t, 4 * kMiB, 1, 2, {1, 2});
+  add_region(t, 12 * kMiB, 6, 6, {6});
+  t.regions[r - 1].recompute = Recompute{5.0, {p}};
+  t.regions[d - 1].recompute = Recompute{5.0, {r}};
+  Analysis a = analyze(t);
+  Plan plan;
+  plan.entries.push_back({r, EvictKind::kRecompute, 0, kNoLaunch, 3, 3, 0.0});
+  plan.entries.push_back({d, EvictKind::kRecompute, 1, kNoLaunch, 2, 2, 0.0});
+  const SimResult s = simulate(a, plan, 12 * kMiB);
+  ASSERT_TRUE(s.feasible) << s.reason;
+  EXPECT_EQ(s.access_violations, 0u);
+  EXPECT_EQ(s.demand_evictions, 1u);
+  EXPECT_EQ(s.swapped_out_bytes, 4 * kMiB);
+  EXPECT_EQ(s.recomputed_bytes, 8 * kMiB);  // R and D at launch 2, nothing more
+}
+
 TEST(SimulatorTest, SameDirectionCopiesSerialise) {
   Trace t = empty_trace(6, 10.0, 4.0 * kMiB / 10e-6);  // 10 us per 4 MiB
   RegionId x = add_region(t, 4 * kMiB, 0, -1, {0, 5});
