@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "policy/capuchin.h"
+#include "policy/recompute_check.h"
 #include "policy/segment_tree.h"
 
 namespace gswap::policy {
@@ -255,6 +256,8 @@ Plan plan_delta(const Analysis& a, std::uint64_t budget) {
       }
     }
   }
+  // Each drop checked its sources at its own back-access, not at a dependent's recomputation.
+  make_recomputations_executable(a, p);
   return p;
 }
 
@@ -372,6 +375,9 @@ Plan plan_belady(const Analysis& a, std::uint64_t budget) {
   // Compared unsigned: a budget of 2^63 bytes or more would wrap negative as a signed one.
   p.fits = cur.max_all() <= 0 || static_cast<std::uint64_t>(cur.max_all()) <= budget;
   if (!p.fits) p.reason = "no eviction left at some launch; the simulator evicts on demand";
+  // A dead region's drop may still be needed: by the next iteration's first use of the instance
+  // it carried over.
+  make_recomputations_executable(a, p);
   return p;
 }
 

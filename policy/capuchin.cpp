@@ -17,6 +17,7 @@
 #include <queue>
 #include <set>
 
+#include "policy/recompute_check.h"
 #include "policy/segment_tree.h"
 #include "policy/simulator.h"
 
@@ -853,6 +854,8 @@ SwapTiming swap_timing(const Analysis& a, std::uint64_t bytes, std::size_t e, st
 
 Plan plan_capuchin(const Analysis& a, std::uint64_t budget, const CapuchinOptions& options) {
   Plan p = Planner(a, budget, options).run();
+  // The greedy choice checks a recomputation's sources at its own back-access only.
+  make_recomputations_executable(a, p);
   if (p.feasible && !p.fits && options.allow_swap && options.allow_recompute) {
     // Greedy recomputation can corner itself: a chain whose intermediates all exist at one
     // back-access, or sources that no swap may then take away. Swapping alone still fits

@@ -15,10 +15,6 @@
 namespace gswap::policy {
 namespace {
 
-// The longest chain of dropped regions recomputed one from another that the simulator follows
-// (recursively); a longer one is counted as an access violation.
-constexpr int kMaxRecomputeDepth = 1024;
-
 enum class St : std::uint8_t { kUnalloc, kResident, kOut, kHost, kDropped, kIn, kFreed };
 
 struct RState {

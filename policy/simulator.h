@@ -19,6 +19,10 @@
 
 namespace gswap::policy {
 
+// The longest chain of dropped regions recomputed one from another that the simulator follows
+// (recursively); a longer one is counted as an access violation.
+inline constexpr int kMaxRecomputeDepth = 1024;
+
 struct SimResult {
   bool feasible = true;
   std::string reason;             // why not feasible

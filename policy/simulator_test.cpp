@@ -502,11 +502,12 @@ TEST(SimulatorTest, RandomPlansKeepEveryInvariantAndTheBound) {
 // The same with regions cut in two by the iteration's start, where a plan that evicts or drops
 // the next instance for good decides how the carried-over one starts: every policy, the search
 // and random plans (half their entries on the last six regions, the pairs' among them) never
-// beat the lower bound in a valid run. (Several kinds of run did before, each with its own test
-// here or in lower_bound_test.cpp: a drop whose next iteration could not recompute it, restored
-// from a copy never made; an eviction after the free at the last launch, counted as having
-// left; a copy-out dated before the recomputation that wrote the region; a region recomputed
-// early, as a source of another, while the bound took it for swapped.)
+// beat the lower bound in a valid run, and the planners' and the search's plans are all valid.
+// (Several kinds of run did before, each with its own test here or in lower_bound_test.cpp: a drop
+// whose next iteration could not recompute it, restored from a copy never made; an eviction after
+// the free at the last launch, counted as having left; a copy-out dated before the recomputation
+// that wrote the region; a region recomputed early, as a source of another, while the bound took it
+// for swapped.)
 TEST(SimulatorTest, RandomTracesAcrossTheStartKeepTheBound) {
   std::mt19937_64 rng(20261127);
   int runs = 0, paired = 0;
@@ -522,12 +523,18 @@ TEST(SimulatorTest, RandomTracesAcrossTheStartKeepTheBound) {
       if (!s.feasible || s.access_violations) return;
       EXPECT_GE(s.step_time_us, lb.bound_us - 1e-6) << what << " trace " << k;
     };
-    for (PolicyKind p : kAllPolicies)
-      check(simulate(a, make_plan(p, a, budget), budget), policy_name(p));
+    // The planners' own plans never read what they dropped (make_recomputations_executable).
+    for (PolicyKind p : kAllPolicies) {
+      const SimResult s = simulate(a, make_plan(p, a, budget), budget);
+      EXPECT_EQ(s.access_violations, 0u) << policy_name(p) << " trace " << k;
+      check(s, policy_name(p));
+    }
     SearchOptions o;
     o.max_evaluations = 200;
     o.seed = static_cast<std::uint64_t>(k);
-    check(search_plan(a, budget, o).sim, "search");
+    const SimResult searched = search_plan(a, budget, o).sim;
+    EXPECT_EQ(searched.access_violations, 0u) << "search trace " << k;
+    check(searched, "search");
     for (int p = 0; p < 12; ++p) {
       const Plan plan = testing::random_plan(rng, t, 6);  // half on the last six regions
       check(simulate(a, plan, budget), "random plan " + std::to_string(p));

@@ -1,0 +1,137 @@
+// recompute_check.cpp: recompute entries checked against every time their region is needed.
+#include "policy/recompute_check.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "policy/simulator.h"
+
+namespace gswap::policy {
+namespace {
+
+class Checker {
+ public:
+  Checker(const Analysis& a, Plan& plan) : a_(a), t_(*a.trace), plan_(plan) {}
+
+  std::size_t run() {
+    const std::size_t n = a_.n;
+    drops_.assign(t_.regions.size(), {});
+    visited_.assign(t_.regions.size(), 0);
+    in_progress_.assign(t_.regions.size(), false);
+    drop_.resize(plan_.entries.size());
+    for (std::size_t k = 0; k < plan_.entries.size(); ++k) drop_[k] = dropped(k);
+    std::vector<std::pair<std::size_t, std::size_t>> needs;  // (region, launch)
+    for (std::size_t k = 0; k < plan_.entries.size(); ++k) {
+      const PlanEntry& e = plan_.entries[k];
+      if (!drop_[k]) continue;
+      const std::size_t r = a_.index.at(e.region);
+      const std::size_t lo = first_launch_evicted(e, n);
+      if (lo >= n) continue;
+      // The simulator recomputes the region at its next access (the entry's back-access, in a
+      // plan that names it right).
+      const auto& acc = a_.accesses[r];
+      if (auto next = std::lower_bound(acc.begin(), acc.end(), lo); next != acc.end()) {
+        drops_[r].push_back({lo, *next, k});
+        needs.emplace_back(r, *next);
+        continue;
+      }
+      // Dropped for the rest of the iteration.
+      const std::size_t end = a_.live_at_end[r] ? n - 1 : a_.last_live[r];
+      if (lo <= end) drops_[r].push_back({lo, end, k});
+      // The next iteration then starts with the instance this one carried over dropped, when
+      // the simulator can recompute it from what the iteration starts with and at its first use
+      // (where it cannot, the simulator's drop keeps a copy).
+      const std::size_t prev = a_.prev_instance[r];
+      if ((!acc.empty() && e.evict_after < acc.back()) || lo > end || prev == kNoRegion ||
+          t_.regions[prev].bytes < t_.device.min_evictable_bytes ||
+          !a_.recomputable_from_start(prev))
+        continue;
+      if (a_.accesses[prev].empty()) {  // still a source of others' recomputations
+        drops_[prev].push_back({0, a_.last_live[prev], k});
+        continue;
+      }
+      const std::size_t f = a_.accesses[prev].front();
+      if (!a_.recomputable_at(prev, f)) continue;
+      drops_[prev].push_back({0, f, k});
+      needs.emplace_back(prev, f);
+    }
+    std::sort(needs.begin(), needs.end());  // by region: neighbours in memory, far fewer misses
+    for (auto [r, b] : needs) {
+      ++need_;
+      produce(r, b, 0);
+    }
+    return changed_;
+  }
+
+ private:
+  struct Drop {
+    std::size_t lo, hi;  // off the device, dropped, for launches lo..hi (inclusive)
+    std::size_t k;       // the plan entry that drops it
+  };
+
+  // Whether entry k drops its region in the simulator (rather than swapping it).
+  bool dropped(std::size_t k) const {
+    const PlanEntry& e = plan_.entries[k];
+    auto it = a_.index.find(e.region);
+    if (e.kind != EvictKind::kRecompute || it == a_.index.end()) return false;
+    const Region& reg = t_.regions[it->second];
+    return reg.recompute && reg.bytes >= t_.device.min_evictable_bytes;
+  }
+
+  bool dropped_at(std::size_t r, std::size_t t) const {
+    for (const Drop& d : drops_[r])
+      if (d.lo <= t && t <= d.hi && drop_[d.k]) return true;
+    return false;
+  }
+
+  // Makes region r available at launch t: where a drop would have to recompute it there and one of
+  // its sources is not allocated, or is part of a cycle, the drops that cover t become swaps.
+  // Returns false only for a region whose recomputation at t is already being checked (a cycle).
+  // Every call of one need has the same t, so a region visited for that need is done.
+  bool produce(std::size_t r, std::size_t t, int depth) {
+    if (visited_[r] == need_) return !in_progress_[r];
+    if (!dropped_at(r, t)) return true;
+    visited_[r] = need_;
+    in_progress_[r] = true;
+    bool ok = depth < kMaxRecomputeDepth;
+    for (RegionId src : t_.regions[r].recompute->sources) {
+      if (!ok) break;
+      auto it = a_.index.find(src);
+      ok = it != a_.index.end() && it->second != r && a_.first_live[it->second] <= t &&
+           a_.last_live[it->second] >= t && produce(it->second, t, depth + 1);
+    }
+    if (!ok)
+      for (const Drop& d : drops_[r])
+        if (d.lo <= t && t <= d.hi && drop_[d.k]) make_swap(d.k);
+    in_progress_[r] = false;
+    return true;
+  }
+
+  void make_swap(std::size_t k) {
+    PlanEntry& e = plan_.entries[k];
+    e.kind = EvictKind::kSwap;
+    e.swap_in_us = static_cast<double>(t_.regions[a_.index.at(e.region)].bytes) /
+                   (t_.device.h2d_bytes_per_s / 1e6);
+    drop_[k] = false;
+    ++changed_;
+  }
+
+  const Analysis& a_;
+  const Trace& t_;
+  Plan& plan_;
+  std::vector<std::vector<Drop>> drops_;
+  std::vector<bool> drop_;            // per plan entry: dropped(k), kept as entries become swaps
+  std::vector<std::size_t> visited_;  // per region: the last need (1-based) that visited it
+  std::vector<bool> in_progress_;     // per region: its recomputation is being checked
+  std::size_t need_ = 0;
+  std::size_t changed_ = 0;
+};
+
+}  // namespace
+
+std::size_t make_recomputations_executable(const Analysis& a, Plan& plan) {
+  return Checker(a, plan).run();
+}
+
+}  // namespace gswap::policy
