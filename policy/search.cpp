@@ -27,8 +27,11 @@ constexpr double kDemandPenalty = 1 + 1e-6;  // a plan with demand evictions los
 constexpr int kFeedbackRounds = 8;
 constexpr double kStartTemperature = 0.01;  // a 1% worse plan is first taken with p = 1/e
 constexpr std::size_t kRestartAfter = 300;
-// After this many plans simulated with no new best, the walk starts over from the seed at the
-// starting temperature: returning to the best plan keeps it in a basin it has exhausted.
+// After this many plans simulated with no new best, neither the best plan found nor the walk's own
+// best since it last started over, the walk starts over from the seed at the starting
+// temperature: returning to the best plan keeps it in a basin it has exhausted. A walk that still
+// improves on its own best goes on, even while worse than the best plan found: from a seed far
+// above the sweeps' plan (below) it needs more than 1,000 moves to pass it.
 constexpr std::size_t kReseedAfter = 1000;
 
 struct Gap {
@@ -112,10 +115,10 @@ class Search {
     // with probability exp(-relative loss / temperature), the temperature falling with the
     // evaluations, and the walk returns to its best plan after kRestartAfter moves without
     // bettering it. Plain hill climbing stalls on the first plateau (a restore cannot move earlier
-    // until another one does). After kReseedAfter moves without a new best the walk starts over
-    // from the seed at the starting temperature: a different path from the same plan often ends
-    // in a better basin (the generator has moved on, so the moves differ). The walk starts
-    // from the best plan simulated so far, which the spread start may be.
+    // until another one does). After kReseedAfter moves without a new best (the walk's or the
+    // search's) the walk starts over from the seed at the starting temperature: a different path
+    // from the same plan often ends in a better basin (the generator has moved on, so the moves
+    // differ). The walk starts from the best plan simulated so far, which the spread start may be.
     const Best seed = *best_;
     // Fresh starts alternate, from the first, between the best seed with its wrapped optimizer
     // state spread over the optimizer (spread_wraps), when it wraps any, and the seed.
@@ -153,7 +156,7 @@ class Search {
       }
       if (score(cur.sim) < score(walk_best.sim) * (1 - 1e-9)) {
         walk_best = cur;
-        since_best = 0;
+        since_best = since_new_best = 0;
       } else if (++since_best >= kRestartAfter) {
         cur = walk_best;
         since_best = 0;
