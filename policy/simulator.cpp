@@ -248,8 +248,11 @@ class Sim {
           !(a_.recomputable_from_start(prev) &&
             a_.recomputable_at(prev, a_.accesses[prev].front())))
         drop_as_swap_[k] = true;
-      if (ends[r] == End::kOn)
-        ends[r] = e.kind == EvictKind::kSwap || drop_as_swap_[k] ? End::kSwapped : End::kDropped;
+      // A drop as issue_evict makes one: a "recompute" entry on a region with nothing to recompute
+      // it from is a swap.
+      const bool drops =
+          e.kind == EvictKind::kRecompute && t_.regions[r].recompute && !drop_as_swap_[k];
+      if (ends[r] == End::kOn) ends[r] = drops ? End::kDropped : End::kSwapped;
       // A wrap entry, or a region that outlives the iteration evicted with nothing bringing it
       // back: either way it ends the iteration on the host, so (steady state) it starts there.
       // (A region the iteration frees ends it nowhere: a wrap entry on it does nothing.)

@@ -499,6 +499,26 @@ TEST(SimulatorTest, RandomPlansKeepEveryInvariantAndTheBound) {
   EXPECT_GT(invalid, 0);  // the random plans do reach that case
 }
 
+// Y, the next instance of X, has no recompute spec: a "recompute" entry on it after its last use
+// is a swap (there is nothing to recompute it from), so X starts the next iteration on the host,
+// not dropped and recomputed at its read at 3 from G, freed after launch 1.
+TEST(SimulatorTest, ADropForGoodOfARegionWithNoRecomputeSpecIsASwap) {
+  Trace t = empty_trace(10, 10.0, 4.0 * kMiB / 25e-6);
+  for (Launch& l : t.launches) l.seq += 100;
+  const RegionId g = add_region(t, 4 * kMiB, 0, 1, {0});
+  const RegionId x = add_region(t, 2 * kMiB, 91, 103, {3});
+  const RegionId y = add_region(t, 2 * kMiB, 101, 113, {1});
+  t.regions[x - 1].recompute = Recompute{5.0, {g}};
+  Analysis a = analyze(t);
+  ASSERT_EQ(a.next_instance[a.index.at(x)], a.index.at(y));
+  Plan plan;
+  plan.entries.push_back({y, EvictKind::kRecompute, 1, kNoLaunch, kNoLaunch, kNoLaunch, 0.0});
+  const SimResult s = simulate(a, plan, 1ull << 30);
+  EXPECT_EQ(s.access_violations, 0u);
+  EXPECT_EQ(s.recompute_us, 0.0);
+  EXPECT_EQ(s.demand_restores, 1u);  // X, restored at its read
+}
+
 // The same with regions cut in two by the iteration's start, where a plan that evicts or drops
 // the next instance for good decides how the carried-over one starts: every policy, the search
 // and random plans (half their entries on the last six regions, the pairs' among them) never
