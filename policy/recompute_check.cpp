@@ -32,13 +32,13 @@ class Checker {
       // plan that names it right).
       const auto& acc = a_.accesses[r];
       if (auto next = std::lower_bound(acc.begin(), acc.end(), lo); next != acc.end()) {
-        drops_[r].push_back({lo, *next, k});
+        drops_[r].push_back({lo, *next, k, 0});
         needs.emplace_back(r, *next);
         continue;
       }
       // Dropped for the rest of the iteration.
       const std::size_t end = a_.live_at_end[r] ? n - 1 : a_.last_live[r];
-      if (lo <= end) drops_[r].push_back({lo, end, k});
+      if (lo <= end) drops_[r].push_back({lo, end, k, 0});
       // The next iteration then starts with the instance this one carried over dropped, when
       // the simulator can recompute it from what the iteration starts with and at its first use
       // (where it cannot, the simulator's drop keeps a copy).
@@ -48,13 +48,18 @@ class Checker {
           !a_.recomputable_from_start(prev))
         continue;
       if (a_.accesses[prev].empty()) {  // still a source of others' recomputations
-        drops_[prev].push_back({0, a_.last_live[prev], k});
+        drops_[prev].push_back({0, a_.last_live[prev], k, 0});
         continue;
       }
       const std::size_t f = a_.accesses[prev].front();
       if (!a_.recomputable_at(prev, f)) continue;
-      drops_[prev].push_back({0, f, k});
+      drops_[prev].push_back({0, f, k, 0});
       needs.emplace_back(prev, f);
+    }
+    for (auto& v : drops_) {  // by start, each with the latest end so far (covering())
+      std::sort(v.begin(), v.end(), [](const Drop& x, const Drop& y) { return x.lo < y.lo; });
+      for (std::size_t j = 0; j < v.size(); ++j)
+        v[j].max_hi = std::max(v[j].hi, j ? v[j - 1].max_hi : 0);
     }
     std::sort(needs.begin(), needs.end());  // by region: neighbours in memory, far fewer misses
     for (auto [r, b] : needs) {
@@ -68,6 +73,7 @@ class Checker {
   struct Drop {
     std::size_t lo, hi;  // off the device, dropped, for launches lo..hi (inclusive)
     std::size_t k;       // the plan entry that drops it
+    std::size_t max_hi;  // the largest hi of this drop and those before it (sorted by lo)
   };
 
   // Whether entry k drops its region in the simulator (rather than swapping it).
@@ -79,10 +85,26 @@ class Checker {
     return reg.recompute && reg.bytes >= t_.device.min_evictable_bytes;
   }
 
+  // Calls f(k) for each entry k still dropping region r over launch t, until f returns false. A
+  // binary search and a walk back while earlier drops may still reach t: a region read every
+  // other launch and dropped after each read has one drop per read, and a scan of them all for
+  // every need made the check quadratic.
+  template <class F>
+  void covering(std::size_t r, std::size_t t, F f) const {
+    const auto& v = drops_[r];
+    auto j = std::upper_bound(v.begin(), v.end(), t,
+                              [](std::size_t x, const Drop& d) { return x < d.lo; });
+    while (j != v.begin()) {
+      --j;
+      if (j->max_hi < t) return;
+      if (j->hi >= t && drop_[j->k] && !f(j->k)) return;
+    }
+  }
+
   bool dropped_at(std::size_t r, std::size_t t) const {
-    for (const Drop& d : drops_[r])
-      if (d.lo <= t && t <= d.hi && drop_[d.k]) return true;
-    return false;
+    bool found = false;
+    covering(r, t, [&](std::size_t) { return !(found = true); });
+    return found;
   }
 
   // Makes region r available at launch t: where a drop would have to recompute it there and one of
@@ -101,9 +123,11 @@ class Checker {
       ok = it != a_.index.end() && it->second != r && a_.first_live[it->second] <= t &&
            a_.last_live[it->second] >= t && produce(it->second, t, depth + 1);
     }
-    if (!ok)
-      for (const Drop& d : drops_[r])
-        if (d.lo <= t && t <= d.hi && drop_[d.k]) make_swap(d.k);
+    if (!ok) {
+      std::vector<std::size_t> ks;  // not changed while covering() walks them
+      covering(r, t, [&](std::size_t k) { return ks.push_back(k), true; });
+      for (std::size_t k : ks) make_swap(k);
+    }
     in_progress_[r] = false;
     return true;
   }
