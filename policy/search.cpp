@@ -131,6 +131,7 @@ class Search {
     if (spread) prune(*spread);
     Best cur = *best_, walk_best = cur;  // walk_best: the best since the walk last started over
     std::size_t since_best = 0, walked = 0, since_new_best = 0, fresh_starts = 0;
+    bool walk_moved = false;  // walk_best bettered since the walk last started
     while (!stop() && !gaps_.empty()) {
       Plan cand = cur.plan;
       if (!move(cand, cur.sim)) continue;
@@ -149,13 +150,17 @@ class Search {
         consider(cur.plan, cur.sim, cur.seed);
         since_new_best = 0;
       } else if (++since_new_best >= kReseedAfter) {
-        prune(walk_best);  // what the walk left behind may hold evictions that do not help
+        // What the walk left behind may hold evictions that do not help (a walk that never
+        // bettered its start has been swept already).
+        if (walk_moved) prune(walk_best);
         cur = walk_best = spread && ++fresh_starts % 2 == 1 ? *spread : seed;
         since_best = since_new_best = walked = 0;
+        walk_moved = false;
         continue;
       }
       if (score(cur.sim) < score(walk_best.sim) * (1 - 1e-9)) {
         walk_best = cur;
+        walk_moved = true;
         since_best = since_new_best = 0;
       } else if (++since_best >= kRestartAfter) {
         cur = walk_best;
