@@ -129,6 +129,7 @@ class Sim {
           return fail("allocation at launch " + std::to_string(i));
         rs_[r].st = St::kResident;
         rs_[r].occupying = true;
+        lru_push(r);
       }
       for (std::size_t r : a_.touched[i]) {
         RState& s = rs_[r];
@@ -143,7 +144,7 @@ class Sim {
         if (!ensure_resident(r, T, 0)) return fail("restore at launch " + std::to_string(i));
       }
       for (std::size_t r : a_.touched[i]) {
-        if (rs_[r].st == St::kIn && rs_[r].ready <= T) rs_[r].st = St::kResident;
+        if (rs_[r].st == St::kIn && rs_[r].ready <= T) rs_[r].st = St::kResident, lru_push(r);
         if (rs_[r].st != St::kResident) ++res_.access_violations;
         // An intermediate recomputed earlier and kept is read (or written) by the program now:
         // from here on it is an ordinary region, which a drop for free would lose.
@@ -169,7 +170,10 @@ class Sim {
       prev_start = start;
       prev_end = end;
       last_end = std::max(last_end, end);
-      for (std::size_t r : a_.touched[i]) rs_[r].last_use_end = std::max(rs_[r].last_use_end, end);
+      for (std::size_t r : a_.touched[i]) {
+        rs_[r].last_use_end = std::max(rs_[r].last_use_end, end);
+        lru_push(r);
+      }
       for (std::size_t r : frees_[i]) free_region(r, end);
       for (std::size_t e : evict_after_[i]) issue_evict(e, end);
     }
@@ -283,6 +287,7 @@ class Sim {
         rs_[r].st = St::kResident;
         rs_[r].occupying = true;
         used_ += t_.regions[r].bytes;
+        lru_push(r);
       }
     }
   }
@@ -336,16 +341,27 @@ class Sim {
         break;
       }
       for (const KeptItem& it : skipped) kept_.push(it);
-      const std::size_t kept_victim = victim;
-      for (std::size_t r = 0; kept_victim == kNoLaunch && r < rs_.size(); ++r) {
-        const RState& s = rs_[r];
-        if (s.st != St::kResident || !s.occupying || s.protect == stamp_ ||
-            t_.regions[r].bytes < t_.device.min_evictable_bytes)
+      // Then the least recently used resident region, ties by region index. A heap pruned
+      // lazily too: every change that makes a region resident or moves its last use pushes it,
+      // and an entry that no longer matches its region is dropped when it comes up (a scan of
+      // every region per demand eviction made plans with many of them quadratic).
+      skipped.clear();
+      while (victim == kNoLaunch && !lru_.empty()) {
+        const KeptItem it = lru_.top();
+        const RState& s = rs_[it.r];
+        if (s.st != St::kResident || !s.occupying || it.last_use_end != s.last_use_end ||
+            t_.regions[it.r].bytes < t_.device.min_evictable_bytes) {
+          lru_.pop();
           continue;
-        if (victim == kNoLaunch || (s.kept && !rs_[victim].kept) ||
-            (s.kept == rs_[victim].kept && s.last_use_end < rs_[victim].last_use_end))
-          victim = r;
+        }
+        if (s.protect == stamp_) {
+          skipped.push_back(it);
+          lru_.pop();
+          continue;
+        }
+        victim = it.r;
       }
+      for (const KeptItem& it : skipped) lru_.push(it);
       if (victim == kNoLaunch) {
         // Prefetches in flight hold memory but cannot be evicted mid-copy: wait for the first to
         // land, after which it is an ordinary resident region.
@@ -357,6 +373,7 @@ class Sim {
         if (first == kNoLaunch) return false;
         T = std::max(T, rs_[first].ready);
         rs_[first].st = St::kResident;
+        lru_push(first);
         waited_for_ = first;
         continue;
       }
@@ -463,6 +480,7 @@ class Sim {
       if (s.st == St::kOut) {  // still being copied out: cancel the eviction instead
         ++s.gen;
         s.st = St::kResident;
+        lru_push(r);
         note_memory(T, 0, -static_cast<std::int64_t>(t_.regions[r].bytes));
         continue;
       }
@@ -513,10 +531,12 @@ class Sim {
         if (s.ready > T) waited_for_ = r;
         T = std::max(T, s.ready);
         s.st = St::kResident;
+        lru_push(r);
         return true;
       case St::kOut:  // the copy is still running: the data is still on the device
         ++s.gen;
         s.st = St::kResident;
+        lru_push(r);
         note_memory(T, 0, -static_cast<std::int64_t>(t_.regions[r].bytes));
         return true;
       case St::kHost:
@@ -526,6 +546,7 @@ class Sim {
         waited_for_ = r;
         T = std::max(T, s.ready);
         s.st = St::kResident;
+        lru_push(r);
         return true;
       case St::kDropped: {
         // A drop whose last reader has finished has released its memory, as the planner
@@ -534,6 +555,7 @@ class Sim {
         if (s.occupying) {  // dropped but not yet released: keep it
           ++s.gen;
           s.st = St::kResident;
+          lru_push(r);
           return true;
         }
         const Region& reg = t_.regions[r];
@@ -577,6 +599,7 @@ class Sim {
         s.st = St::kResident;
         s.occupying = true;
         s.last_use_end = std::max(s.last_use_end, T);  // written now: a copy-out starts after
+        lru_push(r);
         s.kept = depth > 0;  // collective recomputation: keep while memory allows
         if (s.kept) kept_.push({s.last_use_end, r});
         return true;
@@ -586,6 +609,7 @@ class Sim {
         if (!acquire(t_.regions[r].bytes, T)) return false;
         s.st = St::kResident;
         s.occupying = true;
+        lru_push(r);
         return true;
     }
     return true;
@@ -641,6 +665,9 @@ class Sim {
     }
   };
   std::priority_queue<KeptItem, std::vector<KeptItem>, std::greater<KeptItem>> kept_;
+  // Resident regions by last use, the demand evictions' candidates (acquire), pruned lazily.
+  std::priority_queue<KeptItem, std::vector<KeptItem>, std::greater<KeptItem>> lru_;
+  void lru_push(std::size_t r) { lru_.push({rs_[r].last_use_end, r}); }
 };
 
 }  // namespace
