@@ -341,12 +341,31 @@ class Sim {
         break;
       }
       for (const KeptItem& it : skipped) kept_.push(it);
-      // Then the least recently used resident region, ties by region index. A heap pruned
-      // lazily too: every change that makes a region resident or moves its last use pushes it,
-      // and an entry that no longer matches its region is dropped when it comes up (a scan of
-      // every region per demand eviction made plans with many of them quadratic).
+      // Then the least recently used resident region, ties by region index: by a scan of every
+      // region for the first kScannedEvictions demand evictions of a run, then from a heap pruned
+      // lazily, as for the kept intermediates (from then on every change that makes a region
+      // resident or moves its last use pushes it; an entry that no longer matches its region is
+      // dropped when it comes up). Most plans the search tries have a few demand evictions, for
+      // which the pushes would cost more than the scans; a plan with thousands made the scans
+      // quadratic.
+      if (victim == kNoLaunch && !lru_on_ && ++scans_ > kScannedEvictions) {
+        lru_on_ = true;
+        for (std::size_t r = 0; r < rs_.size(); ++r)
+          if (rs_[r].st == St::kResident && rs_[r].occupying) lru_push(r);
+      }
+      if (!lru_on_ && victim == kNoLaunch) {
+        for (std::size_t r = 0; r < rs_.size(); ++r) {
+          const RState& s = rs_[r];
+          if (s.st != St::kResident || !s.occupying || s.protect == stamp_ ||
+              t_.regions[r].bytes < t_.device.min_evictable_bytes)
+            continue;
+          if (victim == kNoLaunch || (s.kept && !rs_[victim].kept) ||
+              (s.kept == rs_[victim].kept && s.last_use_end < rs_[victim].last_use_end))
+            victim = r;
+        }
+      }
       skipped.clear();
-      while (victim == kNoLaunch && !lru_.empty()) {
+      while (lru_on_ && victim == kNoLaunch && !lru_.empty()) {
         const KeptItem it = lru_.top();
         const RState& s = rs_[it.r];
         if (s.st != St::kResident || !s.occupying || it.last_use_end != s.last_use_end ||
@@ -666,8 +685,14 @@ class Sim {
   };
   std::priority_queue<KeptItem, std::vector<KeptItem>, std::greater<KeptItem>> kept_;
   // Resident regions by last use, the demand evictions' candidates (acquire), pruned lazily.
+  // Kept only once a run has made kScannedEvictions demand evictions (acquire).
   std::priority_queue<KeptItem, std::vector<KeptItem>, std::greater<KeptItem>> lru_;
-  void lru_push(std::size_t r) { lru_.push({rs_[r].last_use_end, r}); }
+  bool lru_on_ = false;
+  std::size_t scans_ = 0;
+  static constexpr std::size_t kScannedEvictions = 64;
+  void lru_push(std::size_t r) {
+    if (lru_on_) lru_.push({rs_[r].last_use_end, r});
+  }
 };
 
 }  // namespace
