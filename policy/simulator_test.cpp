@@ -301,6 +301,23 @@ TEST(SimulatorTest, AKeptIntermediateTheProgramReadsIsNoLongerDroppedForFree) {
   EXPECT_EQ(s.recomputed_bytes, 8 * kMiB);  // R and D at launch 2, nothing more
 }
 
+// 100 regions allocated and written one per launch, room for four: every allocation from the
+// fifth on evicts the least recently used region (past the first 64 demand evictions, through the
+// heap rather than a scan), so the four read again at the end are all still resident.
+TEST(SimulatorTest, DemandEvictionsTakeTheLeastRecentlyUsedRegionPastTheFirstSixtyFour) {
+  Trace t = empty_trace(101, 10.0, 4.0 * kMiB / 25e-6);
+  for (std::size_t i = 0; i < 100; ++i) {
+    const RegionId id = add_region(t, 4 * kMiB, i, -1, {i});
+    if (i >= 96) t.launches[100].regions.push_back(id);
+  }
+  Analysis a = analyze(t);
+  const SimResult s = simulate(a, Plan{}, 16 * kMiB);
+  ASSERT_TRUE(s.feasible) << s.reason;
+  EXPECT_EQ(s.demand_evictions, 96u);
+  EXPECT_EQ(s.demand_restores, 0u);
+  EXPECT_EQ(s.access_violations, 0u);
+}
+
 TEST(SimulatorTest, SameDirectionCopiesSerialise) {
   Trace t = empty_trace(6, 10.0, 4.0 * kMiB / 10e-6);  // 10 us per 4 MiB
   RegionId x = add_region(t, 4 * kMiB, 0, -1, {0, 5});
