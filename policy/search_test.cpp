@@ -152,6 +152,25 @@ TEST(SearchTest, StaysWithinItsTimeBudget) {
   EXPECT_FALSE(r.plan.entries.empty());
 }
 
+// A clock on which the first seed (the greedy plan) takes 150 ms to plan, and every later reading
+// 1 ms: with 50 ms left, no later seed starts (each would take as long). Two-stream BERT with
+// recompute at 30% of its peak, where plan_belady's seed is far better than the greedy plan's,
+// which a search that went on seeding would have returned.
+TEST(SearchTest, StartsALaterSeedOnlyWithRoomLeftForOne) {
+  const Trace t = make_two_stream_bert();
+  const Analysis a = analyze(t);
+  int reads = 0;
+  SearchOptions o;
+  o.now_ms = [&] {
+    ++reads;
+    return reads <= 2 ? 0.0 : 150.0 + (reads - 3);  // the search's start, before the first seed
+  };
+  o.time_budget_ms = 200;
+  const SearchResult r = search_plan(a, a.peak_bytes * 30 / 100, o);
+  EXPECT_TRUE(r.out_of_time);
+  EXPECT_EQ(r.seed_policy.rfind("capuchin", 0), 0u) << r.seed_policy;
+}
+
 TEST(SearchTest, CancelledBeforeTheFirstSimulationReturnsTheGreedyPlan) {
   TransformerConfig c;
   c.layers = 40, c.hidden = 512, c.heads = 8, c.seq = 256, c.batch = 8, c.vocab = 32000;
