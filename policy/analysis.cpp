@@ -228,6 +228,11 @@ bool Analysis::recomputable_from_start(std::size_t r) const {
   return sources_allocated_together(r, 0, 0);  // allocated at launch 0: carried over
 }
 
+bool Analysis::starts_recomputable(std::size_t r) const {
+  return recomputable_from_start(r) &&
+         (accesses[r].empty() || recomputable_at(r, accesses[r].front()));
+}
+
 std::size_t Analysis::first_start_at_or_after(double t) const {
   return static_cast<std::size_t>(std::lower_bound(start_us.begin(), start_us.end(), t) -
                                   start_us.begin());

@@ -100,6 +100,10 @@ struct Analysis {
   // Whether region r, carried over, can be recomputed from what the iteration starts with: it is
   // recomputable and every source is another region carried over too.
   bool recomputable_from_start(std::size_t r) const;
+  // Whether region r, carried over, may start the iteration dropped (its previous instance
+  // dropped for good): recomputable_from_start(r), and recomputable_at its first use when it
+  // has one. The simulator's rule, which make_recomputations_executable follows.
+  bool starts_recomputable(std::size_t r) const;
   // Whether region r is recomputable and every source another region of the trace, all allocated
   // together at some launch j, from <= j <= b (the three tests above).
   bool sources_allocated_together(std::size_t r, std::size_t from, std::size_t b) const;

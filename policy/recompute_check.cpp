@@ -39,20 +39,18 @@ class Checker {
       // Dropped for the rest of the iteration.
       const std::size_t end = a_.live_at_end[r] ? n - 1 : a_.last_live[r];
       if (lo <= end) drops_[r].push_back({lo, end, k, 0});
-      // The next iteration then starts with the instance this one carried over dropped, when
-      // the simulator can recompute it from what the iteration starts with and at its first use
-      // (where it cannot, the simulator's drop keeps a copy).
+      // The next iteration then starts with the instance this one carried over dropped, where
+      // the simulator can recompute it (Analysis::starts_recomputable; elsewhere the simulator's
+      // drop keeps a copy).
       const std::size_t prev = a_.prev_instance[r];
       if ((!acc.empty() && e.evict_after < acc.back()) || lo > end || prev == kNoRegion ||
-          t_.regions[prev].bytes < t_.device.min_evictable_bytes ||
-          !a_.recomputable_from_start(prev))
+          t_.regions[prev].bytes < t_.device.min_evictable_bytes || !a_.starts_recomputable(prev))
         continue;
       if (a_.accesses[prev].empty()) {  // still a source of others' recomputations
         drops_[prev].push_back({0, a_.last_live[prev], k, 0});
         continue;
       }
       const std::size_t f = a_.accesses[prev].front();
-      if (!a_.recomputable_at(prev, f)) continue;
       drops_[prev].push_back({0, f, k, 0});
       needs.emplace_back(prev, f);
     }

@@ -32,6 +32,16 @@ struct RState {
   std::size_t entry = kNoLaunch;    // the plan entry that evicted it last
 };
 
+// A region and its last use, in heaps by last use (least recent on top), ties by region index.
+struct LastUse {
+  double last_use_end;
+  std::size_t r;
+  bool operator>(const LastUse& o) const {
+    return last_use_end != o.last_use_end ? last_use_end > o.last_use_end : r > o.r;
+  }
+};
+using ByLastUse = std::priority_queue<LastUse, std::vector<LastUse>, std::greater<LastUse>>;
+
 // Indices listed per launch position, stored flat (one array and its offsets): the simulator
 // lists plan entries and regions by launch for every plan it runs, and a vector per launch cost
 // more in allocation than the simulation itself. Order within a launch is the order of add().
@@ -248,15 +258,9 @@ class Sim {
       // swap), which the next iteration's first use restores.
       const std::size_t prev = a_.prev_instance[r];
       if (e.kind == EvictKind::kRecompute && t_.regions[r].recompute && prev != kNoRegion &&
-          !a_.accesses[prev].empty() &&
-          !(a_.recomputable_from_start(prev) &&
-            a_.recomputable_at(prev, a_.accesses[prev].front())))
+          !a_.accesses[prev].empty() && !a_.starts_recomputable(prev))
         drop_as_swap_[k] = true;
-      // A drop as issue_evict makes one: a "recompute" entry on a region with nothing to recompute
-      // it from is a swap.
-      const bool drops =
-          e.kind == EvictKind::kRecompute && t_.regions[r].recompute && !drop_as_swap_[k];
-      if (ends[r] == End::kOn) ends[r] = drops ? End::kDropped : End::kSwapped;
+      if (ends[r] == End::kOn) ends[r] = drops(k) ? End::kDropped : End::kSwapped;
       // A wrap entry, or a region that outlives the iteration evicted with nothing bringing it
       // back: either way it ends the iteration on the host, so (steady state) it starts there.
       // (A region the iteration frees ends it nowhere: a wrap entry on it does nothing.)
@@ -274,7 +278,7 @@ class Sim {
       } else if (wrap[r] != kNoLaunch) {
         rs_[r].st = St::kHost;  // evicted at the end of the previous iteration
         rs_[r].entry = wrap[r];
-      } else if (prev == End::kDropped && a_.recomputable_from_start(r)) {
+      } else if (prev == End::kDropped && a_.starts_recomputable(r)) {
         // The previous iteration's instance of a region this one drops for good: its first use
         // recomputes it, as the library's recomputation on demand does.
         rs_[r].st = St::kDropped;
@@ -317,37 +321,15 @@ class Sim {
       }
       // Kept intermediates go first, least recently used first. They are listed apart, so
       // dropping them does not scan every region (which made recompute-heavy plans quadratic).
-      std::size_t victim = kNoLaunch;
-      std::vector<KeptItem> skipped;  // protected now; they stay candidates
-      while (!kept_.empty()) {
-        const KeptItem it = kept_.top();
-        const RState& s = rs_[it.r];
-        if (!s.kept || s.st != St::kResident || !s.occupying ||
-            t_.regions[it.r].bytes < t_.device.min_evictable_bytes) {
-          kept_.pop();  // no longer a kept intermediate
-          continue;
-        }
-        if (it.last_use_end != s.last_use_end) {  // used since: re-key
-          kept_.pop();
-          kept_.push({s.last_use_end, it.r});
-          continue;
-        }
-        if (s.protect == stamp_) {
-          skipped.push_back(it);
-          kept_.pop();
-          continue;
-        }
-        victim = it.r;
-        break;
-      }
-      for (const KeptItem& it : skipped) kept_.push(it);
+      std::size_t victim = least_recent(
+          kept_, [](const RState& s) { return s.kept && s.st == St::kResident && s.occupying; },
+          /*rekey=*/true);
       // Then the least recently used resident region, ties by region index: by a scan of every
       // region for the first kScannedEvictions demand evictions of a run, then from a heap pruned
       // lazily, as for the kept intermediates (from then on every change that makes a region
-      // resident or moves its last use pushes it; an entry that no longer matches its region is
-      // dropped when it comes up). Most plans the search tries have a few demand evictions, for
-      // which the pushes would cost more than the scans; a plan with thousands made the scans
-      // quadratic.
+      // resident or moves its last use pushes it). Most plans the search tries have a few demand
+      // evictions, for which the pushes would cost more than the scans; a plan with thousands
+      // made the scans quadratic.
       if (victim == kNoLaunch && !lru_on_ && ++scans_ > kScannedEvictions) {
         lru_on_ = true;
         for (std::size_t r = 0; r < rs_.size(); ++r)
@@ -364,23 +346,10 @@ class Sim {
             victim = r;
         }
       }
-      skipped.clear();
-      while (lru_on_ && victim == kNoLaunch && !lru_.empty()) {
-        const KeptItem it = lru_.top();
-        const RState& s = rs_[it.r];
-        if (s.st != St::kResident || !s.occupying || it.last_use_end != s.last_use_end ||
-            t_.regions[it.r].bytes < t_.device.min_evictable_bytes) {
-          lru_.pop();
-          continue;
-        }
-        if (s.protect == stamp_) {
-          skipped.push_back(it);
-          lru_.pop();
-          continue;
-        }
-        victim = it.r;
-      }
-      for (const KeptItem& it : skipped) lru_.push(it);
+      if (lru_on_ && victim == kNoLaunch)
+        victim = least_recent(
+            lru_, [](const RState& s) { return s.st == St::kResident && s.occupying; },
+            /*rekey=*/false);
       if (victim == kNoLaunch) {
         // Prefetches in flight hold memory but cannot be evicted mid-copy: wait for the first to
         // land, after which it is an ordinary resident region.
@@ -460,7 +429,6 @@ class Sim {
   // or drop after the work enqueued on the region's streams, which on one stream includes that
   // launch even when it does not touch the region: it starts no earlier.
   void issue_evict(std::size_t k, double after = 0) {
-    const PlanEntry& e = plan_.entries[k];
     const std::size_t r = entry_region_[k];
     RState& s = rs_[r];
     if (s.st != St::kResident || !s.occupying ||
@@ -468,7 +436,7 @@ class Sim {
       return;
     s.entry = k;
     s.kept = false;
-    if (e.kind == EvictKind::kRecompute && t_.regions[r].recompute && !drop_as_swap_[k]) {
+    if (drops(k)) {
       s.st = St::kDropped;  // the memory goes back once the last reader has finished
       heap_.push({std::max(s.last_use_end, after), r, s.gen});
     } else {
@@ -634,6 +602,47 @@ class Sim {
     return true;
   }
 
+  // The least recently used region of `q` (a heap by last use, pruned lazily) that is a
+  // candidate, large enough to evict and not protected by the launch being prepared; kNoLaunch
+  // when none. Entries whose region is no longer a candidate are dropped; one whose last use has
+  // moved is re-keyed (`rekey`) or dropped (its region was pushed again as it moved); protected
+  // ones stay listed.
+  template <class Candidate>
+  std::size_t least_recent(ByLastUse& q, Candidate candidate, bool rekey) {
+    std::size_t victim = kNoLaunch;
+    protected_.clear();
+    while (!q.empty()) {
+      const LastUse it = q.top();
+      const RState& s = rs_[it.r];
+      if (!candidate(s) || t_.regions[it.r].bytes < t_.device.min_evictable_bytes) {
+        q.pop();
+        continue;
+      }
+      if (it.last_use_end != s.last_use_end) {
+        q.pop();
+        if (rekey) q.push({s.last_use_end, it.r});
+        continue;
+      }
+      if (s.protect == stamp_) {
+        protected_.push_back(it);
+        q.pop();
+        continue;
+      }
+      victim = it.r;
+      break;
+    }
+    for (const LastUse& it : protected_) q.push(it);
+    return victim;
+  }
+
+  // Whether entry k's eviction drops its region, to be recomputed, rather than copying it out:
+  // a "recompute" entry on a region with nothing to recompute it from is a swap, and so is a drop
+  // that must keep a copy (drop_as_swap_, set by init_state first).
+  bool drops(std::size_t k) const {
+    return plan_.entries[k].kind == EvictKind::kRecompute &&
+           t_.regions[entry_region_[k]].recompute && !drop_as_swap_[k];
+  }
+
   bool touched_now(std::size_t r) const {
     const auto& v = a_.touched[stamp_ - 1];
     return std::find(v.begin(), v.end(), r) != v.end();
@@ -675,18 +684,11 @@ class Sim {
   std::vector<std::size_t> host_from_next_;  // started on the host as its next instance ends
   std::vector<std::size_t> deferred_, keep_;
   std::vector<std::size_t> leaving_;  // swapped out or freed with memory not back yet (lazily)
-  // Kept intermediates by last use (least recent on top), pruned lazily; ties by region index.
-  struct KeptItem {
-    double last_use_end;
-    std::size_t r;
-    bool operator>(const KeptItem& o) const {
-      return last_use_end != o.last_use_end ? last_use_end > o.last_use_end : r > o.r;
-    }
-  };
-  std::priority_queue<KeptItem, std::vector<KeptItem>, std::greater<KeptItem>> kept_;
-  // Resident regions by last use, the demand evictions' candidates (acquire), pruned lazily.
-  // Kept only once a run has made kScannedEvictions demand evictions (acquire).
-  std::priority_queue<KeptItem, std::vector<KeptItem>, std::greater<KeptItem>> lru_;
+  ByLastUse kept_;                    // kept intermediates, pruned lazily (least_recent)
+  // Resident regions, the demand evictions' candidates, pruned lazily (least_recent). Kept only
+  // once a run has made kScannedEvictions demand evictions (acquire).
+  ByLastUse lru_;
+  std::vector<LastUse> protected_;  // least_recent's scratch
   bool lru_on_ = false;
   std::size_t scans_ = 0;
   static constexpr std::size_t kScannedEvictions = 64;
