@@ -95,9 +95,10 @@ class Search {
     double seed_ms = 0;
     for (std::size_t i = 0; i < names.size(); ++i) {
       if (i > 0 && (seeding_done() || (best_ && best_->sim.feasible && !room_for(seed_ms)))) break;
-      const double t0 = o_.now_ms ? o_.now_ms() : 0;
+      const bool timed = i == 0 && o_.now_ms;
+      const double t0 = timed ? o_.now_ms() : 0;
       Plan plan = make_seed(names[i]);
-      if (i == 0 && o_.now_ms) seed_ms = o_.now_ms() - t0;
+      if (timed) seed_ms = o_.now_ms() - t0;
       if (i == 0) {
         first = plan;
         if (!plan.feasible) {  // no plan can fit: say why, as the greedy planner does
@@ -212,13 +213,8 @@ class Search {
       Plan q = b.plan;
       q.entries.erase(q.entries.begin() + static_cast<std::ptrdiff_t>(k));
       if (keep_if_no_worse(std::move(q)) || stop()) continue;
-      const PlanEntry& e = b.plan.entries[k];
-      const Gap g{a_.index.at(e.region), e.evict_after, e.back_access};
-      const bool to_recompute = e.kind == EvictKind::kSwap;
-      if (to_recompute && !recomputable(g)) continue;
       q = b.plan;
-      q.entries[k] = entry_for(g, to_recompute);
-      keep_if_no_worse(std::move(q));
+      if (trade(q.entries[k])) keep_if_no_worse(std::move(q));
     }
     return b;
   }
@@ -442,6 +438,16 @@ class Search {
     return false;
   }
 
+  // Trades e's swap for a recomputation over the same gap, or back; false when its region cannot
+  // be recomputed there.
+  bool trade(PlanEntry& e) const {
+    const Gap g{a_.index.at(e.region), e.evict_after, e.back_access};
+    const bool to_recompute = e.kind == EvictKind::kSwap;
+    if (to_recompute && !recomputable(g)) return false;
+    e = entry_for(g, to_recompute);
+    return true;
+  }
+
   // Edits `p` by one move; false when the move drawn does not apply.
   bool move(Plan& p, const SimResult& last) {
     const std::size_t kind = pick(10);
@@ -472,13 +478,8 @@ class Search {
       case 3:  // drop the eviction
         p.entries.erase(p.entries.begin() + static_cast<std::ptrdiff_t>(k));
         return true;
-      case 4: {  // trade swap for recompute or back
-        const Gap g{r, e.evict_after, e.back_access};
-        const bool to_recompute = e.kind == EvictKind::kSwap;
-        if (to_recompute && !recomputable(g)) return false;
-        e = entry_for(g, to_recompute);
-        return true;
-      }
+      case 4:  // trade swap for recompute or back
+        return trade(e);
       case 5: {  // move the eviction to another gap of the same region
         std::vector<std::size_t> same;
         for (std::size_t gi = 0; gi < gaps_.size(); ++gi)
