@@ -393,99 +393,89 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
     out_sched.reset(outs, bw_out > 0 ? bw_out : 1);
     wrap_sched.reset(wraps, bw_out > 0 ? bw_out : 1);
 
-    const double X = static_cast<double>(std::max<std::int64_t>(0, excess - f - extra_free));
-    double rc_total = 0;
-    for (auto& it : items) rc_total += it.second;
-    const double amax = std::min(X, rc_total);
-    cum_bytes.resize(items.size());
-    cum_cost.resize(items.size());
-    for (std::size_t k = 0; k < items.size(); ++k) {
-      cum_bytes[k] = (k ? cum_bytes[k - 1] : 0) + items[k].second;
-      cum_cost[k] = (k ? cum_cost[k - 1] : 0) + items[k].second * items[k].first;
-    }
-    auto R = [&](double alpha) {  // cheapest recompute time for alpha bytes
-      if (alpha <= 0 || items.empty()) return 0.0;
-      const auto k = static_cast<std::size_t>(
-          std::lower_bound(cum_bytes.begin(), cum_bytes.end(), alpha) - cum_bytes.begin());
-      if (k == items.size()) return cum_cost.back();
-      const double b0 = k ? cum_bytes[k - 1] : 0, c0 = k ? cum_cost[k - 1] : 0;
-      return c0 + (alpha - b0) * items[k].first;
-    };
-    // Of the y bytes swapped, yB come from B (no copy-out before i: they started the iteration
-    // on the host, so a wrap entry copies them out after their last access in this iteration,
-    // which the step includes) and the rest from A and C (copied out before i starts). The
-    // before-i term grows with the A/C share and the end-of-iteration term shrinks, so the
-    // least of their maximum lies where they cross, found by bisection; max(g1(lo), g2(hi)) on
-    // the final bracket is below that least value, so the bound stays a bound.
-    // start(i) when yac bytes of A and C are copied out before it; the range of yac for y bytes
-    // swapped (at most |B| of them from B, at most |A| + |C| from A and C).
-    auto start_i = [&](double yac) {
-      return std::max(c_before, bw_out > 0 ? out_sched.end(yac) : 0);
-    };
-    auto ac_range = [&](double y) {
-      const double lo = std::max(0.0, y - static_cast<double>(B));
-      return std::pair{lo, std::max(lo, std::min(y, static_cast<double>(A + B + C)))};
-    };
-    auto traffic = [&](double y, double rest) {
-      auto g1 = [&](double yac) { return start_i(yac) + rest; };
-      auto g2 = [&](double yac) { return bw_out > 0 ? wrap_sched.end(y - yac - wrap_free) : 0; };
-      auto [lo, hi] = ac_range(y);
-      if (!refine || wraps.empty() || g1(lo) >= g2(lo)) return g1(lo);
-      if (g1(hi) < g2(hi)) return g2(hi);
-      for (int k = 0; k < 50 && hi - lo > 1; ++k) {
-        const double mid = (lo + hi) / 2;
-        (g1(mid) < g2(mid) ? lo : hi) = mid;
+    // The least over alpha of the step at i (a function, so that it may stop early).
+    auto solve = [&]() {
+      const double X = static_cast<double>(std::max<std::int64_t>(0, excess - f - extra_free));
+      double rc_total = 0;
+      for (auto& it : items) rc_total += std::get<1>(it);
+      const double amax = std::min(X, rc_total);
+      cum_bytes.resize(items.size());
+      cum_cost.resize(items.size());
+      for (std::size_t k = 0; k < items.size(); ++k) {
+        const auto& [per_byte, bytes] = items[k];
+        cum_bytes[k] = (k ? cum_bytes[k - 1] : 0) + bytes;
+        cum_cost[k] = (k ? cum_cost[k - 1] : 0) + bytes * per_byte;
       }
-      return std::max(g1(lo), g2(hi));
-    };
-    std::vector<double> grid = {0, amax};
-    const std::size_t stride = std::max<std::size_t>(1, items.size() / 1024);
-    for (std::size_t k = 0; k < items.size(); k += stride)
-      if (cum_bytes[k] < amax) grid.push_back(cum_bytes[k]);
-    if (amax > 0)
-      for (int k = 1; k < steps; ++k) grid.push_back(amax * k / steps);
-    std::sort(grid.begin(), grid.end());
-    grid.erase(std::unique(grid.begin(), grid.end()), grid.end());
-    double best = 0;
-    bool first = true;
-    cells.clear();
-    auto consider = [&](double lo_alpha, double hi_alpha) {
-      const double y = X - hi_alpha;
-      const double in = std::max(0.0, y - static_cast<double>(A));
-      const double in_us = bw_in > 0 && in > 0 ? in / bw_in + tail_min : 0;
-      const double rest = l.dur_us + std::max(c_after + R(lo_alpha), in_us);
-      const double v = traffic(y, rest);
-      cells.push_back({v, y, rest});
-      if (first || v < best) best = v, first = false;
-    };
-    for (std::size_t k = 0; k + 1 < grid.size(); ++k) consider(grid[k], grid[k + 1]);
-    consider(amax, amax);
-    // Refinement: a wrap's copy-out waits for its last access, which comes at or after i (one
-    // before i is free here, wrap_after_free) and so is delayed by whatever delays i's start: that
-    // access ends no earlier than start(i) plus the least time from i's start to its end
-    // (wraps_after). It also starts no earlier than the accesses issued before it, which wait for
-    // their copy-ins, and those run one after another from i's end: of the `in` bytes of B and C
-    // that come back after i, all but `later` are read by then. start(i) grows with the A/C share
-    // and the wrap bytes shrink, so the minimum over the split is bounded cell by cell: on [a, b],
-    // start(i) >= its value at a and the wrap bytes >= y - b. Cells of the alpha grid are refined
-    // cheapest first, until the next one's unrefined value (a lower bound on its refined one) is no
-    // lower than the best refined so far, that best cannot raise the bound, or 32 cells are refined
-    // (then the next cell's unrefined value bounds the rest).
-    if (refine && !wraps.empty() && bw_out > 0) {
-      std::sort(cells.begin(), cells.end());
-      constexpr std::size_t kMaxRefined = 32;  // cells refined per launch, at most
-      constexpr int kSplits = 16;
-      double refined = std::numeric_limits<double>::infinity();
+      auto R = [&](double alpha) {  // cheapest recompute time for alpha bytes
+        if (alpha <= 0 || items.empty()) return 0.0;
+        const auto k = static_cast<std::size_t>(
+            std::lower_bound(cum_bytes.begin(), cum_bytes.end(), alpha) - cum_bytes.begin());
+        if (k == items.size()) return cum_cost.back();
+        const double b0 = k ? cum_bytes[k - 1] : 0, c0 = k ? cum_cost[k - 1] : 0;
+        return c0 + (alpha - b0) * std::get<0>(items[k]);
+      };
+      // Of the y bytes swapped, yB come from B (no copy-out before i: they started the iteration
+      // on the host, so a wrap entry copies them out after their last access in this iteration,
+      // which the step includes) and the rest from A and C (copied out before i starts). The
+      // before-i term grows with the A/C share and the end-of-iteration term shrinks, so the
+      // least of their maximum lies where they cross, found by bisection; max(g1(lo), g2(hi)) on
+      // the final bracket is below that least value, so the bound stays a bound.
+      // start(i) when yac bytes of A and C are copied out before it; the range of yac for y bytes
+      // swapped (at most |B| of them from B, at most |A| + |C| from A and C).
+      auto start_i = [&](double yac) {
+        return std::max(c_before, bw_out > 0 ? out_sched.end(yac) : 0);
+      };
+      auto ac_range = [&](double y) {
+        const double lo = std::max(0.0, y - static_cast<double>(B));
+        return std::pair{lo, std::max(lo, std::min(y, static_cast<double>(A + B + C)))};
+      };
+      auto traffic = [&](double y, double rest) {
+        auto g1 = [&](double yac) { return start_i(yac) + rest; };
+        auto g2 = [&](double yac) { return bw_out > 0 ? wrap_sched.end(y - yac - wrap_free) : 0; };
+        auto [lo, hi] = ac_range(y);
+        if (!refine || wraps.empty() || g1(lo) >= g2(lo)) return g1(lo);
+        if (g1(hi) < g2(hi)) return g2(hi);
+        for (int k = 0; k < 50 && hi - lo > 1; ++k) {
+          const double mid = (lo + hi) / 2;
+          (g1(mid) < g2(mid) ? lo : hi) = mid;
+        }
+        return std::max(g1(lo), g2(hi));
+      };
+      std::vector<double> grid = {0, amax};
+      const std::size_t stride = std::max<std::size_t>(1, items.size() / 1024);
+      for (std::size_t k = 0; k < items.size(); k += stride)
+        if (cum_bytes[k] < amax) grid.push_back(cum_bytes[k]);
+      if (amax > 0)
+        for (int k = 1; k < steps; ++k) grid.push_back(amax * k / steps);
+      std::sort(grid.begin(), grid.end());
+      grid.erase(std::unique(grid.begin(), grid.end()), grid.end());
+      // One cell [lo_alpha, hi_alpha] of the grid: (its value, y, the rest after i's start).
+      auto cell = [&](double lo_alpha, double hi_alpha) {
+        const double y = X - hi_alpha;
+        const double in = std::max(0.0, y - static_cast<double>(A));
+        const double in_us = bw_in > 0 && in > 0 ? in / bw_in + tail_min : 0;
+        const double rest = l.dur_us + std::max(c_after + R(lo_alpha), in_us);
+        return std::tuple{traffic(y, rest), y, rest};
+      };
+      // Refinement: a wrap's copy-out waits for its last access, which comes at or after i (one
+      // before i is free here, wrap_after_free) and so is delayed by whatever delays i's start:
+      // that access ends no earlier than start(i) plus the least time from i's start to its end
+      // (wraps_after). It also starts no earlier than the accesses issued before it, which wait for
+      // their copy-ins, and those run one after another from i's end: of the `in` bytes of B and C
+      // that come back after i, all but `later` are read by then. start(i) grows with the A/C share
+      // and the wrap bytes shrink, so the minimum over the split is bounded cell by cell: on [a,
+      // b], start(i) >= its value at a and the wrap bytes >= y - b.
+      const bool refining = refine && !wraps.empty() && bw_out > 0;
+      bool jobs_built = false;
       double jobs_in = 0;  // the copy-in bytes wrap_after_sched was built for
-      std::size_t k = 0;
-      for (; k < cells.size() && k < kMaxRefined; ++k) {
-        const auto& [v, y, rest] = cells[k];
-        if (v >= refined || refined <= lb.traffic_us) break;
+      auto refined_cell = [&](double y, double rest) {
+        constexpr int kSplits = 16;
         const auto [lo, hi] = ac_range(y);
         // Release dates from i's start: the last access also waits for the copy-ins of the
         // regions read before it (README "A wrap's copy-out waits for the restores before it").
         const double in = std::max(0.0, y - static_cast<double>(A));
-        if (k == 0 || in != jobs_in) {
+        if (!jobs_built || in != jobs_in) {
+          jobs_built = true;
           jobs_in = in;
           wrap_after_jobs.clear();
           for (const WrapAfter& w : wraps_after) {
@@ -509,12 +499,51 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
                                std::max({start + rest, wrap_sched.end(y - yb - wrap_free),
                                          start + wrap_after_sched.end(y - yb - wrap_after_free)}));
         }
-        refined = std::min(refined, std::max(v, cell_best));
+        return cell_best;
+      };
+      // A launch whose value cannot beat the bound so far is not worth every cell: the value is
+      // at most that of any one cell (refined, where the refinement runs), so a few cells spread
+      // over the grid, one of them no higher than the bound so far, settle it (0: no higher).
+      const double so_far = std::max(lb.compute_us, lb.traffic_us);
+      constexpr std::size_t kProbes = 8;
+      if (grid.size() > 4 * kProbes)
+        for (std::size_t p = 0; p < kProbes; ++p) {
+          const std::size_t k = (grid.size() - 2) * p / (kProbes - 1);
+          auto [v, y, rest] = cell(grid[k], grid[k + 1]);
+          if (refining) v = std::max(v, refined_cell(y, rest));
+          if (v <= so_far) return 0.0;
+        }
+      double best = 0;
+      bool first = true;
+      cells.clear();
+      auto consider = [&](double lo_alpha, double hi_alpha) {
+        cells.push_back(cell(lo_alpha, hi_alpha));
+        const double v = std::get<0>(cells.back());
+        if (first || v < best) best = v, first = false;
+      };
+      for (std::size_t k = 0; k + 1 < grid.size(); ++k) consider(grid[k], grid[k + 1]);
+      consider(amax, amax);
+      // Cells are refined cheapest first, until the next one's unrefined value (a lower bound on
+      // its refined one) is no lower than the best refined so far, that best cannot raise the
+      // bound, or 32 cells are refined (then the next cell's unrefined value bounds the rest).
+      if (refining) {
+        std::sort(cells.begin(), cells.end());
+        constexpr std::size_t kMaxRefined = 32;  // cells refined per launch, at most
+        double refined = std::numeric_limits<double>::infinity();
+        std::size_t k = 0;
+        for (; k < cells.size() && k < kMaxRefined; ++k) {
+          const auto& [v, y, rest] = cells[k];
+          if (v >= refined || refined <= lb.traffic_us) break;
+          refined = std::min(refined, std::max(v, refined_cell(y, rest)));
+        }
+        // Cells left unrefined: their unrefined values are lower bounds of their refined ones.
+        if (k == kMaxRefined && k < cells.size())
+          refined = std::min(refined, std::get<0>(cells[k]));
+        best = std::max(best, refined);
       }
-      // Cells left unrefined: their unrefined values are lower bounds of their refined ones.
-      if (k == kMaxRefined && k < cells.size()) refined = std::min(refined, std::get<0>(cells[k]));
-      best = std::max(best, refined);
-    }
+      return best;
+    };
+    const double best = solve();
     if (best > lb.traffic_us) {
       lb.traffic_us = best;
       lb.tightest_launch = i;
