@@ -27,7 +27,10 @@
 // least compute left on its stream after the next access of a region read after i. Letting a
 // region count in several pools only lowers the bound. The minimum over alpha is bounded from
 // below on a grid using monotonicity (copy terms fall and R rises with alpha), so the result
-// stays a true lower bound.
+// stays a true lower bound. A recomputation also needs room for the region and its sources where
+// it runs (RecomputeRoom): an item whose recomputation makes any run at least v long either is
+// recomputed (step >= v) or is swapped, so the step is at least the smaller of v and the bound
+// at i without it.
 #include "policy/lower_bound.h"
 
 #include <algorithm>
@@ -197,7 +200,160 @@ double covering_bound(const Analysis& a, std::uint64_t budget) {
   return bound;
 }
 
+// README "A recomputation needs room". For a recomputable region r off the device at launch i,
+// at(r, i) is a lower bound on the step of any
+// valid run that brings r back recomputed by its next access b, at some launch j, i < j <= b (at
+// b alone unless r is a source of another region's recomputation, which may recompute it earlier
+// as an intermediate). That recomputation starts before j, after the launch before j on its
+// stream has ended, with r and its sources resident: at least live(j) - budget bytes of the rest
+// are off the device then.
+// Written data off then (classes A and C at j) has been copied out before, and what is read
+// again (B and C) comes back after.
+class RecomputeRoom {
+ public:
+  RecomputeRoom() = default;  // none: empty()
+  // `suffix`: compute from each launch to the end of the step on its stream, the launch included.
+  // Past `max_values` (region, launch) values it computes none (empty()).
+  RecomputeRoom(const Analysis& a, std::uint64_t budget, const std::vector<double>& suffix,
+                double max_values) {
+    const Trace& t = *a.trace;
+    const std::size_t nr = t.regions.size(), n = a.n;
+    const double bw_out = t.device.d2h_bytes_per_s / 1e6, bw_in = t.device.h2d_bytes_per_s / 1e6;
+    if (bw_out <= 0 || bw_in <= 0) return;
+    std::vector<std::size_t> rc;
+    double values = 0;
+    for (std::size_t r = 0; r < nr; ++r)
+      if (t.regions[r].recompute && !a.accesses[r].empty() && a.first_live[r] <= a.last_live[r]) {
+        rc.push_back(r);
+        values += static_cast<double>(a.accesses[r].back() - a.first_live[r] + 1);
+      }
+    if (rc.empty() || values > max_values) return;
+    offset_.assign(nr, 0);
+    first_.assign(nr, 0);
+    std::size_t total = 0;
+    for (std::size_t r : rc) {
+      offset_[r] = total;
+      first_[r] = a.first_live[r];
+      total += a.accesses[r].back() - a.first_live[r] + 1;
+    }
+    pt_.assign(total, 0);
+    std::vector<double> before(n, 0);  // compute before each launch on its stream
+    {
+      std::unordered_map<std::uint32_t, double> on_stream;
+      for (std::size_t j = 0; j < n; ++j) {
+        double& c = on_stream[t.launches[j].stream];
+        before[j] = c;
+        c += t.launches[j].dur_us;
+      }
+    }
+    // What region r is at launch j, before j runs: free to be off (never used, not yet written,
+    // or recomputable, whose recomputation's cost is not counted here), B (carried over, first
+    // used at or after j: off, it started the iteration on the host or left early, and comes
+    // back by that use), A (used before j, not after: off, it was copied out) or C (used before
+    // and after: both).
+    enum Kind { kFree, kB, kA, kC };
+    auto kind = [&](std::size_t r, std::size_t j) {
+      const auto& acc = a.accesses[r];
+      if (acc.empty() || t.regions[r].recompute) return kFree;
+      const auto next = std::lower_bound(acc.begin(), acc.end(), j);
+      if (next == acc.begin()) return a.live_at_start[r] ? kB : kFree;
+      return next == acc.end() ? kA : kC;
+    };
+    std::vector<std::pair<double, double>> outs;  // A and C: (ideal end of the last use, bytes)
+    ReleaseSchedule out_sched;
+    std::vector<std::size_t> seen;
+    for (std::size_t j = 0; j < n; ++j) {
+      const double c_before = before[j];
+      const double excess = static_cast<double>(a.live_bytes[j]) - static_cast<double>(budget);
+      double pool[4] = {0, 0, 0, 0};  // bytes per Kind
+      double tail_min = 0;            // least compute left after the next use of one of B and C
+      if (excess > 0) {
+        outs.clear();
+        bool any_in = false;
+        for (std::size_t r = 0; r < nr; ++r) {
+          if (a.first_live[r] > j || a.last_live[r] < j) continue;
+          const double b = static_cast<double>(t.regions[r].bytes);
+          const Kind k = kind(r, j);
+          pool[k] += b;
+          if (k == kFree) continue;
+          const auto& acc = a.accesses[r];
+          const auto next = std::lower_bound(acc.begin(), acc.end(), j);
+          if (k == kA || k == kC) outs.emplace_back(a.end_us[*std::prev(next)], b);
+          if (k == kB || k == kC) {
+            tail_min = any_in ? std::min(tail_min, suffix[*next]) : suffix[*next];
+            any_in = true;
+          }
+        }
+        out_sched.reset(outs, bw_out);
+      }
+      for (std::size_t r : rc) {
+        if (a.first_live[r] > j || a.accesses[r].back() < j) continue;
+        const Region& reg = t.regions[r];
+        double& pt = pt_[offset_[r] + j - first_[r]];
+        pt = c_before + reg.recompute->cost_us + suffix[j];
+        // r and its sources stay resident: out of the pools. A source not allocated at j: no
+        // valid run recomputes r there.
+        double kept[4] = {static_cast<double>(reg.bytes), 0, 0, 0};
+        bool runs = true;
+        seen.assign(1, r);
+        for (RegionId src : reg.recompute->sources) {
+          const auto it = a.index.find(src);
+          if (it == a.index.end() || a.first_live[it->second] > j || a.last_live[it->second] < j) {
+            runs = false;
+            break;
+          }
+          const std::size_t s = it->second;
+          if (std::find(seen.begin(), seen.end(), s) != seen.end()) continue;
+          seen.push_back(s);
+          kept[kind(s, j)] += static_cast<double>(t.regions[s].bytes);
+        }
+        if (!runs) {
+          pt = kNever;
+          continue;
+        }
+        if (excess <= 0) continue;
+        const double a_off = pool[kA] - kept[kA], b = pool[kB] - kept[kB];
+        const double y = excess - (pool[kFree] - kept[kFree]);  // bytes of A, B and C off
+        if (y > a_off + b + pool[kC] - kept[kC]) {
+          pt = kNever;  // not even with all of them off
+          continue;
+        }
+        if (y <= 0) continue;
+        // Copied out before it starts: all but B's (the schedule still holds the sources' own
+        // copy-outs, which only lowers the bound); copied in after it starts: all but A's.
+        const double start = std::max(c_before, out_sched.end(y - b));
+        const double in = std::max(0.0, y - a_off);
+        pt = start +
+             std::max(reg.recompute->cost_us + suffix[j], in > 0 ? in / bw_in + tail_min : 0.0);
+      }
+    }
+    // at(r, i): the least over the launches its recomputation may run at, up to the next access.
+    for (std::size_t r : rc) {
+      const auto& acc = a.accesses[r];
+      double* v = &pt_[offset_[r]];
+      for (std::size_t j = acc.back(); j > first_[r]; --j) {
+        if (std::binary_search(acc.begin(), acc.end(), j - 1)) continue;  // a gap ends there
+        const std::size_t k = j - 1 - first_[r];
+        v[k] = a.is_source[r] ? std::min(v[k], v[k + 1]) : v[k + 1];
+      }
+    }
+  }
+
+  bool empty() const { return pt_.empty(); }
+  // r off the device at i, before its last access, and recomputable by its next access.
+  double at(std::size_t r, std::size_t i) const { return pt_[offset_[r] + i + 1 - first_[r]]; }
+
+ private:
+  static constexpr double kNever = std::numeric_limits<double>::infinity();
+  std::vector<std::size_t> offset_, first_;  // per region: where its values start; first_live
+  std::vector<double> pt_;
+};
+
 }  // namespace
+
+// RecomputeRoom's table, at most (8 bytes each), and the thresholds tried per launch.
+constexpr double kMaxRoomValues = 4e6;
+constexpr std::size_t kMaxRoomThresholds = 8;
 
 LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visits) {
   LowerBound lb;
@@ -258,6 +414,10 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
       static_cast<double>(over) * static_cast<double>(recomputable.size()) <= max_visits;
   // Fewer points on the alpha grid for long iterations; any grid keeps the bound a bound.
   const int steps = over <= 20'000 ? 256 : 32;
+  // Recomputation needs room for the region and its sources (README "A recomputation needs
+  // room"): on one stream, with the refinements, and where its table stays small.
+  const RecomputeRoom room =
+      refine && itemize ? RecomputeRoom(a, budget, suffix, kMaxRoomValues) : RecomputeRoom();
   std::int64_t rc_live = 0;
   const std::vector<std::size_t> no_items;
   std::vector<double> cum_bytes, cum_cost;       // prefix sums of the sorted items
@@ -278,8 +438,10 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
   std::unordered_map<std::uint32_t, double> before;
   std::int64_t f = 0, A = 0, B = 0, C = 0;
   const double bw_out = t.device.d2h_bytes_per_s / 1e6, bw_in = t.device.h2d_bytes_per_s / 1e6;
-  std::vector<std::pair<double, double>> items;           // (cost per byte, bytes)
+  // (cost per byte, bytes, least step of a run that recomputes it: RecomputeRoom::at)
+  std::vector<std::tuple<double, double, double>> items, all_items;
   std::vector<std::tuple<double, double, double>> cells;  // alpha grid: (bound, y, rest)
+  std::vector<double> thresholds;
   for (std::size_t i = 0; i < n; ++i) {
     f += dfree[i], A += dA[i], B += dB[i], C += dC[i], rc_live += drc[i];
     const Launch& l = t.launches[i];
@@ -318,7 +480,8 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
         extra_free += static_cast<std::int64_t>(bytes);
         continue;
       }
-      items.emplace_back(t.regions[r].recompute->cost_us / std::max(bytes, 1.0), bytes);
+      items.emplace_back(t.regions[r].recompute->cost_us / std::max(bytes, 1.0), bytes,
+                         room.empty() ? 0.0 : room.at(r, i));
     }
     std::sort(items.begin(), items.end());
     // Refinement: a copy-out can start only once its region's last access before i has ended
@@ -393,7 +556,7 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
     out_sched.reset(outs, bw_out > 0 ? bw_out : 1);
     wrap_sched.reset(wraps, bw_out > 0 ? bw_out : 1);
 
-    // The least over alpha of the step at i (a function, so that it may stop early).
+    // The least over alpha of the step at i with `items` as the recomputation items.
     auto solve = [&]() {
       const double X = static_cast<double>(std::max<std::int64_t>(0, excess - f - extra_free));
       double rc_total = 0;
@@ -402,7 +565,7 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
       cum_bytes.resize(items.size());
       cum_cost.resize(items.size());
       for (std::size_t k = 0; k < items.size(); ++k) {
-        const auto& [per_byte, bytes] = items[k];
+        const auto& [per_byte, bytes, room_us] = items[k];
         cum_bytes[k] = (k ? cum_bytes[k - 1] : 0) + bytes;
         cum_cost[k] = (k ? cum_cost[k - 1] : 0) + bytes * per_byte;
       }
@@ -543,7 +706,29 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
       }
       return best;
     };
-    const double best = solve();
+    double best = solve();
+    // A region whose recomputation by its next access makes every run at least v long
+    // (RecomputeRoom::at): either some such region is recomputed (step >= v), or none is, and the
+    // bound with those regions swapped holds. So the step is at least the smaller of v and that
+    // bound; thresholds v from the largest down, until the bound without them reaches v.
+    if (!room.empty()) {
+      thresholds.clear();
+      for (const auto& it : items)
+        if (std::get<2>(it) > std::max({best, lb.compute_us, lb.traffic_us}))
+          thresholds.push_back(std::get<2>(it));
+      std::sort(thresholds.begin(), thresholds.end(), std::greater<>());
+      thresholds.erase(std::unique(thresholds.begin(), thresholds.end()), thresholds.end());
+      if (!thresholds.empty()) all_items = items;
+      for (std::size_t k = 0; k < thresholds.size() && k < kMaxRoomThresholds; ++k) {
+        const double v = thresholds[k];
+        items.clear();
+        for (const auto& it : all_items)
+          if (std::get<2>(it) < v) items.push_back(it);
+        const double w = solve();
+        best = std::max(best, std::min(v, w));
+        if (w >= v) break;
+      }
+    }
     if (best > lb.traffic_us) {
       lb.traffic_us = best;
       lb.tightest_launch = i;
