@@ -109,13 +109,16 @@ class Sim {
     }
     double T = 0;
     if (!acquire(0, T)) return fail("what is live at the start of the iteration");
+    // Demand evictions that made room for what is live at the start hold their memory until
+    // their copies end: the first launch starts no earlier.
+    const double start_ready = T;
     std::vector<std::pair<std::uint32_t, double>> stream_end;  // per stream: its last launch's end
     auto stream_slot = [&](std::uint32_t stream) -> double& {
       for (auto& [id, end] : stream_end)
         if (id == stream) return end;
       return stream_end.emplace_back(stream, 0.0).second;
     };
-    double prev_start = 0, prev_end = 0, last_end = 0;
+    double prev_start = start_ready, prev_end = 0, last_end = 0;
     for (std::size_t i = 0; i < a_.n; ++i) {
       const Launch& l = t_.launches[i];
       stamp_ = i + 1;
@@ -241,7 +244,16 @@ class Sim {
     enum class End : std::uint8_t { kOn, kSwapped, kDropped };
     std::vector<End> ends(t_.regions.size(), End::kOn);
     drop_as_swap_.assign(plan_.entries.size(), false);
-    for (std::size_t k = 0; k < plan_.entries.size(); ++k) {
+    // Entries in the order their evictions are issued: of two after a region's last access, the
+    // first leaves it off (dropped or copied out) and the second finds nothing to evict, so the
+    // first says how the region ends the iteration.
+    std::vector<std::size_t> order(plan_.entries.size());
+    for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
+      return first_launch_evicted(plan_.entries[x], a_.n) <
+             first_launch_evicted(plan_.entries[y], a_.n);
+    });
+    for (std::size_t k : order) {
       const PlanEntry& e = plan_.entries[k];
       const std::size_t r = entry_region_[k];
       if (r == kNoRegion || wrap[r] != kNoLaunch) continue;
@@ -256,11 +268,13 @@ class Sim {
       // and cannot recompute by that read (its sources not carried over with it, or gone by
       // then): its data must survive, so the drop keeps a copy on the host (a copy-out, as a
       // swap), which the next iteration's first use restores.
-      const std::size_t prev = a_.prev_instance[r];
+      // (A region carried across the iteration is its own previous instance.)
+      const std::size_t prev = a_.live_at_start[r] && a_.live_at_end[r] ? r : a_.prev_instance[r];
       if (e.kind == EvictKind::kRecompute && t_.regions[r].recompute && prev != kNoRegion &&
           !a_.accesses[prev].empty() && !a_.starts_recomputable(prev))
         drop_as_swap_[k] = true;
-      if (ends[r] == End::kOn) ends[r] = drops(k) ? End::kDropped : End::kSwapped;
+      if (ends[r] != End::kOn) continue;  // an earlier entry left it off already
+      ends[r] = drops(k) ? End::kDropped : End::kSwapped;
       // A wrap entry, or a region that outlives the iteration evicted with nothing bringing it
       // back: either way it ends the iteration on the host, so (steady state) it starts there.
       // (A region the iteration frees ends it nowhere: a wrap entry on it does nothing.)
@@ -269,7 +283,9 @@ class Sim {
     }
     for (std::size_t r = 0; r < t_.regions.size(); ++r) {
       if (!a_.live_at_start[r] || a_.first_live[r] > a_.last_live[r]) continue;
-      const std::size_t next = a_.next_instance[r];
+      // How its previous instance ended the iteration before: the next instance, or the region
+      // itself where it outlives the iteration.
+      const std::size_t next = a_.live_at_end[r] ? r : a_.next_instance[r];
       const End prev = next != kNoRegion && t_.regions[r].bytes >= t_.device.min_evictable_bytes
                            ? ends[next]
                            : End::kOn;
@@ -286,7 +302,7 @@ class Sim {
         // ... or evicts for good: it ended that iteration on the host, and nothing in the plan
         // brings it back before its first use.
         rs_[r].st = St::kHost;
-        host_from_next_.push_back(r);
+        if (next != r) host_from_next_.push_back(r);
       } else {
         rs_[r].st = St::kResident;
         rs_[r].occupying = true;
@@ -554,6 +570,7 @@ class Sim {
         }
         if (reg.recompute) {
           s.recomputing = true;
+          recomputing_.push_back(r);
           for (RegionId src : reg.recompute->sources) {
             auto it = a_.index.find(src);
             St st = it == a_.index.end() ? St::kFreed : rs_[it->second].st;
@@ -565,17 +582,21 @@ class Sim {
             }
             if (!ensure_resident(it->second, T, depth + 1)) {
               s.recomputing = false;
+              recomputing_.pop_back();
               return false;
             }
           }
           s.recomputing = false;
+          recomputing_.pop_back();
         }
         if (!acquire(reg.bytes, T)) return false;
-        // Intermediates recomputed for this one need no protection once it exists.
+        // Intermediates recomputed for this one need no protection once it exists, unless a
+        // recomputation it is part of still reads them.
         if (reg.recompute)
           for (RegionId src : reg.recompute->sources) {
             auto it = a_.index.find(src);
-            if (it != a_.index.end() && rs_[it->second].kept && !touched_now(it->second))
+            if (it != a_.index.end() && rs_[it->second].kept && !touched_now(it->second) &&
+                !read_by_enclosing(src))
               rs_[it->second].protect = 0;
           }
         const double cost = reg.recompute ? reg.recompute->cost_us : 0;
@@ -643,6 +664,15 @@ class Sim {
            t_.regions[entry_region_[k]].recompute && !drop_as_swap_[k];
   }
 
+  // Whether a recomputation under way (one whose sources are being made resident) reads `id`.
+  bool read_by_enclosing(RegionId id) const {
+    for (std::size_t q : recomputing_) {
+      const auto& src = t_.regions[q].recompute->sources;
+      if (std::find(src.begin(), src.end(), id) != src.end()) return true;
+    }
+    return false;
+  }
+
   bool touched_now(std::size_t r) const {
     const auto& v = a_.touched[stamp_ - 1];
     return std::find(v.begin(), v.end(), r) != v.end();
@@ -650,11 +680,14 @@ class Sim {
 
   void free_region(std::size_t r, double end) {
     RState& s = rs_[r];
-    // A copy-out or a drop in flight releases the memory when it completes, as planned.
+    // A copy-out or a drop in flight releases the memory when it completes, as planned; so does
+    // a restore in flight, which lands first (it may wait for a donor's copy-out). Memory a
+    // launch on another stream still uses comes back when that launch ends.
     if (s.occupying && s.st != St::kOut && s.st != St::kDropped) {
+      const double release = std::max({end, s.last_use_end, s.st == St::kIn ? s.ready : end});
       ++s.gen;
-      heap_.push({end, r, s.gen});
-      s.release = end;
+      heap_.push({release, r, s.gen});
+      s.release = release;
       leaving_.push_back(r);
     }
     // Its host copy goes with it.
@@ -683,6 +716,8 @@ class Sim {
   std::vector<bool> drop_as_swap_;  // per plan entry: a drop that must keep a copy (init_state)
   std::vector<std::size_t> host_from_next_;  // started on the host as its next instance ends
   std::vector<std::size_t> deferred_, keep_;
+  std::vector<std::size_t>
+      recomputing_;  // regions whose sources are being made resident, outermost first
   std::vector<std::size_t> leaving_;  // swapped out or freed with memory not back yet (lazily)
   ByLastUse kept_;                    // kept intermediates, pruned lazily (least_recent)
   // Resident regions, the demand evictions' candidates, pruned lazily (least_recent). Kept only

@@ -301,6 +301,156 @@ TEST(SimulatorTest, AKeptIntermediateTheProgramReadsIsNoLongerDroppedForFree) {
   EXPECT_EQ(s.recomputed_bytes, 8 * kMiB);  // R and D at launch 2, nothing more
 }
 
+// X = f(S1, S2) and S2 = g(S1), all three dropped after launch 3; X is read again at 6, beside Z
+// (16 MiB), also read there. Recomputing X makes S1 resident, then S2 (S1 kept beside it), then
+// X: S1 is still a source of X when S2 is done, so it stays protected until X exists. At 28 MiB
+// X cannot be recomputed beside its two sources and Z (32 MiB): the plan cannot run. (The
+// simulator dropped S1, a kept intermediate, to make room for X, and "recomputed" X from it in
+// 83 us, under the lower bound.) At 32 MiB all three are recomputed, once each.
+TEST(SimulatorTest, AKeptSourceStaysWhileARecomputationThatReadsItWaits) {
+  Trace t = empty_trace(8, 10.0, 4.0 * kMiB / 1000e-6);
+  const RegionId s1 = add_region(t, 4 * kMiB, 1, 7, {1, 2, 3});
+  const RegionId s2 = add_region(t, 4 * kMiB, 2, 7, {2, 3});
+  const RegionId x = add_region(t, 8 * kMiB, 3, 7, {3, 6});
+  add_region(t, 16 * kMiB, 4, 7, {4, 6, 7});
+  add_region(t, 12 * kMiB, 5, 5, {5});
+  t.regions[s1 - 1].recompute = Recompute{1.0, {}};
+  t.regions[s2 - 1].recompute = Recompute{1.0, {s1}};
+  t.regions[x - 1].recompute = Recompute{1.0, {s1, s2}};
+  Analysis a = analyze(t);
+  Plan plan;
+  plan.entries.push_back({s1, EvictKind::kRecompute, 3, kNoLaunch, kNoLaunch, kNoLaunch, 0.0});
+  plan.entries.push_back({s2, EvictKind::kRecompute, 3, kNoLaunch, kNoLaunch, kNoLaunch, 0.0});
+  plan.entries.push_back({x, EvictKind::kRecompute, 3, kNoLaunch, 6, 6, 0.0});
+  EXPECT_FALSE(simulate(a, plan, 28 * kMiB).feasible);
+  const SimResult s = simulate(a, plan, 32 * kMiB);
+  ASSERT_TRUE(s.feasible) << s.reason;
+  EXPECT_EQ(s.access_violations, 0u);
+  EXPECT_EQ(s.recomputed_bytes, 16 * kMiB);
+  EXPECT_DOUBLE_EQ(s.step_time_us, 83.0);
+  EXPECT_GE(s.step_time_us, lower_bound(a, 32 * kMiB).bound_us);
+}
+
+// R's restore (trigger 3) takes the memory of G's copy-out, which runs until 210 us; R is freed
+// after launch 3 (111 us), before its copy-in has even started. That memory comes back when the
+// restore lands (211 us), not at the free: X, recomputed for launch 4 beside S and Z, waits for
+// it, and launch 4 runs from 212 us. (It came back at 111 us, while G's data was still being
+// copied out of it, and the run beat the lower bound.)
+TEST(SimulatorTest, AFreedRegionsRestoreHoldsItsMemoryUntilItLands) {
+  Trace t = empty_trace(5, 10.0, 4.0 * kMiB / 100e-6);
+  t.device.h2d_bytes_per_s = 4.0 * kMiB / 1e-6;
+  const double dur[5] = {10, 90, 10, 1, 100};
+  for (int k = 0; k < 5; ++k) t.launches[k].dur_us = dur[k];
+  const RegionId r = add_region(t, 4 * kMiB, 0, 3, {0});
+  const RegionId g = add_region(t, 4 * kMiB, 1, 4, {1});
+  const RegionId x = add_region(t, 4 * kMiB, 1, 4, {1, 4});
+  const RegionId src = add_region(t, 4 * kMiB, 1, 4, {1});
+  add_region(t, 8 * kMiB, 2, 4, {2, 4});
+  add_region(t, 4 * kMiB, 3, 3, {3});
+  t.regions[x - 1].recompute = Recompute{1.0, {src}};
+  t.regions[src - 1].recompute = Recompute{1.0, {}};
+  Analysis a = analyze(t);
+  Plan plan;
+  plan.entries.push_back({r, EvictKind::kSwap, 0, kNoLaunch, 3, kNoLaunch, 0.0});
+  plan.entries.push_back({g, EvictKind::kSwap, 1, kNoLaunch, kNoLaunch, kNoLaunch, 0.0});
+  plan.entries.push_back({x, EvictKind::kRecompute, 1, kNoLaunch, 4, 4, 0.0});
+  plan.entries.push_back({src, EvictKind::kRecompute, 1, kNoLaunch, kNoLaunch, kNoLaunch, 0.0});
+  SimEvents ev;
+  const SimResult s = simulate(a, plan, 16 * kMiB, &ev);
+  ASSERT_TRUE(s.feasible) << s.reason;
+  EXPECT_EQ(s.access_violations, 0u);
+  EXPECT_DOUBLE_EQ(ev.launches[4].start_us, 212.0);
+  EXPECT_DOUBLE_EQ(s.step_time_us, 312.0);
+  EXPECT_GE(s.step_time_us, lower_bound(a, 16 * kMiB).bound_us);
+}
+
+// What is live at the start is over the budget: region 1 is evicted on demand before launch 0,
+// and its copy-out (75 us) must end before launch 0 can have that memory. Launch 0 starts at 75
+// us, not at 0.
+TEST(SimulatorTest, TheFirstLaunchWaitsForTheEvictionsThatMakeRoomForIt) {
+  Trace t;
+  t.device = {80ull << 30, 419430400000.0, 83886080000.0};  // 6 MiB: 15 us in, 75 us out
+  t.device.min_evictable_bytes = 0;
+  t.launches.push_back({5, 0, 10, 1, {2, 4}, "k"});
+  t.launches.push_back({6, 0, 100, 1, {3}, "k"});
+  t.launches.push_back({7, 0, 50, 0, {}, "k"});
+  t.launches.push_back({9, 0, 10, 0, {1}, "k"});
+  auto region = [&](RegionId id, std::uint64_t bytes, Seq alloc) {
+    Region r;
+    r.id = id, r.bytes = bytes, r.alloc_seq = alloc;
+    t.regions.push_back(r);
+    return &t.regions.back();
+  };
+  region(1, 6 * kMiB, 0);
+  region(2, 6 * kMiB, 0)->recompute = Recompute{0, {}};
+  region(3, 4 * kMiB, 0)->recompute = Recompute{0, {1, 2}};
+  region(4, 4 * kMiB, 5)->free_seq = 9;
+  Analysis a = analyze(t);
+  Plan plan;
+  plan.entries.push_back({2, EvictKind::kRecompute, 2, kNoLaunch, kNoLaunch, kNoLaunch, 0.0});
+  const std::uint64_t budget = 14994636;
+  SimEvents ev;
+  const SimResult s = simulate(a, plan, budget, &ev);
+  ASSERT_TRUE(s.feasible) << s.reason;
+  EXPECT_EQ(s.access_violations, 0u);
+  EXPECT_DOUBLE_EQ(ev.launches[0].start_us, 75.0);
+  EXPECT_GE(s.step_time_us, lower_bound(a, budget).bound_us);
+}
+
+// Two entries after R's last access (launch 1): a drop after 1 and a swap after 2. The drop comes
+// first; the swap then finds R dropped and copies nothing. So R ends the iteration dropped and,
+// recomputable from S (carried over), starts the next one dropped: launch 1 recomputes it. (The
+// simulator took the swap for a wrap and restored R from a copy never made.) With the two
+// entries the other way round, the swap copies R out and the drop finds nothing: R starts on the
+// host and is restored.
+TEST(SimulatorTest, OfTwoEvictionsAfterTheLastUseTheFirstSaysHowTheRegionEnds) {
+  Trace t = empty_trace(3, 10.0, 4.0 * kMiB / 100e-6);
+  const RegionId src = add_region(t, 4 * kMiB, 0, -1, {0});
+  const RegionId r = add_region(t, 8 * kMiB, 0, -1, {1});
+  t.regions[r - 1].recompute = Recompute{5.0, {src}};
+  Analysis a = analyze(t);
+  const std::uint64_t budget = 12 * kMiB;
+  Plan drop_first;
+  drop_first.entries.push_back({r, EvictKind::kRecompute, 1, kNoLaunch, kNoLaunch, kNoLaunch, 0.0});
+  drop_first.entries.push_back({r, EvictKind::kSwap, 1, 2, kNoLaunch, kNoLaunch, 0.0});
+  SimResult s = simulate(a, drop_first, budget);
+  ASSERT_TRUE(s.feasible) << s.reason;
+  EXPECT_EQ(s.access_violations, 0u);
+  EXPECT_EQ(s.recomputed_bytes, 8 * kMiB);
+  EXPECT_EQ(s.swapped_in_bytes, 0u);
+  EXPECT_EQ(s.swapped_out_bytes, 0u);
+  Plan swap_first;
+  swap_first.entries.push_back({r, EvictKind::kSwap, 1, kNoLaunch, kNoLaunch, kNoLaunch, 0.0});
+  swap_first.entries.push_back({r, EvictKind::kRecompute, 1, 2, kNoLaunch, kNoLaunch, 0.0});
+  s = simulate(a, swap_first, budget);
+  ASSERT_TRUE(s.feasible) << s.reason;
+  EXPECT_EQ(s.access_violations, 0u);
+  EXPECT_EQ(s.recomputed_bytes, 0u);
+  EXPECT_EQ(s.swapped_in_bytes, 8 * kMiB);
+  EXPECT_EQ(s.swapped_out_bytes, 8 * kMiB);
+}
+
+// X, allocated for launch 1 (on stream 1, 100 us), is freed after launch 2 on stream 0, which
+// ends long before launch 1 does. B, evicted to make room for X, comes back for launch 3 only in
+// X's memory, and that memory is X's until launch 1 ends (120 us): B's copy-in runs 120-130 us,
+// launch 3 130-140 us. (The simulator gave the memory back at the end of launch 2, 30 us, while
+// launch 1 still used X, and ran the step in 120 us, under the lower bound of 130 us.)
+TEST(SimulatorTest, MemoryALaunchOnAnotherStreamUsesComesBackWhenItEnds) {
+  Trace t = empty_trace(4, 10.0, 8.0 * kMiB / 10e-6);
+  t.launches[1].stream = 1;
+  t.launches[1].dur_us = 100.0;
+  add_region(t, 8 * kMiB, 0, -1, {0, 3});
+  add_region(t, 8 * kMiB, 1, 2, {1});
+  Analysis a = analyze(t);
+  SimEvents ev;
+  const SimResult s = simulate(a, Plan{}, 12 * kMiB, &ev);
+  ASSERT_TRUE(s.feasible) << s.reason;
+  EXPECT_DOUBLE_EQ(ev.launches[1].end_us, 120.0);
+  EXPECT_DOUBLE_EQ(ev.launches[3].start_us, 130.0);
+  EXPECT_DOUBLE_EQ(s.step_time_us, 140.0);
+  EXPECT_GE(s.step_time_us, lower_bound(a, 12 * kMiB).bound_us);
+}
+
 // 100 regions allocated and written one per launch, room for four: every allocation from the
 // fifth on evicts the least recently used region (past the first 64 demand evictions, through the
 // heap rather than a scan), so the four read again at the end are all still resident.
