@@ -226,7 +226,8 @@ class Sim {
         evict_at_.add(e.evict_at, k);
       else
         evict_after_.add(e.evict_after, k);
-      if (e.kind == EvictKind::kSwap && e.trigger != kNoLaunch && e.trigger < a_.n)
+      if (e.kind == EvictKind::kSwap && e.trigger != kNoLaunch && e.trigger < a_.n &&
+          !for_good(e, it->second))
         trigger_at_.add(e.trigger, k);
     }
     for (std::size_t r = 0; r < t_.regions.size(); ++r) {
@@ -235,6 +236,14 @@ class Sim {
       if (!a_.live_at_end[r]) frees_.add(a_.last_live[r], r);
     }
     for (PerLaunch* l : {&evict_after_, &evict_at_, &trigger_at_, &allocs_, &frees_}) l->finish();
+  }
+
+  // Whether entry e on region r evicts it for good: issued after its last access (or on a region
+  // never accessed) and not a wrap. No access comes to bring it back, so its back_access names none
+  // of r's and its trigger is not followed.
+  bool for_good(const PlanEntry& e, std::size_t r) const {
+    const auto& acc = a_.accesses[r];
+    return !is_wrap(e) && (acc.empty() || first_launch_evicted(e, a_.n) > acc.back());
   }
 
   void init_state() {
@@ -249,19 +258,25 @@ class Sim {
     // first says how the region ends the iteration.
     std::vector<std::size_t> order(plan_.entries.size());
     for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
-      return first_launch_evicted(plan_.entries[x], a_.n) <
-             first_launch_evicted(plan_.entries[y], a_.n);
-    });
+    // (One issued after launch i - 1 comes before one issued at launch i.)
+    auto issued = [&](std::size_t k) {
+      const PlanEntry& e = plan_.entries[k];
+      return std::pair{first_launch_evicted(e, a_.n), evicts_at(e, a_.n)};
+    };
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t x, std::size_t y) { return issued(x) < issued(y); });
     for (std::size_t k : order) {
       const PlanEntry& e = plan_.entries[k];
       const std::size_t r = entry_region_[k];
-      if (r == kNoRegion || wrap[r] != kNoLaunch) continue;
-      // Only an eviction after the last access ends the iteration off: otherwise that access
-      // brings the region back, it ends the iteration on the device, and starts there.
+      // Entries the run never issues (past the last launch), or ignores (a region too small to
+      // evict), leave the region as it is.
+      if (r == kNoRegion || e.evict_after >= a_.n ||
+          t_.regions[r].bytes < t_.device.min_evictable_bytes)
+        continue;
+      // Only an eviction issued after the last access ends the iteration off: otherwise that
+      // access brings the region back, it ends the iteration on the device, and starts there.
       const auto& acc = a_.accesses[r];
-      if (!acc.empty() && e.evict_after < acc.back()) continue;
-      if (!is_wrap(e) && e.back_access != kNoLaunch) continue;
+      if (!acc.empty() && first_launch_evicted(e, a_.n) <= acc.back()) continue;
       // Nor one that comes only once the region is freed (frees run first after a launch).
       if (!a_.live_at_end[r] && first_launch_evicted(e, a_.n) > a_.last_live[r]) continue;
       // A drop for good of a region the next iteration reads (as the instance carried over)

@@ -331,12 +331,14 @@ TEST(SimulatorTest, AKeptSourceStaysWhileARecomputationThatReadsItWaits) {
   EXPECT_GE(s.step_time_us, lower_bound(a, 32 * kMiB).bound_us);
 }
 
-// R's restore (trigger 3) takes the memory of G's copy-out, which runs until 210 us; R is freed
-// after launch 3 (111 us), before its copy-in has even started. That memory comes back when the
-// restore lands (211 us), not at the free: X, recomputed for launch 4 beside S and Z, waits for
-// it, and launch 4 runs from 212 us. (It came back at 111 us, while G's data was still being
-// copied out of it, and the run beat the lower bound.)
-TEST(SimulatorTest, AFreedRegionsRestoreHoldsItsMemoryUntilItLands) {
+// R, read only at launch 0 and freed after launch 3, is swapped out after launch 0 "for good" with
+// a trigger at 3 (and no back-access: none of R's accesses comes after). Nothing needs R again,
+// so the trigger is not followed. (It was: R's restore took the memory of G's copy-out, running
+// until 210 us, R was freed before that restore even started, and the memory came back at the
+// free, at 111 us, while G's data was still being copied out of it; X, recomputed for launch 4
+// beside S and Z, used it, and the run beat the lower bound.) X waits for G's copy-out: launch 4
+// runs from 211 us.
+TEST(SimulatorTest, AnEvictionForGoodHasNoRestoreToFollow) {
   Trace t = empty_trace(5, 10.0, 4.0 * kMiB / 100e-6);
   t.device.h2d_bytes_per_s = 4.0 * kMiB / 1e-6;
   const double dur[5] = {10, 90, 10, 1, 100};
@@ -359,8 +361,9 @@ TEST(SimulatorTest, AFreedRegionsRestoreHoldsItsMemoryUntilItLands) {
   const SimResult s = simulate(a, plan, 16 * kMiB, &ev);
   ASSERT_TRUE(s.feasible) << s.reason;
   EXPECT_EQ(s.access_violations, 0u);
-  EXPECT_DOUBLE_EQ(ev.launches[4].start_us, 212.0);
-  EXPECT_DOUBLE_EQ(s.step_time_us, 312.0);
+  EXPECT_EQ(s.swapped_in_bytes, 0u);
+  EXPECT_DOUBLE_EQ(ev.launches[4].start_us, 211.0);
+  EXPECT_DOUBLE_EQ(s.step_time_us, 311.0);
   EXPECT_GE(s.step_time_us, lower_bound(a, 16 * kMiB).bound_us);
 }
 
@@ -428,6 +431,101 @@ TEST(SimulatorTest, OfTwoEvictionsAfterTheLastUseTheFirstSaysHowTheRegionEnds) {
   EXPECT_EQ(s.recomputed_bytes, 0u);
   EXPECT_EQ(s.swapped_in_bytes, 8 * kMiB);
   EXPECT_EQ(s.swapped_out_bytes, 8 * kMiB);
+}
+
+// How a region ends the iteration (and so how it starts the next) comes from the entries the run
+// issues, in the order it issues them. Five plans whose entries the start state took for a wrap
+// the run never made, each restoring a region from a copy never made and so beating the lower
+// bound: (1) a drop after launch 1 and a swap issued at launch 2 (the drop is issued first); (2) a
+// wrap past the last launch (never issued); (3) a wrap on a region too small to evict (ignored);
+// (4) a drop after the last access whose back-access is no access of it (nothing brings it back),
+// then a swap; (5) on two streams, a drop issued at launch 2 after the last access (judged by its
+// evict_after, before it), then a swap.
+TEST(SimulatorTest, TheEntriesTheRunIssuesSayHowARegionEndsTheIteration) {
+  auto region = [](Trace& t, RegionId id, std::uint64_t bytes, Seq alloc, long free_seq = -1) {
+    Region r;
+    r.id = id, r.bytes = bytes, r.alloc_seq = alloc;
+    if (free_seq >= 0) r.free_seq = static_cast<Seq>(free_seq);
+    t.regions.push_back(r);
+    return &t.regions.back();
+  };
+  auto launch = [](Trace& t, Seq seq, double dur, std::uint32_t stream,
+                   std::vector<RegionId> regions) {
+    t.launches.push_back({seq, 0, dur, stream, std::move(regions), "k"});
+  };
+  auto entry = [](RegionId r, EvictKind k, std::size_t after, std::size_t back = kNoLaunch,
+                  std::size_t at = kNoLaunch) {
+    return PlanEntry{r, k, after, at, kNoLaunch, back, 0.0};
+  };
+  struct Case {
+    Trace t;
+    Plan p;
+    std::uint64_t budget;
+  };
+  std::vector<Case> cases(5);
+  {
+    Trace& t = cases[0].t;
+    t.device = {80ull << 30, 8388608000.0, 4194304000.0};
+    t.device.min_evictable_bytes = 0;
+    launch(t, 5, 0, 0, {1, 4});
+    launch(t, 6, 100, 0, {6});
+    launch(t, 7, 50, 0, {});
+    region(t, 1, 10 * kMiB, 5, 7)->recompute = Recompute{0, {}};
+    region(t, 4, 2 * kMiB, 3, 8);
+    region(t, 6, 12 * kMiB, 0)->recompute = Recompute{100, {1}};
+    cases[0].p.entries = {entry(6, EvictKind::kSwap, 1, kNoLaunch, 2),
+                          entry(1, EvictKind::kRecompute, 0), entry(6, EvictKind::kRecompute, 1)};
+    cases[0].budget = 18790481;
+  }
+  for (int k : {1, 2}) {
+    Trace& t = cases[k].t;
+    t.device = {80ull << 30, 8388608000.0, 4194304000.0};
+    t.device.min_evictable_bytes = k == 1 ? 0 : 2 * kMiB;
+    launch(t, 0, 10, 0, {3});
+    launch(t, 1, 10, 0, k == 1 ? std::vector<RegionId>{1} : std::vector<RegionId>{1, 2});
+    launch(t, 2, 10, 0, {});
+    region(t, 1, 12 * kMiB, 0);
+    if (k == 2) region(t, 2, 1 * kMiB, 0);
+    region(t, 3, 12 * kMiB, 0, 1);
+    cases[k].p.entries = {k == 1 ? entry(1, EvictKind::kSwap, 7, 1)
+                                 : entry(2, EvictKind::kSwap, 1, 1)};
+    cases[k].budget = k == 1 ? 12 * kMiB : 24 * kMiB;
+  }
+  {
+    Trace& t = cases[3].t;
+    t.device = {80ull << 30, 419430400000.0, 83886080000.0};
+    t.device.min_evictable_bytes = 2 * kMiB;
+    launch(t, 12, 10, 0, {1});
+    launch(t, 14, 10, 0, {});
+    launch(t, 18, 1, 0, {2});
+    launch(t, 20, 0, 0, {});
+    launch(t, 21, 20, 0, {});
+    region(t, 1, 12 * kMiB, 12, 15)->recompute = Recompute{100, {2}};
+    region(t, 2, 10 * kMiB, 0)->recompute = Recompute{0, {1}};
+    cases[3].p.entries = {entry(2, EvictKind::kRecompute, 2, 4), entry(2, EvictKind::kSwap, 3)};
+    cases[3].budget = 15938355;
+  }
+  {
+    Trace& t = cases[4].t;
+    t.device = {80ull << 30, 4194304000000.0, 419430400000.0};
+    t.device.min_evictable_bytes = 2 * kMiB;
+    launch(t, 9, 10, 1, {1, 2});
+    launch(t, 14, 10, 1, {4});
+    launch(t, 15, 5, 0, {});
+    launch(t, 17, 10, 0, {});
+    region(t, 1, 12 * kMiB, 9, 10);
+    region(t, 2, 8 * kMiB, 2, 16)->recompute = Recompute{0, {}};
+    region(t, 4, 10 * kMiB, 0)->recompute = Recompute{100, {}};
+    cases[4].p.entries = {entry(4, EvictKind::kSwap, 3),
+                          entry(4, EvictKind::kRecompute, 0, kNoLaunch, 2)};
+    cases[4].budget = 21600665;
+  }
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    const Analysis a = analyze(cases[k].t);
+    const SimResult s = simulate(a, cases[k].p, cases[k].budget);
+    if (!s.feasible || s.access_violations) continue;
+    EXPECT_GE(s.step_time_us, lower_bound(a, cases[k].budget).bound_us - 1e-6) << "case " << k + 1;
+  }
 }
 
 // X, allocated for launch 1 (on stream 1, 100 us), is freed after launch 2 on stream 0, which
