@@ -273,6 +273,8 @@ class Sim {
       if (r == kNoRegion || e.evict_after >= a_.n ||
           t_.regions[r].bytes < t_.device.min_evictable_bytes)
         continue;
+      // Nor one issued before the region is allocated (it finds nothing to evict).
+      if (!a_.live_at_start[r] && first_launch_evicted(e, a_.n) <= a_.first_live[r]) continue;
       // Only an eviction issued after the last access ends the iteration off: otherwise that
       // access brings the region back, it ends the iteration on the device, and starts there.
       const auto& acc = a_.accesses[r];

@@ -528,6 +528,27 @@ TEST(SimulatorTest, TheEntriesTheRunIssuesSayHowARegionEndsTheIteration) {
   }
 }
 
+// X, carried over and read at launch 0, is the previous instance of Y, allocated for launch 1 and
+// never read. A drop of Y after launch 0 comes before Y exists: it drops nothing, so Y ends the
+// iteration resident and X starts the next one resident, not dropped (it was recomputed at 0).
+TEST(SimulatorTest, AnEvictionBeforeTheRegionIsAllocatedDoesNothing) {
+  Trace t = empty_trace(2, 10.0, 1e6 * kMiB);
+  for (Launch& l : t.launches) l.seq += 10;
+  Region x, y;
+  x.id = 1, x.bytes = 4 * kMiB, x.alloc_seq = 9, x.free_seq = 11;
+  y.id = 2, y.bytes = 4 * kMiB, y.alloc_seq = 11, y.free_seq = 13;
+  x.recompute = y.recompute = Recompute{3.0, {}};
+  t.regions = {x, y};
+  t.launches[0].regions.push_back(1);
+  Analysis a = analyze(t);
+  ASSERT_EQ(a.next_instance[0], 1u);
+  Plan plan;
+  plan.entries.push_back({2, EvictKind::kRecompute, 0, kNoLaunch, kNoLaunch, kNoLaunch, 0.0});
+  const SimResult s = simulate(a, plan, a.peak_bytes);
+  ASSERT_TRUE(s.feasible) << s.reason;
+  EXPECT_EQ(s.recompute_us, 0.0);
+}
+
 // X, allocated for launch 1 (on stream 1, 100 us), is freed after launch 2 on stream 0, which
 // ends long before launch 1 does. B, evicted to make room for X, comes back for launch 3 only in
 // X's memory, and that memory is X's until launch 1 ends (120 us): B's copy-in runs 120-130 us,
