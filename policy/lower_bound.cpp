@@ -201,21 +201,21 @@ double covering_bound(const Analysis& a, std::uint64_t budget) {
 }
 
 // README "A recomputation needs room". For a recomputable region r off the device at launch i,
-// at(r, i) is a lower bound on the step of any
-// valid run that brings r back recomputed by its next access b, at some launch j, i < j <= b (at
-// b alone unless r is a source of another region's recomputation, which may recompute it earlier
-// as an intermediate). That recomputation starts before j, after the launch before j on its
-// stream has ended, with r and its sources resident: at least live(j) - budget bytes of the rest
-// are off the device then.
-// Written data off then (classes A and C at j) has been copied out before, and what is read
-// again (B and C) comes back after.
+// at(r, i) is a lower bound on the step of any valid run that brings r back recomputed by its
+// next access b, at some launch j, i < j <= b (at b alone unless r is a source of another
+// region's recomputation, which may recompute it earlier as an intermediate). That recomputation
+// starts before j, after the launch before j on its stream has ended, with r and its sources
+// resident: at least live(j) - budget bytes of the rest are off the device then. Written data off
+// then (classes A and C at j) has been copied out before, and what is read again (B and C) comes
+// back after.
 class RecomputeRoom {
  public:
   RecomputeRoom() = default;  // none: empty()
-  // `suffix`: compute from each launch to the end of the step on its stream, the launch included.
-  // Past `max_values` (region, launch) values it computes none (empty()).
+  // `suffix`, `prefix`: compute from each launch to the end of the step on its stream, the
+  // launch included, and before it on its stream. Past `max_values` (region, launch) values it
+  // computes none (empty()).
   RecomputeRoom(const Analysis& a, std::uint64_t budget, const std::vector<double>& suffix,
-                double max_values) {
+                const std::vector<double>& prefix, double max_values) {
     const Trace& t = *a.trace;
     const std::size_t nr = t.regions.size(), n = a.n;
     const double bw_out = t.device.d2h_bytes_per_s / 1e6, bw_in = t.device.h2d_bytes_per_s / 1e6;
@@ -237,15 +237,6 @@ class RecomputeRoom {
       total += a.accesses[r].back() - a.first_live[r] + 1;
     }
     pt_.assign(total, 0);
-    std::vector<double> before(n, 0);  // compute before each launch on its stream
-    {
-      std::unordered_map<std::uint32_t, double> on_stream;
-      for (std::size_t j = 0; j < n; ++j) {
-        double& c = on_stream[t.launches[j].stream];
-        before[j] = c;
-        c += t.launches[j].dur_us;
-      }
-    }
     // What region r is at launch j, before j runs: free to be off (never used, not yet written,
     // or recomputable, whose recomputation's cost is not counted here), B (carried over, first
     // used at or after j: off, it started the iteration on the host or left early, and comes
@@ -263,7 +254,7 @@ class RecomputeRoom {
     ReleaseSchedule out_sched;
     std::vector<std::size_t> seen;
     for (std::size_t j = 0; j < n; ++j) {
-      const double c_before = before[j];
+      const double c_before = prefix[j];
       const double excess = static_cast<double>(a.live_bytes[j]) - static_cast<double>(budget);
       double pool[4] = {0, 0, 0, 0};  // bytes per Kind
       double tail_min = 0;            // least compute left after the next use of one of B and C
@@ -395,11 +386,17 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
       if (acc[k + 1] > acc[k] + 1) add(dC, acc[k] + 1, acc[k + 1] - 1, b);
     if (acc.back() < hi) add(rc ? dfree : dA, acc.back() + 1, hi, b);
   }
-  // Compute from each launch to the end of the step on its stream (the launch included).
-  std::vector<double> suffix(n, 0);
+  // Compute from each launch to the end of the step on its stream (the launch included), and
+  // before it on its stream.
+  std::vector<double> suffix(n, 0), prefix(n, 0);
   {
-    std::unordered_map<std::uint32_t, double> acc;
+    std::unordered_map<std::uint32_t, double> acc, before;
     for (std::size_t j = n; j-- > 0;) suffix[j] = acc[t.launches[j].stream] += t.launches[j].dur_us;
+    for (std::size_t j = 0; j < n; ++j) {
+      double& c = before[t.launches[j].stream];
+      prefix[j] = c;
+      c += t.launches[j].dur_us;
+    }
   }
   // The refinement below visits every live region at every launch over the budget; it is
   // skipped (the bound stays valid, only looser) where that would be slow.
@@ -415,9 +412,10 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
   // Fewer points on the alpha grid for long iterations; any grid keeps the bound a bound.
   const int steps = over <= 20'000 ? 256 : 32;
   // Recomputation needs room for the region and its sources (README "A recomputation needs
-  // room"): on one stream, with the refinements, and where its table stays small.
-  const RecomputeRoom room =
-      refine && itemize ? RecomputeRoom(a, budget, suffix, kMaxRoomValues) : RecomputeRoom();
+  // room"): with the refinements, and where its table stays small.
+  const RecomputeRoom room = refine && itemize
+                                 ? RecomputeRoom(a, budget, suffix, prefix, kMaxRoomValues)
+                                 : RecomputeRoom();
   std::int64_t rc_live = 0;
   const std::vector<std::size_t> no_items;
   std::vector<double> cum_bytes, cum_cost;       // prefix sums of the sorted items
@@ -435,7 +433,6 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
   std::vector<std::pair<std::size_t, double>> reads;  // B and C: (next access after i, bytes)
   std::vector<std::pair<double, double>> wrap_after_jobs;
   ReleaseSchedule out_sched, wrap_sched, wrap_after_sched;
-  std::unordered_map<std::uint32_t, double> before;
   std::int64_t f = 0, A = 0, B = 0, C = 0;
   const double bw_out = t.device.d2h_bytes_per_s / 1e6, bw_in = t.device.h2d_bytes_per_s / 1e6;
   // (cost per byte, bytes, least step of a run that recomputes it: RecomputeRoom::at)
@@ -445,9 +442,7 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
   for (std::size_t i = 0; i < n; ++i) {
     f += dfree[i], A += dA[i], B += dB[i], C += dC[i], rc_live += drc[i];
     const Launch& l = t.launches[i];
-    double& cb = before[l.stream];
-    const double c_before = cb, c_after = stream_total[l.stream] - cb - l.dur_us;
-    cb += l.dur_us;
+    const double c_before = prefix[i], c_after = stream_total[l.stream] - c_before - l.dur_us;
     const std::int64_t excess =
         static_cast<std::int64_t>(a.live_bytes[i]) - static_cast<std::int64_t>(budget);
     if (excess <= 0) continue;

@@ -274,13 +274,14 @@ class Sim {
           t_.regions[r].bytes < t_.device.min_evictable_bytes)
         continue;
       // Nor one issued before the region is allocated (it finds nothing to evict).
-      if (!a_.live_at_start[r] && first_launch_evicted(e, a_.n) <= a_.first_live[r]) continue;
+      const std::size_t at = first_launch_evicted(e, a_.n);
+      if (!a_.live_at_start[r] && at <= a_.first_live[r]) continue;
       // Only an eviction issued after the last access ends the iteration off: otherwise that
       // access brings the region back, it ends the iteration on the device, and starts there.
       const auto& acc = a_.accesses[r];
-      if (!acc.empty() && first_launch_evicted(e, a_.n) <= acc.back()) continue;
+      if (!acc.empty() && at <= acc.back()) continue;
       // Nor one that comes only once the region is freed (frees run first after a launch).
-      if (!a_.live_at_end[r] && first_launch_evicted(e, a_.n) > a_.last_live[r]) continue;
+      if (!a_.live_at_end[r] && at > a_.last_live[r]) continue;
       // A drop for good of a region the next iteration reads (as the instance carried over)
       // and cannot recompute by that read (its sources not carried over with it, or gone by
       // then): its data must survive, so the drop keeps a copy on the host (a copy-out, as a
@@ -733,8 +734,8 @@ class Sim {
   std::vector<bool> drop_as_swap_;  // per plan entry: a drop that must keep a copy (init_state)
   std::vector<std::size_t> host_from_next_;  // started on the host as its next instance ends
   std::vector<std::size_t> deferred_, keep_;
-  std::vector<std::size_t>
-      recomputing_;  // regions whose sources are being made resident, outermost first
+  // Regions whose sources are being made resident, outermost first.
+  std::vector<std::size_t> recomputing_;
   std::vector<std::size_t> leaving_;  // swapped out or freed with memory not back yet (lazily)
   ByLastUse kept_;                    // kept intermediates, pruned lazily (least_recent)
   // Resident regions, the demand evictions' candidates, pruned lazily (least_recent). Kept only
