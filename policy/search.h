@@ -54,8 +54,10 @@ struct SearchResult {
 };
 
 // Seeds: the greedy hybrid plan (and its swap-only form), recompute-only, Belady's
-// traffic-minimising plan, DELTA, vDNN and no plan at all, each after a few rounds of the feedback
-// rule; the best by simulated step time is then improved by local moves: shift a trigger, move an
+// traffic-minimising plan, DELTA, vDNN and no plan at all, then each one's early form (its wraps of
+// state carried across iterations evicted after the first launch instead), each simulated once
+// and then, best first, refined by a few rounds of the feedback rule; the best by simulated step
+// time is then improved by local moves: shift a trigger, move an
 // eviction to another gap of the same region, add or drop an eviction, trade swap for recompute or
 // back, take a persistent region off the device between all of its uses (and across the iteration
 // boundary). Moves are accepted by simulated annealing: a worse plan now and then, less often as
