@@ -83,12 +83,14 @@ class Search {
 
   SearchResult run() {
     SearchResult res;
-    // Seeds, planned lazily: on a long iteration the time budget may end after the first.
+    // Seeds, planned lazily: on a long iteration the time budget may end after the first. The
+    // strongest and cheapest come first. Over the corpus the best seed is Belady's plan in 33 of
+    // 78 cells, the greedy plan in 30 and recompute-only in 14; Belady's takes a twentieth of the
+    // greedy plan's time. DELTA's is cheap too, and ahead of the greedy plan where that stalls.
     const std::vector<std::string> names =
-        o_.allow_recompute
-            ? std::vector<std::string>{"capuchin", "swap-only", "recompute", "belady",
-                                       "delta",    "vdnn",      "lru"}
-            : std::vector<std::string>{"capuchin", "belady", "delta", "vdnn", "lru"};
+        o_.allow_recompute ? std::vector<std::string>{"capuchin",  "belady", "recompute", "delta",
+                                                      "swap-only", "vdnn",   "lru"}
+                           : std::vector<std::string>{"capuchin", "belady", "delta", "vdnn", "lru"};
     Plan first;
     // The first seed's planning time: a later seed starts only with room left for as much, so
     // that the search overruns its budget by a seed's simulations at most, not by a seed too.
