@@ -472,7 +472,8 @@ class Sim {
     s.kept = false;
     if (drops(k)) {
       s.st = St::kDropped;  // the memory goes back once the last reader has finished
-      heap_.push({std::max(s.last_use_end, after), r, s.gen});
+      s.release = std::max(s.last_use_end, after);  // a donor's memory, once freed, lands then
+      heap_.push({s.release, r, s.gen});
     } else {
       swap_out(r, after);
     }

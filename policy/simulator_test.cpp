@@ -694,6 +694,39 @@ TEST(SimulatorTest, APrefetchTakesTheMemoryOfASwapOutInFlight) {
   EXPECT_LE(peak, static_cast<std::int64_t>(5 * kMiB));
 }
 
+// A region whose copy-out a prefetch cancelled, then dropped after a 5 ms launch and freed while
+// that launch still runs on the other stream, lends its memory to a restore only once the launch
+// ends. Its release time was the cancelled copy-out's: the restore of region 3 started at 1.35
+// ms, beside the 128 MiB the launch still used (192 MiB under a 129 MiB budget), and the step,
+// 5.02 ms, was below the lower bound (7.57 ms).
+TEST(SimulatorTest, ADroppedRegionLendsItsMemoryOnlyOnceItsLastReaderEnds) {
+  Trace t = empty_trace(6, 10.0, 5e10);
+  t.launches[2].dur_us = 5000.0;
+  for (std::size_t i : {3, 4, 5}) t.launches[i].stream = 1;
+  const RegionId small = add_region(t, 4096, 0, -1, {0, 2});
+  const RegionId a = add_region(t, 64 * kMiB, 0, 3, {0, 2});
+  t.regions.back().recompute = Recompute{10.0, {small}};
+  add_region(t, 64 * kMiB, 2, 3, {2});
+  const RegionId w = add_region(t, 64 * kMiB, 0, -1, {5});
+  const Analysis an = analyze(t);
+  Plan p;
+  const double in_us = 64.0 * kMiB / 5e10 * 1e6;
+  p.entries.push_back({a, EvictKind::kSwap, 0, kNoLaunch, 1, 2, in_us});  // cancelled: back at 2
+  p.entries.push_back({a, EvictKind::kRecompute, 2, kNoLaunch, kNoLaunch, kNoLaunch, 0.0});
+  p.entries.push_back({w, EvictKind::kSwap, 5, kNoLaunch, 4, 5, in_us});  // a wrap
+  const std::uint64_t budget = 129 * kMiB;
+  SimEvents ev;
+  const SimResult s = simulate(an, p, budget, &ev);
+  ASSERT_TRUE(s.feasible) << s.reason;
+  EXPECT_EQ(s.access_violations, 0u);
+  for (const SimEvents::Copy& c : ev.copies) {
+    if (c.to_device && c.region == an.index.at(w)) {
+      EXPECT_GE(c.start_us, ev.launches[2].end_us);
+    }
+  }
+  EXPECT_GE(s.step_time_us, lower_bound(an, budget).bound_us);
+}
+
 TEST(SimulatorTest, DemandEvictionIsLeastRecentlyUsed) {
   // At launch 2 one of `old` (used at 0) and `recent` (used at 1) must go; `recent` is needed
   // again at 3, so evicting it instead of `old` would cost a restore.
