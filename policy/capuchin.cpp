@@ -665,6 +665,9 @@ class Planner {
       work.pop_back();
       if (s == kNoLaunch) return std::nullopt;  // a source the trace does not know
       if (s == c.r || a_.first_live[s] > c.b || a_.last_live[s] < c.b) return std::nullopt;
+      // An idle region parked on the host (no launch touches it) would have to come back on
+      // demand, evicting something the plan does not count.
+      if (a_.parked(s, static_cast<std::uint64_t>(budget_))) return std::nullopt;
       if (const Chosen* ch = evicted_at(s, c.b)) {
         if (ch->kind == EvictKind::kSwap || !t_.regions[s].recompute) return std::nullopt;
         ev.cost += t_.regions[s].recompute->cost_us;

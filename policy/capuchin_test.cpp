@@ -401,6 +401,33 @@ TEST(CapuchinTest, CheckedFeedbackTriesEntriesOneByOneWhileTimeLasts) {
   EXPECT_EQ(c.plan.entries[1].trigger, 8u);
 }
 
+// Region B is recomputable from two idle regions (no launch touches them), which stay on the host
+// below the peak. The planner dropped B and recomputed it from them, calling the plan fitting;
+// the simulator had to bring them back on demand, with a demand eviction, at 6.3 times the
+// bound. It now swaps B instead: the plan fits and runs as planned.
+TEST(CapuchinTest, RecomputesFromNoRegionParkedOnTheHost) {
+  Trace t = empty_trace(5, 10.0, 1e9);
+  t.device.d2h_bytes_per_s = 2e9;
+  const double durs[] = {79.842, 1471.453, 0.0, 822.161, 132.824};
+  for (std::size_t i = 0; i < 5; ++i) t.launches[i].dur_us = durs[i];
+  add_region(t, 64 * kMiB, 0, -1, {1});
+  add_region(t, 64 * kMiB, 0, -1, {0, 3});  // B
+  add_region(t, 32 * kMiB, 0, -1, {2});
+  const RegionId idle32 = add_region(t, 32 * kMiB, 0, -1, {});
+  add_region(t, 64 * kMiB, 0, -1, {4});
+  const RegionId idle64 = add_region(t, 64 * kMiB, 0, -1, {});
+  t.regions[1].recompute = Recompute{157.88, {idle64, idle32}};
+  const Analysis a = analyze(t);
+  const std::uint64_t budget = 192 * kMiB;
+  ASSERT_TRUE(a.parked(a.index.at(idle64), budget));
+  const Plan p = plan_capuchin(a, budget);
+  ASSERT_TRUE(p.fits) << p.reason;
+  for (const PlanEntry& e : p.entries) EXPECT_NE(e.kind, EvictKind::kRecompute);
+  const SimResult s = simulate(a, p, budget);
+  EXPECT_EQ(s.demand_evictions, 0u);
+  EXPECT_EQ(s.access_violations, 0u);
+}
+
 TEST(CapuchinTest, ImpossibleBudgetIsReported) {
   SwapFixture f;
   Analysis a = analyze(f.t);
