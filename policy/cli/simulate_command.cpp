@@ -8,6 +8,7 @@
 #include "policy/cli/simulate_command.h"
 
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -17,6 +18,8 @@
 #include <memory>
 #include <vector>
 #include <stdexcept>
+#include <string>
+#include <system_error>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -365,8 +368,21 @@ void add_simulate_command(CLI::App& app) {
                                         "capuchin: time the search may spend improving the "
                                         "greedy plan, as gswapd does (0: the greedy plan alone)")
                             ->capture_default_str();
-  CLI::Option* seed =
-      sub->add_option("--seed", o->seed, "capuchin: the search's seed")->capture_default_str();
+  // CLI11 reads "-1" and 2^64 into an unsigned integer without a word (wrapped or clamped);
+  // a seed is what makes a search repeatable, so only a plain decimal that fits is taken.
+  const CLI::Validator decimal_u64(
+      [](std::string& text) -> std::string {
+        std::uint64_t v = 0;
+        const char* end = text.data() + text.size();
+        const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+        if (text.empty() || ec != std::errc{} || ptr != end)
+          return "a seed is a whole number from 0 to 18446744073709551615, not '" + text + "'";
+        return {};
+      },
+      "UINT64");
+  CLI::Option* seed = sub->add_option("--seed", o->seed, "capuchin: the search's seed")
+                          ->check(decimal_u64)
+                          ->capture_default_str();
   sub->add_option("--plan", o->plan,
                   "simulate this plan (gswap-plan JSON, such as `gswapctl trace dump --plan-out` "
                   "writes: the plan gswapd follows) instead of planning")
