@@ -20,7 +20,8 @@ struct LowerBound {
 
 // max_visits: the refinements and the recomputation items each visit regions at every launch
 // over the budget; past this many visits they fall back to coarser terms that are still a
-// bound (policy/README.md). Tests lower it to exercise the fallbacks.
+// bound, the refinements running only at the launches with the highest values, on 1/16 of the
+// visits (policy/README.md). Tests lower it to exercise the fallbacks.
 LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visits = 5e7);
 
 }  // namespace gswap::policy
