@@ -370,8 +370,11 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
   };
   std::vector<std::size_t> recomputable;
   std::vector<std::int64_t> drc(n + 1, 0);  // recomputable bytes live (see itemize below)
+  // A region too small to evict never leaves the device (no plan entry and no demand eviction
+  // moves it): it is in no pool, and the bytes over the budget all come from the others.
+  auto stays = [&](std::size_t r) { return t.regions[r].bytes < t.device.min_evictable_bytes; };
   for (std::size_t r = 0; r < t.regions.size(); ++r) {
-    if (a.first_live[r] > a.last_live[r]) continue;
+    if (a.first_live[r] > a.last_live[r] || stays(r)) continue;
     const auto b = static_cast<std::int64_t>(t.regions[r].bytes);
     const bool rc = t.regions[r].recompute.has_value();
     if (rc) {
@@ -465,7 +468,8 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
     if (!itemize) {
       extra_free = rc_live;
       for (std::size_t r : a.touched[i])
-        if (t.regions[r].recompute) extra_free -= static_cast<std::int64_t>(t.regions[r].bytes);
+        if (t.regions[r].recompute && !stays(r))
+          extra_free -= static_cast<std::int64_t>(t.regions[r].bytes);
     }
     for (std::size_t r : itemize ? recomputable : no_items) {
       if (a.first_live[r] > i || a.last_live[r] < i) continue;
@@ -505,7 +509,7 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
       // B's bytes that may leave before i: copy-outs released at 0, one job (split at will).
       double early_bytes = 0;
       for (std::size_t r = 0; r < t.regions.size(); ++r) {
-        if (a.first_live[r] > i || a.last_live[r] < i) continue;
+        if (a.first_live[r] > i || a.last_live[r] < i || stays(r)) continue;
         const auto& acc = a.accesses[r];
         if (acc.empty()) continue;
         auto next = std::upper_bound(acc.begin(), acc.end(), i);

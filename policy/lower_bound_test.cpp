@@ -418,6 +418,31 @@ TEST(LowerBoundTest, TheFallbackForLongIterationsIsStillABound) {
   EXPECT_GT(compared, 40);
 }
 
+// A region smaller than min_evictable_bytes never leaves the device, so it is not free to leave,
+// even when no launch touches it: the byte over the budget at launch 1 must come from X, copied
+// out before launch 1 and back after it. Counted as free, it left only compute (300 us).
+TEST(LowerBoundTest, ARegionTooSmallToEvictIsNeverOff) {
+  Trace t = empty_trace(3, 100.0, 1e9);
+  add_region(t, 4 * kMiB, 0, -1, {0, 2});  // X
+  add_region(t, 4 * kMiB, 1, 1, {1});
+  add_region(t, 1 * kMiB, 0, -1, {});  // below the 2 MiB threshold, touched by no launch
+  const Analysis a = analyze(t);
+  const std::uint64_t budget = 8 * kMiB;
+  const double mib_us = kMiB / 1e9 * 1e6;
+  const LowerBound lb = lower_bound(a, budget);
+  // X's copy-out starts when launch 0 ends, its copy-in when launch 1 ends, then launch 2 runs.
+  EXPECT_NEAR(lb.bound_us, 100 + mib_us + 100 + mib_us + 100, 1e-6);
+  for (const Plan& p : {plan_capuchin(a, budget), plan_lru(a, budget)}) {
+    const SimResult s = simulate(a, p, budget);
+    ASSERT_TRUE(s.feasible) << s.reason;
+    EXPECT_GE(s.step_time_us, lb.bound_us) << p.policy;
+  }
+  // Where it may leave (every region can move), it is free to: compute alone is left.
+  t.device.min_evictable_bytes = 0;
+  const Analysis b = analyze(t);
+  EXPECT_DOUBLE_EQ(lower_bound(b, budget).bound_us, 300.0);
+}
+
 // Past max_visits the refinements still run at the launches with the highest values without
 // them (at least one). A 4-layer ViT-B/16, swap-only, at 50% of its peak: 35,285 us without the
 // refinements, 37,220 us with them at every launch, 37,043 us refined at the highest launch
