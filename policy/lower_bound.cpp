@@ -149,7 +149,9 @@ double covering_bound(const Analysis& a, std::uint64_t budget) {
   for (std::size_t r = 0; r < t.regions.size(); ++r)
     if (a.next_instance[r] != kNoRegion) is_next[a.next_instance[r]] = true;
   for (std::size_t r = 0; r < t.regions.size(); ++r) {
-    if (a.first_live[r] > a.last_live[r]) continue;
+    // A region too small to evict never leaves the device: it covers nothing.
+    if (a.first_live[r] > a.last_live[r] || t.regions[r].bytes < t.device.min_evictable_bytes)
+      continue;
     const double b = static_cast<double>(t.regions[r].bytes);
     const bool rc = t.regions[r].recompute.has_value();
     const bool carried = a.live_at_start[r];
