@@ -106,10 +106,15 @@ TEST(SearchTest, StartsOnceFromTheWrapsSpreadOverTheOptimizer) {
 // (its next use is the furthest) and wraps it, so its copy-outs follow the optimizer and end the
 // step (capuchin 1.28, belady 1.33 of the bound). Their early forms copy it out while the
 // iteration starts: belady's, tried in the first dozen plans, is at 1.13.
-TEST(SearchTest, TriesTheSeedsWithTheirWrapsEvictedEarly) {
+// A swap-only 6-layer transformer, as a program with no recompute callback records it.
+Trace six_layer_transformer() {
   TransformerConfig c;
   c.layers = 6;
-  const Trace t = without_recompute(make_transformer(c));
+  return without_recompute(make_transformer(c));
+}
+
+TEST(SearchTest, TriesTheSeedsWithTheirWrapsEvictedEarly) {
+  const Trace t = six_layer_transformer();
   const Analysis a = analyze(t);
   const std::uint64_t budget = a.peak_bytes * 9 / 10;
   SearchOptions o;
@@ -126,9 +131,7 @@ TEST(SearchTest, TriesTheSeedsWithTheirWrapsEvictedEarly) {
 // The 6-layer transformer at 30%: five plans are the five seeds, where the greedy plan's feedback
 // rounds alone left it at 1.22 of the bound, behind vDNN (1.17) and Belady's plan (1.03).
 TEST(SearchTest, EverySeedRunsBeforeTheFeedbackRounds) {
-  TransformerConfig c;
-  c.layers = 6;
-  const Trace t = without_recompute(make_transformer(c));
+  const Trace t = six_layer_transformer();
   const Analysis a = analyze(t);
   const std::uint64_t budget = a.peak_bytes * 3 / 10;
   SearchOptions o;
