@@ -197,40 +197,36 @@ TEST(SearchTest, StaysWithinItsTimeBudget) {
   EXPECT_FALSE(r.plan.entries.empty());
 }
 
-// A clock on which the first seed (the greedy plan) takes 150 ms to plan, and every later reading
-// 1 ms: with 50 ms left, no later seed starts (each would take as long). Two-stream BERT with
-// recompute at 30% of its peak, where plan_belady's seed is far better than the greedy plan's,
-// which a search that went on seeding would have returned.
-TEST(SearchTest, StartsALaterSeedOnlyWithRoomLeftForOne) {
+// Two-stream BERT with recompute at 30% of its peak, searched on a clock on which the first seed
+// (the greedy plan) takes `first_ms` to plan and every later reading 1 ms.
+SearchResult search_with_a_slow_first_seed(double first_ms, double budget_ms) {
   const Trace t = make_two_stream_bert();
   const Analysis a = analyze(t);
   int reads = 0;
   SearchOptions o;
   o.now_ms = [&] {
     ++reads;
-    return reads <= 2 ? 0.0 : 150.0 + (reads - 3);  // the search's start, before the first seed
+    return reads <= 2 ? 0.0 : first_ms + (reads - 3);  // the search's start, before the first seed
   };
-  o.time_budget_ms = 200;
-  const SearchResult r = search_plan(a, a.peak_bytes * 30 / 100, o);
+  o.time_budget_ms = budget_ms;
+  return search_plan(a, a.peak_bytes * 30 / 100, o);
+}
+
+// With 50 ms left after a first seed of 150 ms, no later seed starts (each would take as long).
+// There plan_belady's seed is far better than the greedy plan's, which a search that went on
+// seeding would have returned.
+TEST(SearchTest, StartsALaterSeedOnlyWithRoomLeftForOne) {
+  const SearchResult r = search_with_a_slow_first_seed(150, 200);
   EXPECT_TRUE(r.out_of_time);
   EXPECT_EQ(r.seed_policy.rfind("capuchin", 0), 0u) << r.seed_policy;
 }
 
-// The same with room for one more seed (the first takes 100 ms of 205): it is Belady's plan, the
-// strongest seed on most traces and cheap to make. A long iteration of recomputable regions, 4,999
-// launches, ran its 200 ms search out on the greedy plan, its swap-only form and recompute-only,
-// at 1.8 times DELTA's step; Belady's plan, tried second, is ahead of DELTA's.
+// With room for one more seed (the first takes 100 ms of 205), it is Belady's plan: the best seed
+// in more corpus cells than any other, and cheap to make. A long iteration of recomputable
+// regions, 4,999 launches, ran its 200 ms search out on the greedy plan, its swap-only form and
+// recompute-only, at 1.8 times DELTA's step; Belady's plan, tried second, is ahead of DELTA's.
 TEST(SearchTest, TriesBeladysPlanSecond) {
-  const Trace t = make_two_stream_bert();
-  const Analysis a = analyze(t);
-  int reads = 0;
-  SearchOptions o;
-  o.now_ms = [&] {
-    ++reads;
-    return reads <= 2 ? 0.0 : 100.0 + (reads - 3);
-  };
-  o.time_budget_ms = 205;
-  const SearchResult r = search_plan(a, a.peak_bytes * 30 / 100, o);
+  const SearchResult r = search_with_a_slow_first_seed(100, 205);
   EXPECT_TRUE(r.out_of_time);
   EXPECT_EQ(r.seed_policy.rfind("belady", 0), 0u) << r.seed_policy;
 }
