@@ -175,10 +175,10 @@ Trace make_vgg16(int batch, const H100Rates& rates) {
   return b.finish();
 }
 
-Trace make_vit_b16(int batch, const H100Rates& rates) {
+Trace make_vit_b16(int batch, const H100Rates& rates, int layers) {
   TransformerConfig c;
   c.name = "vit-b16";
-  c.layers = 12, c.hidden = 768, c.heads = 12, c.seq = 197, c.batch = batch, c.vocab = 1000;
+  c.layers = layers, c.hidden = 768, c.heads = 12, c.seq = 197, c.batch = batch, c.vocab = 1000;
   c.patch = 16;
   c.precision = kMixed;
   return make_transformer(c, rates);

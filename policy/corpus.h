@@ -26,7 +26,8 @@ Trace make_vgg16(int batch = 64, const H100Rates& rates = {});
 // ViT-B/16 at 224x224: 16x16 patch embedding, 197 tokens, 12 layers of hidden 768 with 12 heads
 // and a 3072-wide MLP, a 1000-way head on the class token; bf16 weights and activations, fp32
 // Adam moments. The attention scores and probabilities are batch x 12 x 197 x 197 each.
-Trace make_vit_b16(int batch = 64, const H100Rates& rates = {});
+// `layers` other than 12 makes a deeper or shallower model of the same width.
+Trace make_vit_b16(int batch = 64, const H100Rates& rates = {}, int layers = 12);
 // U-Net at 256x256 with 64-128-256-512 channels and a 1024-channel bottleneck: every encoder
 // level's output is kept until the decoder concatenates it at the end of the forward; bf16
 // weights and activations, fp32 Adam moments.
