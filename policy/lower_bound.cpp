@@ -350,6 +350,9 @@ constexpr std::size_t kMaxRoomThresholds = 8;
 // Where the refinement cannot run at every launch over the budget, the share of max_visits it may
 // still spend on the launches with the highest values.
 constexpr double kPartialRefinementShare = 1.0 / 16;
+// Launches between a launch and the next on its stream looked at for regions read only while it
+// may still run; past this many, none is counted as needing a copy-in after it.
+constexpr std::size_t kMaxLateWindow = 256;
 
 LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visits) {
   LowerBound lb;
@@ -428,6 +431,18 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
   const RecomputeRoom room = refine_all && itemize
                                  ? RecomputeRoom(a, budget, suffix, prefix, kMaxRoomValues)
                                  : RecomputeRoom();
+  // The next launch on each launch's stream (n: none). A launch issued after it starts no
+  // earlier than it does, so no earlier than launch i ends; launches between i and it, on other
+  // streams, may run while i does.
+  std::vector<std::size_t> next_on_stream(n, n);
+  {
+    std::unordered_map<std::uint32_t, std::size_t> later;
+    for (std::size_t j = n; j-- > 0;) {
+      auto [it, fresh] = later.try_emplace(t.launches[j].stream, n);
+      next_on_stream[j] = it->second;
+      it->second = j;
+    }
+  }
   // Bytes free to leave, of classes A, B and C, and recomputable, live at each launch.
   for (std::size_t i = 1; i < n; ++i) {
     dfree[i] += dfree[i - 1], dA[i] += dA[i - 1], dB[i] += dB[i - 1], dC[i] += dC[i - 1];
@@ -463,6 +478,27 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
     const std::int64_t excess =
         static_cast<std::int64_t>(a.live_bytes[i]) - static_cast<std::int64_t>(budget);
     if (excess <= 0) return 0.0;
+    // Copy-ins after i: a region of B or C off when i ends comes back after, for its next access
+    // at or after m, the next launch on i's stream, which cannot start before i ends. One whose
+    // accesses after i all come before m may be back and read while i runs (on another stream),
+    // and off again when i ends: it needs no copy-in after i (`late`). Where m is far or absent,
+    // no region is counted as needing one (`no_in`).
+    const std::size_t m = next_on_stream[i];
+    const bool no_in = m >= n || m - i > kMaxLateWindow;
+    double late = 0;
+    if (!no_in)
+      for (std::size_t k = i + 1; k < m; ++k)
+        for (std::size_t r : a.touched[k]) {
+          const auto& acc = a.accesses[r];
+          if (acc.back() != k || stays(r) || a.first_live[r] > i) continue;
+          const auto prev = std::upper_bound(acc.begin(), acc.end(), i);
+          if (prev != acc.begin() && *std::prev(prev) == i) continue;      // touched by i
+          if (prev == acc.begin() && !a.live_at_start[r]) continue;        // not yet written
+          late += static_cast<double>(t.regions[r].bytes);
+        }
+    auto copied_in = [&](double y) {  // bytes a copy-in brings back after i ends
+      return no_in ? 0.0 : std::max(0.0, y - static_cast<double>(A) - late);
+    };
 
     // Recompute items (and recomputable regions that are free to leave at i).
     std::int64_t extra_free = 0;
@@ -547,10 +583,17 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
             wraps_after.push_back({last, after, b, 0, acc.front() <= last ? b : 0});
           }
         }
-        if (read) {
-          reads.emplace_back(*next, static_cast<double>(t.regions[r].bytes));
-          tail_min = any_in ? std::min(tail_min, suffix[*next]) : suffix[*next];
-          any_in = true;
+        if (read && !no_in) {
+          // Its copy-in after i ends serves its first access that starts after i ends: its first
+          // at or after m at the latest, any from its next on (one before m may run after i).
+          const auto back = std::lower_bound(next, acc.end(), m);
+          if (back != acc.end()) {
+            reads.emplace_back(*back, static_cast<double>(t.regions[r].bytes));
+            double left = suffix[*back];
+            for (auto k = next; k != back; ++k) left = std::min(left, suffix[*k]);
+            tail_min = any_in ? std::min(tail_min, left) : left;
+            any_in = true;
+          }
         }
       }
       if (early_bytes > 0) outs.emplace_back(0.0, early_bytes);
@@ -628,7 +671,7 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
       // One cell [lo_alpha, hi_alpha] of the grid: (its value, y, the rest after i's start).
       auto cell = [&](double lo_alpha, double hi_alpha) {
         const double y = X - hi_alpha;
-        const double in = std::max(0.0, y - static_cast<double>(A));
+        const double in = copied_in(y);
         const double in_us = bw_in > 0 && in > 0 ? in / bw_in + tail_min : 0;
         const double rest = l.dur_us + std::max(c_after + R(lo_alpha), in_us);
         return std::tuple{traffic(y, rest), y, rest};
@@ -649,19 +692,22 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
         const auto [lo, hi] = ac_range(y);
         // Release dates from i's start: the last access also waits for the copy-ins of the
         // regions read before it (README "A wrap's copy-out waits for the restores before it").
-        const double in = std::max(0.0, y - static_cast<double>(A));
+        const double in = copied_in(y);
         if (!jobs_built || in != jobs_in) {
           jobs_built = true;
           jobs_in = in;
           wrap_after_jobs.clear();
           for (const WrapAfter& w : wraps_after) {
-            // Copy-ins that must end before L starts: its own (wrapped, it is off at i), and
-            // all but `later` of the others. With none, L may run beside i (on another stream).
-            const double restored = std::max({0.0, in - w.later, w.own});
+            // Copy-ins that must end before L starts: all but `later` of the others, which are
+            // off until i ends, and its own. It is off when i starts, not necessarily when i
+            // ends: its copy-in may start while i runs, in memory a copy-out landing then frees.
+            // With none, L may run beside i (on another stream).
+            const double after_i = std::max(0.0, in - w.later);
+            double ready = 0;  // from i's start
+            if (bw_in > 0 && after_i > 0) ready = l.dur_us + after_i / bw_in;
+            if (bw_in > 0 && w.own > 0) ready = std::max(ready, w.own / bw_in);
             wrap_after_jobs.emplace_back(
-                restored > 0 && bw_in > 0
-                    ? std::max(w.after, l.dur_us + restored / bw_in + t.launches[w.last].dur_us)
-                    : w.after,
+                ready > 0 ? std::max(w.after, ready + t.launches[w.last].dur_us) : w.after,
                 w.bytes);
           }
           wrap_after_sched.reset(wrap_after_jobs, bw_out);

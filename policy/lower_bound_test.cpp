@@ -418,6 +418,56 @@ TEST(LowerBoundTest, TheFallbackForLongIterationsIsStillABound) {
   EXPECT_GT(compared, 40);
 }
 
+// Runs the plan and expects it to reach the ideal step with no demand eviction, and the bound to
+// be no higher.
+void expect_ideal_run_within_the_bound(const Trace& t, const Plan& p, std::uint64_t budget) {
+  const Analysis a = analyze(t);
+  const SimResult s = simulate(a, p, budget);
+  ASSERT_TRUE(s.feasible) << s.reason;
+  EXPECT_EQ(s.demand_evictions, 0u);
+  EXPECT_EQ(s.access_violations, 0u);
+  EXPECT_DOUBLE_EQ(s.step_time_us, a.ideal_step_us);
+  EXPECT_LE(lower_bound(a, budget).bound_us, s.step_time_us * (1 + 1e-12));
+}
+
+// A region off when a launch starts may come back while it runs, in memory a copy-out landing
+// then frees. W, read once per iteration, is off when the 1,000 us launch 2 starts (100 MB over
+// 200 MB/ms: 500 us each way); A's copy-out lands at 500 us and W comes back in its memory by
+// 1,000 us, for launch 3. The bound had W's copy-in start when launch 2 ends, so W's copy-out,
+// after launch 3, ended at 2,000 us: a bound of 1,968.75 us against a run of 1,728 us.
+TEST(LowerBoundTest, ACopyInMayRunWhileTheLaunchRuns) {
+  Trace t = empty_trace(5, 0.0, 2e11);
+  t.device.min_evictable_bytes = 0;
+  t.launches[2].dur_us = 1000.0;
+  t.launches[4].dur_us = 728.0;
+  const std::uint64_t mb100 = 100'000'000;
+  const RegionId a = add_region(t, mb100, 1, -1, {1});  // written, never read again
+  add_region(t, mb100, 0, -1, {2});
+  const RegionId w = add_region(t, mb100, 0, -1, {3});
+  Plan p;
+  p.entries.push_back({a, EvictKind::kSwap, 1, kNoLaunch, kNoLaunch, kNoLaunch, 0.0});
+  p.entries.push_back({w, EvictKind::kSwap, 3, kNoLaunch, 2, 3, 500.0});  // a wrap
+  expect_ideal_run_within_the_bound(t, p, 2 * mb100);
+}
+
+// On two streams a region read after a launch, by launch order, may be read while it runs: X,
+// read by launch 2 on stream 1, comes back (168 us each way) in the memory of A, copied out
+// after launch 0, and is read and copied out again during the 1,000 us launch 1 on stream 0.
+// The bound had X's copy-in after launch 1: 1,168 us against a run of 1,000 us.
+TEST(LowerBoundTest, ARegionReadOnAnotherStreamMayComeBackWhileTheLaunchRuns) {
+  Trace t = empty_trace(3, 0.0, 5e10);
+  t.device.min_evictable_bytes = 0;
+  t.launches[1].dur_us = 1000.0;
+  t.launches[2].stream = 1;
+  const RegionId a = add_region(t, 8 * kMiB, 0, 1, {0});
+  add_region(t, 8 * kMiB, 0, -1, {1});
+  const RegionId x = add_region(t, 8 * kMiB, 0, -1, {2});
+  Plan p;
+  p.entries.push_back({a, EvictKind::kSwap, 0, kNoLaunch, kNoLaunch, kNoLaunch, 0.0});
+  p.entries.push_back({x, EvictKind::kSwap, 2, kNoLaunch, 1, 2, 167.77});  // a wrap
+  expect_ideal_run_within_the_bound(t, p, 16 * kMiB);
+}
+
 // A region smaller than min_evictable_bytes never leaves the device, so it is not free to leave,
 // even when no launch touches it: the byte over the budget at launch 1 must come from X, copied
 // out before launch 1 and back after it. Counted as free, it left only compute (300 us).
