@@ -492,8 +492,8 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
           const auto& acc = a.accesses[r];
           if (acc.back() != k || stays(r) || a.first_live[r] > i) continue;
           const auto prev = std::upper_bound(acc.begin(), acc.end(), i);
-          if (prev != acc.begin() && *std::prev(prev) == i) continue;      // touched by i
-          if (prev == acc.begin() && !a.live_at_start[r]) continue;        // not yet written
+          if (prev != acc.begin() && *std::prev(prev) == i) continue;  // touched by i
+          if (prev == acc.begin() && !a.live_at_start[r]) continue;    // not yet written
           late += static_cast<double>(t.regions[r].bytes);
         }
     auto copied_in = [&](double y) {  // bytes a copy-in brings back after i ends
