@@ -855,10 +855,39 @@ SwapTiming swap_timing(const Analysis& a, std::uint64_t bytes, std::size_t e, st
   return s;
 }
 
+namespace {
+
+// Whether `checked`, `chosen` after make_recomputations_executable, swaps a region that `chosen`
+// dropped and that is a source of a region `checked` still drops.
+bool swaps_a_source(const Analysis& a, const Plan& chosen, const Plan& checked) {
+  const Trace& t = *a.trace;
+  std::vector<bool> swapped(t.regions.size(), false);
+  for (std::size_t k = 0; k < checked.entries.size(); ++k)
+    if (chosen.entries[k].kind == EvictKind::kRecompute &&
+        checked.entries[k].kind == EvictKind::kSwap)
+      swapped[a.index.at(checked.entries[k].region)] = true;
+  for (const PlanEntry& e : checked.entries) {
+    if (e.kind != EvictKind::kRecompute) continue;
+    const Region& reg = t.regions[a.index.at(e.region)];
+    if (!reg.recompute) continue;
+    for (RegionId src : reg.recompute->sources)
+      if (auto it = a.index.find(src); it != a.index.end() && swapped[it->second]) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 Plan plan_capuchin(const Analysis& a, std::uint64_t budget, const CapuchinOptions& options) {
   Plan p = Planner(a, budget, options).run();
   // The greedy choice checks a recomputation's sources at its own back-access only.
-  make_recomputations_executable(a, p);
+  const Plan chosen = p;
+  if (make_recomputations_executable(a, p) > 0 && p.fits && swaps_a_source(a, chosen, p)) {
+    // A drop made a swap there, of a region another drop is recomputed from: while it is on the
+    // host, that recomputation has to bring it back, in memory the plan does not count.
+    p.fits = false;
+    p.reason = "a recomputation it chose reads a region it then had to swap instead of drop";
+  }
   if (p.feasible && !p.fits && options.allow_swap && options.allow_recompute) {
     // Greedy recomputation can corner itself: a chain whose intermediates all exist at one
     // back-access, or sources that no swap may then take away. Swapping alone still fits

@@ -428,6 +428,33 @@ TEST(CapuchinTest, RecomputesFromNoRegionParkedOnTheHost) {
   EXPECT_EQ(s.access_violations, 0u);
 }
 
+// A and B are each recomputable from the other. The planner dropped both; the check that keeps
+// recomputations executable made A's drop a swap (its recomputation would read B, dropped and
+// recomputed from A: a cycle), but B, recomputed at launch 2 from A, then needed A back from the
+// host, in memory the plan did not count: a demand eviction in a plan said to fit. Such a plan
+// is no fit now, and the planner falls back to swapping alone, which fits.
+TEST(CapuchinTest, ARecomputationFromARegionTheCheckSwappedIsNoFit) {
+  Trace t = empty_trace(5, 0.0, 1e9);
+  t.device.d2h_bytes_per_s = 2e9;
+  t.device.min_evictable_bytes = 64 * kMiB;
+  t.launches[1].dur_us = 1224.833;
+  t.launches[3].dur_us = 8.083;
+  const RegionId a = add_region(t, 128 * kMiB, 0, -1, {1, 4});
+  const RegionId b = add_region(t, 128 * kMiB, 0, -1, {0, 2});
+  t.regions[0].recompute = Recompute{27.755, {b}};
+  t.regions[1].recompute = Recompute{0.0, {a}};
+  add_region(t, 128 * kMiB, 1, 3, {});
+  add_region(t, 64 * kMiB, 1, -1, {1, 3});
+  const Analysis an = analyze(t);
+  const std::uint64_t budget = 459'014'144;
+  const Plan p = plan_capuchin(an, budget);
+  ASSERT_TRUE(p.feasible) << p.reason;
+  const SimResult s = simulate(an, p, budget);
+  EXPECT_TRUE(p.fits) << p.reason;
+  EXPECT_EQ(s.demand_evictions, 0u);
+  EXPECT_EQ(s.access_violations, 0u);
+}
+
 TEST(CapuchinTest, ImpossibleBudgetIsReported) {
   SwapFixture f;
   Analysis a = analyze(f.t);
