@@ -305,7 +305,8 @@ class Planner {
     if (o_.allow_recompute)
       for (std::size_t k = 0; k < cands_.size(); ++k) {
         const Cand& c = cands_[k];
-        if (c.tail && t_.regions[c.r].recompute && cur_.max(c.e + 1, a_.last_live[c.r]) > budget_)
+        if (c.tail && t_.regions[c.r].recompute && cur_.max(c.e + 1, a_.last_live[c.r]) > budget_ &&
+            drop_keeps_recomputations(c))
           apply_drop(k, plan);
       }
 
@@ -754,9 +755,38 @@ class Planner {
     plan.entries.push_back(e);
   }
 
-  // A recomputable region dropped after its last read: nothing brings it back.
+  // Whether dropping c's region after its last read leaves every recomputation able to run with
+  // the memory the plan counts. No chosen recomputation may read it while it is gone. And where
+  // it is the next instance of a region carried over, that region starts the next iteration
+  // dropped and is recomputed at its first use (the simulator's steady state): its sources must
+  // be on the device there, none of them dropped or swapped itself (a chain whose intermediates
+  // the plan would not count). The greedy planner dropped both a region and the next instance
+  // of one recomputed from it, and the simulator evicted on demand for the intermediate.
+  bool drop_keeps_recomputations(const Cand& c) const {
+    for (std::size_t qi : readers_[c.r])
+      if (recomputes_[qi].b > c.e) return false;
+    const std::size_t p = a_.prev_instance[c.r];
+    if (p == kNoRegion || a_.accesses[p].empty() || !t_.regions[p].recompute) return true;
+    const std::size_t first = a_.accesses[p].front();
+    for (std::size_t s : src_idx_[p])
+      if (s == kNoLaunch || s == p || evicted_at(s, first) ||
+          a_.parked(s, static_cast<std::uint64_t>(budget_)))
+        return false;
+    return true;
+  }
+
+  // A recomputable region dropped after its last read: nothing brings it back. Where it is the
+  // next instance of a region carried over, that region is recomputed at its first use in the
+  // next iteration: a recomputation reading its sources there, which no later eviction may take.
   void apply_drop(std::size_t k, Plan& plan) {
     const Cand& c = cands_[k];
+    if (const std::size_t p = a_.prev_instance[c.r];
+        p != kNoRegion && !a_.accesses[p].empty() && t_.regions[p].recompute) {
+      const std::size_t first = a_.accesses[p].front();
+      std::vector<std::size_t> sources(src_idx_[p].begin(), src_idx_[p].end());
+      for (std::size_t s : sources) readers_[s].push_back(recomputes_.size());
+      recomputes_.push_back({p, 0, first, t_.regions[p].recompute->cost_us, std::move(sources)});
+    }
     cur_.add(c.e + 1, a_.last_live[c.r], -static_cast<std::int64_t>(bytes(c.r)));
     chosen_[c.r].push_back({c.e, kNoLaunch, EvictKind::kRecompute, false});
     taken_[k] = true;
