@@ -647,6 +647,20 @@ class Planner {
     return k == MaxSegmentTree::npos ? 0 : std::max(0.0, out_end - a_.start_us[k]);
   }
 
+  // Whether a drop of region r after its access e has released r's memory when launch b starts,
+  // so that b, reading r, recomputes it. The simulator releases a drop once every launch that
+  // used r has ended, and a read while the drop is pending keeps r instead, resident from then
+  // on where the plan counts it off. On one stream every such launch ends before b starts; on
+  // several, the planner's timeline is the ideal one: they must end there before b starts.
+  bool released_before(std::size_t r, std::size_t e, std::size_t b) const {
+    const std::uint32_t stream = t_.launches[b].stream;
+    const auto& acc = a_.accesses[r];
+    return std::all_of(acc.begin(), std::upper_bound(acc.begin(), acc.end(), e),
+                       [&](std::size_t k) {
+                         return t_.launches[k].stream == stream || a_.end_us[k] <= a_.start_us[b];
+                       });
+  }
+
   std::optional<RecomputeEval> eval_recompute(const Cand& c) const {
     if (c.wrap || c.b <= c.e + 1) return std::nullopt;  // gaps of one region never overlap
     if (cur_.max(c.e + 1, c.b - 1) <= budget_) return std::nullopt;
@@ -670,7 +684,9 @@ class Planner {
       // demand, evicting something the plan does not count.
       if (a_.parked(s, static_cast<std::uint64_t>(budget_))) return std::nullopt;
       if (const Chosen* ch = evicted_at(s, c.b)) {
-        if (ch->kind == EvictKind::kSwap || !t_.regions[s].recompute) return std::nullopt;
+        if (ch->kind == EvictKind::kSwap || !t_.regions[s].recompute ||
+            !released_before(s, ch->e, c.b))
+          return std::nullopt;
         ev.cost += t_.regions[s].recompute->cost_us;
         ev.temp_bytes += static_cast<std::int64_t>(bytes(s));
         ev.chain.push_back(s);
@@ -687,6 +703,7 @@ class Planner {
     for (std::size_t qi : readers_[c.r]) {
       const std::size_t qb = recomputes_[qi].b;
       if (!(c.e < qb && qb < c.b)) continue;
+      if (!released_before(c.r, c.e, qb)) return std::nullopt;
       ++dependents;
       // They will recompute this region at their own back-access, through the same chain: its
       // sources must be there then too, not yet freed and not off the device.
