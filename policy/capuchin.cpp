@@ -275,6 +275,7 @@ class Planner {
         readers_(t_.regions.size()) {
     bw_out_ = t_.device.d2h_bytes_per_s / 1e6;
     bw_in_ = t_.device.h2d_bytes_per_s / 1e6;
+    for (const Launch& l : t_.launches) multi_stream_ |= l.stream != t_.launches[0].stream;
     src_idx_.resize(t_.regions.size());
     for (std::size_t r = 0; r < t_.regions.size(); ++r) {
       if (!t_.regions[r].recompute) continue;
@@ -653,6 +654,7 @@ class Planner {
   // on where the plan counts it off. On one stream every such launch ends before b starts; on
   // several, the planner's timeline is the ideal one: they must end there before b starts.
   bool released_before(std::size_t r, std::size_t e, std::size_t b) const {
+    if (!multi_stream_) return true;
     const std::uint32_t stream = t_.launches[b].stream;
     const auto& acc = a_.accesses[r];
     return std::all_of(acc.begin(), std::upper_bound(acc.begin(), acc.end(), e),
@@ -682,7 +684,8 @@ class Planner {
       if (s == c.r || a_.first_live[s] > c.b || a_.last_live[s] < c.b) return std::nullopt;
       // An idle region parked on the host (no launch touches it) would have to come back on
       // demand, evicting something the plan does not count.
-      if (a_.parked(s, static_cast<std::uint64_t>(budget_))) return std::nullopt;
+      if (a_.accesses[s].empty() && a_.parked(s, static_cast<std::uint64_t>(budget_)))
+        return std::nullopt;
       if (const Chosen* ch = evicted_at(s, c.b)) {
         if (ch->kind == EvictKind::kSwap || !t_.regions[s].recompute ||
             !released_before(s, ch->e, c.b))
@@ -866,6 +869,7 @@ class Planner {
   std::vector<Cand> cands_;
   std::vector<bool> taken_;
   std::vector<std::vector<std::size_t>> src_idx_;     // per region: recompute sources (indices)
+  bool multi_stream_ = false;                         // launches on more than one stream
   mutable std::vector<std::size_t> work_, reads_;     // eval_recompute's scratch
   std::vector<std::pair<double, std::size_t>> back_;  // the heap probe's scratch
   std::vector<std::size_t> entry_of_;                 // per candidate: its plan entry once taken
