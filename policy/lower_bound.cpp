@@ -443,6 +443,11 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
       it->second = j;
     }
   }
+  // Regions too small to evict, by the launch after which the iteration frees them.
+  std::vector<std::vector<std::size_t>> small_freed_after(n);
+  for (std::size_t r = 0; r < t.regions.size(); ++r)
+    if (stays(r) && !a.live_at_end[r] && a.first_live[r] <= a.last_live[r] && a.last_live[r] < n)
+      small_freed_after[a.last_live[r]].push_back(r);
   // Bytes free to leave, of classes A, B and C, and recomputable, live at each launch.
   for (std::size_t i = 1; i < n; ++i) {
     dfree[i] += dfree[i - 1], dA[i] += dA[i - 1], dB[i] += dB[i - 1], dC[i] += dC[i - 1];
@@ -487,7 +492,7 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
     const bool no_in = m >= n || m - i > kMaxLateWindow;
     double late = 0;
     if (!no_in)
-      for (std::size_t k = i + 1; k < m; ++k)
+      for (std::size_t k = i + 1; k < m; ++k) {
         for (std::size_t r : a.touched[k]) {
           const auto& acc = a.accesses[r];
           if (acc.back() != k || stays(r) || a.first_live[r] > i) continue;
@@ -496,6 +501,11 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
           if (prev == acc.begin() && !a.live_at_start[r]) continue;    // not yet written
           late += static_cast<double>(t.regions[r].bytes);
         }
+        // A small region live at i and freed after k gives its memory back when k ends, which
+        // may be while i runs: the bytes off when i ends may be fewer by as much.
+        for (std::size_t r : small_freed_after[k])
+          if (a.first_live[r] <= i) late += static_cast<double>(t.regions[r].bytes);
+      }
     auto copied_in = [&](double y) {  // bytes a copy-in brings back after i ends
       return no_in ? 0.0 : std::max(0.0, y - static_cast<double>(A) - late);
     };
