@@ -16,6 +16,7 @@
 #include <optional>
 #include <queue>
 #include <set>
+#include <unordered_map>
 
 #include "policy/recompute_check.h"
 #include "policy/segment_tree.h"
@@ -276,6 +277,15 @@ class Planner {
     bw_out_ = t_.device.d2h_bytes_per_s / 1e6;
     bw_in_ = t_.device.h2d_bytes_per_s / 1e6;
     for (const Launch& l : t_.launches) multi_stream_ |= l.stream != t_.launches[0].stream;
+    if (multi_stream_) {  // the next launch on each launch's stream (n: none)
+      next_on_stream_.assign(a_.n, a_.n);
+      std::unordered_map<std::uint32_t, std::size_t> later;
+      for (std::size_t j = a_.n; j-- > 0;) {
+        auto [it, fresh] = later.try_emplace(t_.launches[j].stream, a_.n);
+        next_on_stream_[j] = it->second;
+        it->second = j;
+      }
+    }
     src_idx_.resize(t_.regions.size());
     for (std::size_t r = 0; r < t_.regions.size(); ++r) {
       if (!t_.regions[r].recompute) continue;
@@ -657,9 +667,13 @@ class Planner {
     if (!multi_stream_) return true;
     const std::uint32_t stream = t_.launches[b].stream;
     const auto& acc = a_.accesses[r];
+    // The recomputation for b may run as soon as launch b - 1 has started. A launch k on another
+    // stream has ended by then only if a later launch on k's stream is issued before b - 1 (it
+    // starts after k ends, and b - 1 no earlier than it): whatever the stalls, not only on the
+    // ideal timeline (which a stall of 1 us defeated).
     return std::all_of(acc.begin(), std::upper_bound(acc.begin(), acc.end(), e),
                        [&](std::size_t k) {
-                         return t_.launches[k].stream == stream || a_.end_us[k] <= a_.start_us[b];
+                         return t_.launches[k].stream == stream || next_on_stream_[k] + 1 <= b;
                        });
   }
 
@@ -715,6 +729,10 @@ class Planner {
           if (a_.first_live[s] > qb || a_.last_live[s] < qb) return std::nullopt;
       for (std::size_t s : ev.sources)
         if (evicted_at(s, qb)) return std::nullopt;
+      // The chain was worked out at c.b: a member swapped out at qb is a source it cannot read.
+      for (std::size_t s : ev.chain)
+        if (const Chosen* ch = evicted_at(s, qb); ch && ch->kind == EvictKind::kSwap)
+          return std::nullopt;
       // And beside the sources of their own that they read.
       std::vector<std::size_t>& reads = reads_;
       reads.assign(ev.sources.begin(), ev.sources.end());
@@ -786,7 +804,10 @@ class Planner {
     for (std::size_t qi : readers_[c.r])
       if (recomputes_[qi].b > c.e) return false;
     const std::size_t p = a_.prev_instance[c.r];
-    if (p == kNoRegion || a_.accesses[p].empty() || !t_.regions[p].recompute) return true;
+    if (p == kNoRegion || a_.accesses[p].empty()) return true;
+    // One that cannot start the iteration dropped makes the simulator keep a copy of this one
+    // instead (a copy-out, and a restore at that first use): no drop for free.
+    if (!a_.starts_recomputable(p)) return false;
     const std::size_t first = a_.accesses[p].front();
     for (std::size_t s : src_idx_[p])
       if (s == kNoLaunch || s == p || evicted_at(s, first) ||
@@ -831,6 +852,9 @@ class Planner {
         continue;
       }
       q.sources.erase(std::find(q.sources.begin(), q.sources.end(), c.r));
+      // The chain's members, worked out at c.b, may be on the device at q.b, read there as
+      // sources: no later swap may take them then.
+      for (std::size_t s : ev.chain) readers_[s].push_back(rd[j]);
       for (std::size_t s : ev.sources)
         if (std::find(q.sources.begin(), q.sources.end(), s) == q.sources.end()) {
           q.sources.push_back(s);
@@ -870,6 +894,7 @@ class Planner {
   std::vector<bool> taken_;
   std::vector<std::vector<std::size_t>> src_idx_;     // per region: recompute sources (indices)
   bool multi_stream_ = false;                         // launches on more than one stream
+  std::vector<std::size_t> next_on_stream_;           // multi_stream_ only
   mutable std::vector<std::size_t> work_, reads_;     // eval_recompute's scratch
   std::vector<std::pair<double, std::size_t>> back_;  // the heap probe's scratch
   std::vector<std::size_t> entry_of_;                 // per candidate: its plan entry once taken
