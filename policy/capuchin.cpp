@@ -851,15 +851,16 @@ class Planner {
         ++j;
         continue;
       }
-      q.sources.erase(std::find(q.sources.begin(), q.sources.end(), c.r));
+      if (auto it = std::find(q.sources.begin(), q.sources.end(), c.r); it != q.sources.end())
+        q.sources.erase(it);
       // The chain's members, worked out at c.b, may be on the device at q.b, read there as
-      // sources: no later swap may take them then.
-      for (std::size_t s : ev.chain) readers_[s].push_back(rd[j]);
-      for (std::size_t s : ev.sources)
-        if (std::find(q.sources.begin(), q.sources.end(), s) == q.sources.end()) {
-          q.sources.push_back(s);
-          readers_[s].push_back(rd[j]);
-        }
+      // sources: they count as q's, so no later swap takes them then.
+      for (const auto* v : {&ev.chain, &ev.sources})
+        for (std::size_t s : *v)
+          if (std::find(q.sources.begin(), q.sources.end(), s) == q.sources.end()) {
+            q.sources.push_back(s);
+            readers_[s].push_back(rd[j]);
+          }
       q.cost += t_.regions[c.r].recompute->cost_us;
       // q now recomputes this region first, through the same chain: the region then exists
       // next to q's target at q.b, and while the chain runs (before q's target exists) its
