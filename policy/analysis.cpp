@@ -200,6 +200,13 @@ Analysis analyze(const Trace& trace) {
     prev_start = s;
     a.ideal_step_us = std::max(a.ideal_step_us, a.end_us[i]);
   }
+  a.next_on_stream.assign(a.n, a.n);
+  std::unordered_map<std::uint32_t, std::size_t> later;  // per stream: its first launch after j
+  for (std::size_t j = a.n; j-- > 0;) {
+    auto [it, fresh] = later.try_emplace(trace.launches[j].stream, a.n);
+    a.next_on_stream[j] = it->second;
+    it->second = j;
+  }
   return a;
 }
 

@@ -72,6 +72,10 @@ struct Analysis {
   // started (the host issues in order). Simulator and lower bound use the same rule.
   std::vector<double> start_us, end_us;
   double ideal_step_us = 0;
+  // Per launch: the next launch on its stream (n where none). It starts only once this one has
+  // ended, and so does every launch issued after it; launches issued in between, on other
+  // streams, may run while this one does.
+  std::vector<std::size_t> next_on_stream;
 
   // A region carried over from the previous iteration that this one never touches and does not
   // free (a small one stays resident: it is never evicted). Once it has

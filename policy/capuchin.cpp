@@ -16,7 +16,6 @@
 #include <optional>
 #include <queue>
 #include <set>
-#include <unordered_map>
 
 #include "policy/recompute_check.h"
 #include "policy/segment_tree.h"
@@ -277,15 +276,6 @@ class Planner {
     bw_out_ = t_.device.d2h_bytes_per_s / 1e6;
     bw_in_ = t_.device.h2d_bytes_per_s / 1e6;
     for (const Launch& l : t_.launches) multi_stream_ |= l.stream != t_.launches[0].stream;
-    if (multi_stream_) {  // the next launch on each launch's stream (n: none)
-      next_on_stream_.assign(a_.n, a_.n);
-      std::unordered_map<std::uint32_t, std::size_t> later;
-      for (std::size_t j = a_.n; j-- > 0;) {
-        auto [it, fresh] = later.try_emplace(t_.launches[j].stream, a_.n);
-        next_on_stream_[j] = it->second;
-        it->second = j;
-      }
-    }
     src_idx_.resize(t_.regions.size());
     for (std::size_t r = 0; r < t_.regions.size(); ++r) {
       if (!t_.regions[r].recompute) continue;
@@ -673,7 +663,7 @@ class Planner {
     // ideal timeline (which a stall of 1 us defeated).
     return std::all_of(acc.begin(), std::upper_bound(acc.begin(), acc.end(), e),
                        [&](std::size_t k) {
-                         return t_.launches[k].stream == stream || next_on_stream_[k] + 1 <= b;
+                         return t_.launches[k].stream == stream || a_.next_on_stream[k] + 1 <= b;
                        });
   }
 
@@ -895,7 +885,6 @@ class Planner {
   std::vector<bool> taken_;
   std::vector<std::vector<std::size_t>> src_idx_;     // per region: recompute sources (indices)
   bool multi_stream_ = false;                         // launches on more than one stream
-  std::vector<std::size_t> next_on_stream_;           // multi_stream_ only
   mutable std::vector<std::size_t> work_, reads_;     // eval_recompute's scratch
   std::vector<std::pair<double, std::size_t>> back_;  // the heap probe's scratch
   std::vector<std::size_t> entry_of_;                 // per candidate: its plan entry once taken

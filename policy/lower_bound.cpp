@@ -431,18 +431,6 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
   const RecomputeRoom room = refine_all && itemize
                                  ? RecomputeRoom(a, budget, suffix, prefix, kMaxRoomValues)
                                  : RecomputeRoom();
-  // The next launch on each launch's stream (n: none). A launch issued after it starts no
-  // earlier than it does, so no earlier than launch i ends; launches between i and it, on other
-  // streams, may run while i does.
-  std::vector<std::size_t> next_on_stream(n, n);
-  {
-    std::unordered_map<std::uint32_t, std::size_t> later;
-    for (std::size_t j = n; j-- > 0;) {
-      auto [it, fresh] = later.try_emplace(t.launches[j].stream, n);
-      next_on_stream[j] = it->second;
-      it->second = j;
-    }
-  }
   // Regions too small to evict, by the launch after which the iteration frees them.
   std::vector<std::vector<std::size_t>> small_freed_after(n);
   for (std::size_t r = 0; r < t.regions.size(); ++r)
@@ -488,7 +476,7 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
     // accesses after i all come before m may be back and read while i runs (on another stream),
     // and off again when i ends: it needs no copy-in after i (`late`). Where m is far or absent,
     // no region is counted as needing one (`no_in`).
-    const std::size_t m = next_on_stream[i];
+    const std::size_t m = a.next_on_stream[i];
     const bool no_in = m >= n || m - i > kMaxLateWindow;
     double late = 0;
     if (!no_in)
