@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+
 #include "policy/segment_tree.h"
 #include "policy/test_traces.h"
 
@@ -119,6 +122,42 @@ TEST(SegmentTreeTest, RangeAddMaxAndLastAbove) {
   EXPECT_EQ(st.find_last_above(0, 1, 5), MaxSegmentTree::npos);
   st.add(3, 3, -20);  // 1 5 12 -2 13
   EXPECT_EQ(st.find_last_above(0, 3, 4), 2u);
+}
+
+// Every operation against a plain array, over random ranges (some past the end, some empty) and
+// sizes that are and are not powers of two.
+TEST(SegmentTreeTest, AgreesWithAPlainArray) {
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 400; ++round) {
+    const std::size_t n = 1 + rng() % (round < 200 ? 9 : 150);
+    std::vector<std::int64_t> v(n);
+    for (auto& x : v) x = static_cast<std::int64_t>(rng() % 2000) - 1000;
+    MaxSegmentTree st(v);
+    for (int op = 0; op < 200; ++op) {
+      const std::size_t l = rng() % (n + 2), r = rng() % (n + 2);
+      const std::size_t end = std::min(r + 1, n);
+      if (rng() % 2) {
+        const std::int64_t d = static_cast<std::int64_t>(rng() % 200) - 100;
+        st.add(l, r, d);
+        for (std::size_t i = l; i < end; ++i) v[i] += d;
+        continue;
+      }
+      const std::int64_t x = static_cast<std::int64_t>(rng() % 2000) - 1000;
+      std::size_t first = MaxSegmentTree::npos, last = MaxSegmentTree::npos;
+      for (std::size_t i = l; i < end; ++i) {
+        ASSERT_EQ(st.max(l, i), *std::max_element(v.begin() + l, v.begin() + i + 1));
+        if (v[i] > x) last = i, first = std::min(first, i);
+      }
+      if (l < end) {
+        ASSERT_EQ(st.max(l, r), *std::max_element(v.begin() + l, v.begin() + end));
+      } else {
+        ASSERT_LT(st.max(l, r), -(std::int64_t{1} << 60));  // nothing in range
+      }
+      ASSERT_EQ(st.find_first_above(l, r, x), first);
+      ASSERT_EQ(st.find_last_above(l, r, x), last);
+      ASSERT_EQ(st.max_all(), *std::max_element(v.begin(), v.end()));
+    }
+  }
 }
 
 // A region dropped after launch 1 and read again at 6, recomputed from S (allocated over 2..4):
