@@ -111,11 +111,16 @@ Analysis analyze(const Trace& trace) {
   }
   match_next_instances(trace, &a);
   a.is_source.assign(nr, false);
-  for (const Region& reg : trace.regions)
-    if (reg.recompute)
-      for (RegionId src : reg.recompute->sources)
-        if (auto it = a.index.find(src); it != a.index.end() && src != reg.id)
-          a.is_source[it->second] = true;
+  a.sources.assign(nr, {});
+  for (std::size_t r = 0; r < nr; ++r) {
+    const Region& reg = trace.regions[r];
+    if (!reg.recompute) continue;
+    for (RegionId src : reg.recompute->sources) {
+      const auto it = a.index.find(src);
+      a.sources[r].push_back(it == a.index.end() ? kNoRegion : it->second);
+      if (it != a.index.end() && src != reg.id) a.is_source[it->second] = true;
+    }
+  }
   std::vector<std::int64_t> small_diff(a.n + 1, 0);  // live regions that are never evicted
   for (std::size_t r = 0; r < nr; ++r)
     if (a.first_live[r] <= a.last_live[r] &&

@@ -41,6 +41,9 @@ struct Analysis {
   // Per region: whether another region's recomputation reads it (a source), so that the
   // simulator may recompute it as an intermediate of that one.
   std::vector<bool> is_source;
+  // Per region: its recomputation's sources as region indices, in the trace's order, kNoRegion
+  // for an id the trace does not know (empty when not recomputable).
+  std::vector<std::vector<std::size_t>> sources;
   std::vector<std::uint64_t> live_bytes;   // per launch: bytes allocated while it runs
   std::vector<std::uint64_t> working_set;  // per launch: bytes it touches
   std::uint64_t peak_bytes = 0;

@@ -276,14 +276,6 @@ class Planner {
     bw_out_ = t_.device.d2h_bytes_per_s / 1e6;
     bw_in_ = t_.device.h2d_bytes_per_s / 1e6;
     for (const Launch& l : t_.launches) multi_stream_ |= l.stream != t_.launches[0].stream;
-    src_idx_.resize(t_.regions.size());
-    for (std::size_t r = 0; r < t_.regions.size(); ++r) {
-      if (!t_.regions[r].recompute) continue;
-      for (RegionId id : t_.regions[r].recompute->sources) {
-        auto it = a_.index.find(id);
-        src_idx_[r].push_back(it == a_.index.end() ? kNoLaunch : it->second);
-      }
-    }
     // Idle regions stay on the host under pressure (Analysis::parked): they take no memory.
     for (std::size_t r = 0; r < t_.regions.size(); ++r)
       if (a_.parked(r, static_cast<std::uint64_t>(budget_)))
@@ -676,7 +668,7 @@ class Planner {
     const Region& reg = t_.regions[c.r];
     ev.cost = reg.recompute->cost_us;
     std::vector<std::size_t>& work = work_;  // scratch: this runs for every heap probe
-    work.assign(src_idx_[c.r].begin(), src_idx_[c.r].end());
+    work.assign(a_.sources[c.r].begin(), a_.sources[c.r].end());
     std::size_t guard = 0;
     while (!work.empty()) {
       // Long chains of dropped sources are never worth recomputing (each link is paid again),
@@ -684,7 +676,7 @@ class Planner {
       if (++guard > kMaxLineage) return std::nullopt;
       const std::size_t s = work.back();
       work.pop_back();
-      if (s == kNoLaunch) return std::nullopt;  // a source the trace does not know
+      if (s == kNoRegion) return std::nullopt;  // a source the trace does not know
       if (s == c.r || a_.first_live[s] > c.b || a_.last_live[s] < c.b) return std::nullopt;
       // An idle region parked on the host (no launch touches it) would have to come back on
       // demand, evicting something the plan does not count.
@@ -697,7 +689,7 @@ class Planner {
         ev.cost += t_.regions[s].recompute->cost_us;
         ev.temp_bytes += static_cast<std::int64_t>(bytes(s));
         ev.chain.push_back(s);
-        work.insert(work.end(), src_idx_[s].begin(), src_idx_[s].end());
+        work.insert(work.end(), a_.sources[s].begin(), a_.sources[s].end());
         continue;
       }
       if (std::find(ev.sources.begin(), ev.sources.end(), s) == ev.sources.end())
@@ -799,8 +791,8 @@ class Planner {
     // instead (a copy-out, and a restore at that first use): no drop for free.
     if (!a_.starts_recomputable(p)) return false;
     const std::size_t first = a_.accesses[p].front();
-    for (std::size_t s : src_idx_[p])
-      if (s == kNoLaunch || s == p || evicted_at(s, first) ||
+    for (std::size_t s : a_.sources[p])
+      if (s == kNoRegion || s == p || evicted_at(s, first) ||
           a_.parked(s, static_cast<std::uint64_t>(budget_)))
         return false;
     return true;
@@ -814,7 +806,7 @@ class Planner {
     if (const std::size_t p = a_.prev_instance[c.r];
         p != kNoRegion && !a_.accesses[p].empty() && t_.regions[p].recompute) {
       const std::size_t first = a_.accesses[p].front();
-      std::vector<std::size_t> sources(src_idx_[p].begin(), src_idx_[p].end());
+      std::vector<std::size_t> sources(a_.sources[p].begin(), a_.sources[p].end());
       for (std::size_t s : sources) readers_[s].push_back(recomputes_.size());
       recomputes_.push_back({p, 0, first, t_.regions[p].recompute->cost_us, std::move(sources)});
     }
@@ -883,7 +875,6 @@ class Planner {
   Engine d2h_, h2d_;
   std::vector<Cand> cands_;
   std::vector<bool> taken_;
-  std::vector<std::vector<std::size_t>> src_idx_;     // per region: recompute sources (indices)
   bool multi_stream_ = false;                         // launches on more than one stream
   mutable std::vector<std::size_t> work_, reads_;     // eval_recompute's scratch
   std::vector<std::pair<double, std::size_t>> back_;  // the heap probe's scratch

@@ -82,6 +82,7 @@ class Sim {
       : a_(a), t_(*a.trace), plan_(plan), budget_(budget), rs_(t_.regions.size()), ev_(events) {
     bw_out_ = t_.device.d2h_bytes_per_s / 1e6;
     bw_in_ = t_.device.h2d_bytes_per_s / 1e6;
+    reading_.assign(t_.regions.size(), 0);
   }
 
   SimResult run() {
@@ -588,36 +589,28 @@ class Sim {
           return true;
         }
         if (reg.recompute) {
-          s.recomputing = true;
-          recomputing_.push_back(r);
-          for (RegionId src : reg.recompute->sources) {
-            auto it = a_.index.find(src);
-            St st = it == a_.index.end() ? St::kFreed : rs_[it->second].st;
+          recomputing(r, true);
+          for (std::size_t src : a_.sources[r]) {
+            const St st = src == kNoRegion ? St::kFreed : rs_[src].st;
             if (st == St::kUnalloc || st == St::kFreed) {
               // The plan recomputes from a region that is gone (freed in this iteration, or
               // before it began).
               ++res_.access_violations;
               continue;
             }
-            if (!ensure_resident(it->second, T, depth + 1)) {
-              s.recomputing = false;
-              recomputing_.pop_back();
+            if (!ensure_resident(src, T, depth + 1)) {
+              recomputing(r, false);
               return false;
             }
           }
-          s.recomputing = false;
-          recomputing_.pop_back();
+          recomputing(r, false);
         }
         if (!acquire(reg.bytes, T)) return false;
         // Intermediates recomputed for this one need no protection once it exists, unless a
         // recomputation it is part of still reads them.
-        if (reg.recompute)
-          for (RegionId src : reg.recompute->sources) {
-            auto it = a_.index.find(src);
-            if (it != a_.index.end() && rs_[it->second].kept && !touched_now(it->second) &&
-                !read_by_enclosing(src))
-              rs_[it->second].protect = 0;
-          }
+        for (std::size_t src : a_.sources[r])
+          if (src != kNoRegion && rs_[src].kept && !touched_now(src) && reading_[src] == 0)
+            rs_[src].protect = 0;
         const double cost = reg.recompute ? reg.recompute->cost_us : 0;
         if (ev_) ev_->recomputes.push_back({r, stamp_ - 1, T, T + cost});
         T += cost;
@@ -683,13 +676,12 @@ class Sim {
            t_.regions[entry_region_[k]].recompute && !drop_as_swap_[k];
   }
 
-  // Whether a recomputation under way (one whose sources are being made resident) reads `id`.
-  bool read_by_enclosing(RegionId id) const {
-    for (std::size_t q : recomputing_) {
-      const auto& src = t_.regions[q].recompute->sources;
-      if (std::find(src.begin(), src.end(), id) != src.end()) return true;
-    }
-    return false;
+  // Region r's recomputation begins (its sources are being made resident) or ends. reading_
+  // counts, per region, the recomputations under way that read it.
+  void recomputing(std::size_t r, bool begins) {
+    rs_[r].recomputing = begins;
+    for (std::size_t src : a_.sources[r])
+      if (src != kNoRegion) begins ? ++reading_[src] : --reading_[src];
   }
 
   bool touched_now(std::size_t r) const {
@@ -736,7 +728,7 @@ class Sim {
   std::vector<std::size_t> host_from_next_;  // started on the host as its next instance ends
   std::vector<std::size_t> deferred_, keep_;
   // Regions whose sources are being made resident, outermost first.
-  std::vector<std::size_t> recomputing_;
+  std::vector<std::uint32_t> reading_;
   std::vector<std::size_t> leaving_;  // swapped out or freed with memory not back yet (lazily)
   ByLastUse kept_;                    // kept intermediates, pruned lazily (least_recent)
   // Resident regions, the demand evictions' candidates, pruned lazily (least_recent). Kept only
