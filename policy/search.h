@@ -57,8 +57,9 @@ struct SearchResult {
 // traffic-minimising plan, DELTA, vDNN and no plan at all, then each one's early form (its wraps of
 // state carried across iterations evicted after the first launch instead), each simulated once
 // and then, best first, refined by a few rounds of the feedback rule; the best by simulated step
-// time is swept (evictions that do not help taken out) and tried with every recomputable region
-// dropped over the launches past the budget (swept too); the best plan is then improved by
+// time is swept (evictions that do not help taken out) and, when it swaps more bytes than it
+// drops, tried with every recomputable region dropped over the launches past the budget (swept
+// too); the best plan is then improved by
 // local moves: shift a trigger, move an
 // eviction to another gap of the same region, add or drop an eviction, trade swap for recompute or
 // back, take a persistent region off the device between all of its uses (and across the iteration
