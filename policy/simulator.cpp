@@ -727,7 +727,7 @@ class Sim {
   std::vector<bool> drop_as_swap_;  // per plan entry: a drop that must keep a copy (init_state)
   std::vector<std::size_t> host_from_next_;  // started on the host as its next instance ends
   std::vector<std::size_t> deferred_, keep_;
-  // Regions whose sources are being made resident, outermost first.
+  // Per region: how many recomputations under way (their sources being made resident) read it.
   std::vector<std::uint32_t> reading_;
   std::vector<std::size_t> leaving_;  // swapped out or freed with memory not back yet (lazily)
   ByLastUse kept_;                    // kept intermediates, pruned lazily (least_recent)
