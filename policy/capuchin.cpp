@@ -925,10 +925,8 @@ bool swaps_a_source(const Analysis& a, const Plan& chosen, const Plan& checked) 
       swapped[a.index.at(checked.entries[k].region)] = true;
   for (const PlanEntry& e : checked.entries) {
     if (e.kind != EvictKind::kRecompute) continue;
-    const Region& reg = t.regions[a.index.at(e.region)];
-    if (!reg.recompute) continue;
-    for (RegionId src : reg.recompute->sources)
-      if (auto it = a.index.find(src); it != a.index.end() && swapped[it->second]) return true;
+    for (std::size_t s : a.sources[a.index.at(e.region)])
+      if (s != kNoRegion && swapped[s]) return true;
   }
   return false;
 }
