@@ -97,7 +97,15 @@ class Search {
     double seed_ms = 0;
     std::vector<std::pair<Plan, std::string>> early;  // the seeds' early forms, tried after them
     std::vector<Best> seeds;                          // each seed's first simulation
-    for (std::size_t i = 0; i < names.size(); ++i) {
+    const bool go_on = o_.start && o_.start->feasible;
+    if (go_on) {
+      first = *o_.start;
+      Plan plan = first;
+      if (!o_.allow_recompute) strip_recompute(plan);
+      if (auto b = simulated(std::move(plan), o_.start_seed, /*seeding=*/true))
+        seeds.push_back(std::move(*b));
+    }
+    for (std::size_t i = 0; i < names.size() && !go_on; ++i) {
       if (i > 0 && (seeding_done() || (best_ && best_->sim.feasible && !room_for(seed_ms)))) break;
       const bool timed = i == 0 && o_.now_ms;
       const double t0 = timed ? o_.now_ms() : 0;
@@ -134,7 +142,7 @@ class Search {
     }
     if (!best_) {  // cancelled before the first simulation: the greedy plan, unsimulated
       res.plan = first;
-      res.seed_policy = names[0];
+      res.seed_policy = go_on ? o_.start_seed : names[0];
       finish(res, false);
       return res;
     }
@@ -158,8 +166,8 @@ class Search {
     // best plan so far with the recomputable regions dropped over the launches past the budget
     // (with_drops), swept too: the walk, adding one drop at a time, seldom frees enough for a
     // swap to go.
-    prune(seed);
-    if (!stop())
+    if (!go_on) prune(seed);
+    if (!go_on && !stop())
       if (Plan dp = with_drops(best_->plan); !dp.entries.empty())
         if (auto b = simulated(std::move(dp), best_->seed + " (drops)", /*seeding=*/false))
           prune(std::move(*b));

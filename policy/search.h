@@ -39,6 +39,14 @@ struct SearchOptions {
   bool require_fit = false;
   // Called with every plan better than all before it (the first is the best seed).
   std::function<void(const Plan&, const SimResult&)> on_improvement;
+  // A plan to go on from, such as the best of an earlier search of the same iteration and budget,
+  // which ran the seeds and swept them: it is the only seed (early forms, the sweep and the drops
+  // over the peak are left out, as done there), and the walk starts from it, its spread form being
+  // the fresh starts' other plan as usual. Ignored when not feasible. `start_seed` names it in
+  // SearchResult::seed_policy. With another `seed`, a search that goes on from the last one's
+  // plan walks other paths: gswapd refines a plan so, in steps (daemon/README.md).
+  const Plan* start = nullptr;
+  std::string start_seed = "start";
 };
 
 struct SearchResult {

@@ -294,6 +294,47 @@ TEST(SearchTest, OutOfTimeItStillReturnsAPlanTheSimulatorCanRun) {
   EXPECT_TRUE(r.sim.feasible);
 }
 
+// A search that goes on from an earlier one's plan (gswapd's refinement) simulates that plan
+// first, walks from it with its own seed, never returns a worse one, and stays deterministic;
+// cancelled before its first simulation it returns the plan it was given.
+TEST(SearchTest, GoesOnFromAStartPlan) {
+  const Trace t = make_two_stream_bert();
+  const Analysis a = analyze(t);
+  const std::uint64_t budget = a.peak_bytes / 2;
+  SearchOptions o;
+  o.max_evaluations = 300;
+  const SearchResult first = search_plan(a, budget, o);
+  o.start = &first.plan;
+  o.start_seed = "refined";
+  o.seed = 2;
+  const SearchResult r = search_plan(a, budget, o);
+  EXPECT_EQ(r.seed_policy.rfind("refined", 0), 0u) << r.seed_policy;
+  EXPECT_EQ(r.evaluations, 300u);
+  EXPECT_LT(r.sim.step_time_us, first.sim.step_time_us);
+  EXPECT_TRUE(same(r.plan, search_plan(a, budget, o).plan));
+  // A plan no seed of its own would give: the start was not seeded again (300 more plans from
+  // the seeds, with the walk's own seed, land elsewhere).
+  SearchOptions fresh = o;
+  fresh.start = nullptr;
+  fresh.max_evaluations = 600;
+  EXPECT_FALSE(same(r.plan, search_plan(a, budget, fresh).plan));
+
+  std::atomic<bool> cancel{true};
+  o.cancel = &cancel;
+  const SearchResult cancelled = search_plan(a, budget, o);
+  EXPECT_TRUE(cancelled.cancelled);
+  EXPECT_EQ(cancelled.seed_policy, "refined");
+  EXPECT_TRUE(same(cancelled.plan, first.plan));
+
+  // A start plan that is not feasible (made for a budget that cannot hold it) is ignored.
+  Plan infeasible = first.plan;
+  infeasible.feasible = false;
+  o.cancel = nullptr;
+  o.start = &infeasible;
+  o.max_evaluations = 20;
+  EXPECT_EQ(search_plan(a, budget, o).seed_policy.find("refined"), std::string::npos);
+}
+
 TEST(SearchTest, RequireFitReturnsAPlanThatFits) {
   // Swap-only ResNet-50 (batch 32) at 30%: the fastest plan found may lean on demand evictions;
   // with require_fit the search returns one that fits, no slower than the greedy plan.
