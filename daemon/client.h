@@ -234,6 +234,29 @@ class Client : public proto::EventSink {
   void set_planning(bool p) { planning_ = p; }
   bool feedback_pending() const { return feedback_pending_; }
   void set_feedback_pending(bool p) { feedback_pending_ = p; }
+  // The refinement of the plan made from planned_from() (Server::refine): searches that go on
+  // from the best plan found, step by step, while time is left.
+  struct Refinement {
+    std::uint64_t serial = 0;  // bumped by every new plan: a step of an older one is stale
+    policy::Plan best;         // the best plan found, and its simulated step
+    double best_us = 0;
+    double searched_us = 0;   // the simulated step of the search's plan
+    double published_us = 0;  // and of the plan published from the refinement
+    std::string planner;      // what the search that made the plan said (Client::planner)
+    double left_ms = 0;       // search time left
+    std::uint64_t seed = 0;   // the next step's
+    std::size_t steps = 0, evaluations = 0;
+    double spent_ms = 0;
+    bool pending = false;  // a step submitted, its result not yet collected
+  };
+  Refinement& refinement() { return refinement_; }
+  // Forgets the refinement (a new plan is made, or none followed): a step under way is stale.
+  Refinement& restart_refinement() {
+    const std::uint64_t serial = refinement_.serial + 1;
+    refinement_ = Refinement();
+    refinement_.serial = serial;
+    return refinement_;
+  }
   // Forgets the launch window (the program changed shape: detect afresh).
   void forget_launches();
   // What plans leave to memory the library cannot move: the most fixed_bytes the library has
@@ -409,6 +432,7 @@ class Client : public proto::EventSink {
   bool planning_ = false;
   int drift_ = 0;
   bool feedback_pending_ = false;
+  Refinement refinement_;
   std::uint64_t fixed_reserve_ = 0;
   bool fixed_reserve_rose_ = false;
   bool idle_armed_ = false;

@@ -1,6 +1,7 @@
 // planner.cpp: gswapd's planning thread (see planner.h).
 #include "daemon/planner.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace gswap::daemon {
@@ -27,18 +28,21 @@ PlannerThread::~PlannerThread() {
 bool PlannerThread::submit(Job job) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (job.feedback) {
-      bool planning = running_ && running_client_ == job.client && !running_feedback_;
-      for (const Job& q : queue_) planning = planning || (q.client == job.client && !q.feedback);
+    const bool planning_job = !job.feedback && !job.refine;
+    if (!planning_job) {
+      bool planning = running_ && running_client_ == job.client && running_planning_;
+      for (const Job& q : queue_)
+        planning = planning || (q.client == job.client && !q.feedback && !q.refine);
       if (planning) return false;
     }
     for (auto it = queue_.begin(); it != queue_.end();) {
-      if (it->client == job.client && (!job.feedback || it->feedback))
+      if (it->client == job.client &&
+          (planning_job || (it->feedback == job.feedback && it->refine == job.refine)))
         it = queue_.erase(it);
       else
         ++it;
     }
-    if (!job.feedback && running_ && running_client_ == job.client) cancel_running_.store(true);
+    if (planning_job && running_ && running_client_ == job.client) cancel_running_.store(true);
     queue_.push_back(std::move(job));
   }
   cv_.notify_all();
@@ -79,11 +83,14 @@ void PlannerThread::run() {
   for (;;) {
     cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
     if (stopping_) return;
-    Job job = std::move(queue_.front());
-    queue_.pop_front();
+    // Refinement steps wait for every other job.
+    auto next = std::find_if(queue_.begin(), queue_.end(), [](const Job& q) { return !q.refine; });
+    if (next == queue_.end()) next = queue_.begin();
+    Job job = std::move(*next);
+    queue_.erase(next);
     running_ = true;
     running_client_ = job.client;
-    running_feedback_ = job.feedback;
+    running_planning_ = !job.feedback && !job.refine;
     cancel_running_.store(false);
     lock.unlock();
 
@@ -93,6 +100,8 @@ void PlannerThread::run() {
     r.budget = job.budget;
     r.feedback = job.feedback;
     r.plan_generation = job.plan_generation;
+    r.refine = job.refine;
+    r.refinement = job.refinement;
     const double t0 = now_ms();
     if (job.feedback) {
       const double deadline = t0 + job.time_budget_ms;
@@ -109,6 +118,11 @@ void PlannerThread::run() {
       // The library follows the plan's entries and keeps the rest on demand: a plan that fits
       // (no demand eviction in the simulator) is what it can execute as planned.
       opt.require_fit = true;
+      if (job.refine) {
+        opt.start = &job.plan;
+        opt.start_seed = "refined";
+        opt.seed = job.seed;
+      }
       r.search = policy::plan_iteration(job.trace, job.budget, opt);
     }
     r.plan_ms = now_ms() - t0;

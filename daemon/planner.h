@@ -5,11 +5,16 @@
 // It also checks feedback (policy::apply_feedback_checked: triggers of late restores move earlier
 // only where the simulator says it costs nothing), which simulates the plan at least twice.
 //
+// A refinement step goes on searching from the best plan found so far (SearchOptions::start),
+// with another seed, for a step's time: gswapd spends plan_refine_ms so, step by step, once a plan
+// is published. A step starts only when no other job waits, so a client's first plan or feedback
+// waits for one step at most.
+//
 // Threading: submit() and take_results() are called by the poll loop; the worker thread runs
 // one job at a time. A planning job for a client replaces that client's jobs still waiting, and
-// cancels the one being planned (its result would be stale). A feedback job replaces the client's
-// feedback job still waiting and is dropped while a planning job for the client is waiting or
-// running (the new plan supersedes it). mutex_ owns the queue and the results.
+// cancels the one being run (its result would be stale). A feedback or refinement job replaces
+// the client's job of its kind still waiting and is dropped while a planning job for the client
+// is waiting or running (the new plan supersedes it). mutex_ owns the queue and the results.
 #pragma once
 
 #include <atomic>
@@ -40,6 +45,10 @@ class PlannerThread {
     policy::Plan plan;
     std::vector<double> lateness_us;
     std::uint64_t plan_generation = 0;  // echoed: which published plan the lateness was for
+    // A refinement step: the search goes on from `plan` with this seed.
+    bool refine = false;
+    std::uint64_t seed = 1;
+    std::uint64_t refinement = 0;  // echoed: which refinement the step belongs to
   };
   struct Result {
     std::uint64_t client = 0, token = 0;
@@ -49,6 +58,8 @@ class PlannerThread {
     bool feedback = false;
     policy::CheckedFeedback checked;  // a feedback job's answer
     std::uint64_t plan_generation = 0;
+    bool refine = false;
+    std::uint64_t refinement = 0;
   };
 
   PlannerThread();
@@ -56,7 +67,7 @@ class PlannerThread {
   PlannerThread(const PlannerThread&) = delete;
   PlannerThread& operator=(const PlannerThread&) = delete;
 
-  bool submit(Job job);               // false: a feedback job dropped (see above)
+  bool submit(Job job);               // false: a feedback or refinement job dropped (see above)
   void cancel(std::uint64_t client);  // the client left
   std::vector<Result> take_results();
   bool idle();
@@ -70,7 +81,7 @@ class PlannerThread {
   std::vector<Result> results_;
   std::uint64_t running_client_ = 0;
   bool running_ = false;
-  bool running_feedback_ = false;
+  bool running_planning_ = false;  // the job running is a planning job
   bool stopping_ = false;
   std::atomic<bool> cancel_running_{false};
   std::thread thread_;

@@ -52,6 +52,11 @@ constexpr unsigned kMaxRemeasures = 3;
 constexpr std::int64_t kWaitLogMs = 10000;  // how often a client still measuring says why
 // Time the planner thread may spend checking one round of feedback entry by entry.
 constexpr double kFeedbackCheckMs = 50;
+// Refinement: the longest step (a feedback check or another client's plan waits for one at
+// most), and how much shorter a simulated step must be for a refined plan to replace the one
+// followed (a new plan starts its feedback over).
+constexpr double kRefineStepMs = 500;
+constexpr double kRefineGain = 0.02;
 // Connections that have not said hello yet: at most kMaxPendingPerPeer from one process and
 // kMaxPending in all. Beyond either, the oldest of the same process (else of the user holding the
 // most) is closed, so connections that never say hello cannot lock other peers out.
@@ -595,6 +600,7 @@ PlannerThread::Job Server::planner_job(const Client& c) const {
 // Asks the library to time every launch again; the next measured iteration is planned.
 void Server::measure_again(Client& c, const std::string& why) {
   c.set_planning(false);
+  c.restart_refinement();
   c.set_planner(why);
   PublishedPlan measure;
   measure.mode = proto::PlanMode::kMeasure;
@@ -603,6 +609,7 @@ void Server::measure_again(Client& c, const std::string& why) {
 
 void Server::replan(Client& c) {
   c.set_drift(0);  // samples are compared with the iteration planned from anew
+  c.restart_refinement();
   const MeasuredIteration& m = c.planned_from();
   if (m.trace.launches.empty()) return;
   if (m.trace.launches.size() > kMaxPlannedLaunches) {
@@ -619,9 +626,9 @@ void Server::replan(Client& c) {
 
 void Server::collect_plans() {
   for (PlannerThread::Result& r : planner_->take_results()) {
-    if (r.feedback) {
+    if (r.feedback || r.refine) {
       for (auto& c : clients_)
-        if (c->serial() == r.client) take_feedback(*c, r);
+        if (c->serial() == r.client) r.feedback ? take_feedback(*c, r) : take_refinement(*c, r);
       continue;
     }
     for (auto& c : clients_) {
@@ -637,12 +644,24 @@ void Server::collect_plans() {
         c->set_planner("capuchin: infeasible: " + plan.reason);
         PublishedPlan passive;
         c->publish(c->budget(), passive);
-      } else if (std::size_t unbound = publish_guided(*c, plan, planner)) {
-        log_->info(
-            "pid {}: {} of {} plan entries left out: regions the library cannot name "
-            "before their swap-out (until then touched only before the iteration's "
-            "signature completes)",
-            c->pid(), unbound, plan.entries.size());
+      } else {
+        if (std::size_t unbound = publish_guided(*c, plan, planner))
+          log_->info(
+              "pid {}: {} of {} plan entries left out: regions the library cannot name "
+              "before their swap-out (until then touched only before the iteration's "
+              "signature completes)",
+              c->pid(), unbound, plan.entries.size());
+        // A plan followed that fits is refined: the search goes on from it.
+        if (c->published().mode == proto::PlanMode::kGuided && plan.fits &&
+            r.search.sim.step_time_us > 0) {
+          Client::Refinement& f = c->restart_refinement();
+          f.best = plan;
+          f.best_us = f.searched_us = f.published_us = r.search.sim.step_time_us;
+          f.planner = planner;
+          f.left_ms = static_cast<double>(config_.uint("plan_refine_ms"));
+          f.seed = 2;  // the search's own was 1
+          refine(*c);
+        }
       }
       log_->info("pid {}: {} entries, {}", c->pid(), c->plan().size(), c->planner());
       break;
@@ -789,6 +808,47 @@ void Server::take_feedback(Client& c, const PlannerThread::Result& r) {
   for (std::size_t i = 0; i < late.size() && i < entry_of.size(); ++i)
     if (entry_of[i] < r.checked.refused_entry.size() && r.checked.refused_entry[entry_of[i]])
       late[i].settled = true;
+}
+
+// Submits the next refinement step while search time is left: a search of the plan's iteration
+// that goes on from the best plan found so far, with the next seed.
+void Server::refine(Client& c) {
+  Client::Refinement& f = c.refinement();
+  if (f.left_ms <= 0 || f.pending) return;
+  PlannerThread::Job job = planner_job(c);
+  job.refine = true;
+  job.plan = f.best;
+  job.seed = f.seed++;
+  job.refinement = f.serial;
+  job.time_budget_ms = std::min(kRefineStepMs, f.left_ms);
+  f.pending = planner_->submit(std::move(job));
+}
+
+// A refinement step's best plan is kept when it fits and is faster than the best so far, and
+// published once it is kRefineGain faster than the plan followed; then the next step.
+void Server::take_refinement(Client& c, const PlannerThread::Result& r) {
+  Client::Refinement& f = c.refinement();
+  if (r.refinement != f.serial || !f.pending || c.planning() || r.budget != plan_budget(c)) return;
+  f.pending = false;
+  f.left_ms -= r.plan_ms;
+  ++f.steps;
+  f.evaluations += r.search.evaluations;
+  f.spent_ms += r.plan_ms;
+  const policy::Plan& plan = r.search.plan;
+  if (plan.feasible && plan.fits && r.search.sim.step_time_us > 0 &&
+      r.search.sim.step_time_us < f.best_us) {
+    f.best = plan;
+    f.best_us = r.search.sim.step_time_us;
+  }
+  if (f.best_us <= f.published_us * (1 - kRefineGain)) {
+    const std::string planner = fmt::format(
+        "{}, refined ({} plans simulated in {} steps, {:.0f} ms): simulated step {:.1f}% shorter",
+        f.planner, f.evaluations, f.steps, f.spent_ms, 100 * (1 - f.best_us / f.searched_us));
+    f.published_us = f.best_us;
+    publish_guided(c, f.best, planner);
+    log_->info("pid {}: {} entries, {}", c.pid(), c.plan().size(), c.planner());
+  }
+  refine(c);
 }
 
 void Server::start_control(int fd, pid_t pid) {

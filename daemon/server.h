@@ -86,6 +86,9 @@ class Server {
   PlannerThread::Job planner_job(const Client& c) const;
   void apply_feedback(Client& c);
   void take_feedback(Client& c, const PlannerThread::Result& r);
+  // Refinement (plan_refine_ms): the next step's search, and a step's result.
+  void refine(Client& c);
+  void take_refinement(Client& c, const PlannerThread::Result& r);
   void collect_plans();
   bool allowed(uid_t uid, gid_t gid) const;
   nlohmann::json client_json(const Client& c) const;
