@@ -36,6 +36,7 @@ struct SearchOptions {
   bool allow_recompute = true;
   // True: a plan that needs demand evictions is returned only when no plan found fits (a faster
   // one otherwise wins, with fits == false). For a caller that wants plans to run as planned.
+  // The first walk keeps to plans that fit; later walks may pass through others (search.cpp).
   bool require_fit = false;
   // Called with every plan better than all before it (the first is the best seed).
   std::function<void(const Plan&, const SimResult&)> on_improvement;
