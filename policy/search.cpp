@@ -100,9 +100,8 @@ class Search {
     const bool go_on = o_.start && o_.start->feasible;
     if (go_on) {
       first = *o_.start;
-      Plan plan = first;
-      if (!o_.allow_recompute) strip_recompute(plan);
-      if (auto b = simulated(std::move(plan), o_.start_seed, /*seeding=*/true))
+      if (!o_.allow_recompute) strip_recompute(first);
+      if (auto b = simulated(first, o_.start_seed, /*seeding=*/true))
         seeds.push_back(std::move(*b));
     }
     for (std::size_t i = 0; i < names.size() && !go_on; ++i) {

@@ -326,6 +326,23 @@ TEST(SearchTest, GoesOnFromAStartPlan) {
   EXPECT_EQ(cancelled.seed_policy, "refined");
   EXPECT_TRUE(same(cancelled.plan, first.plan));
 
+  // Swap-only, a start plan's recomputations become swaps, also when cancelled at once.
+  const Trace oh = make_optimizer_heavy();
+  const Analysis oa = analyze(oh);
+  SearchOptions ho;
+  ho.max_evaluations = 600;
+  const SearchResult hybrid = search_plan(oa, oa.peak_bytes * 7 / 10, ho);
+  ASSERT_TRUE(std::any_of(hybrid.plan.entries.begin(), hybrid.plan.entries.end(),
+                          [](const PlanEntry& e) { return e.kind == EvictKind::kRecompute; }));
+  ho.start = &hybrid.plan;
+  ho.allow_recompute = false;
+  for (bool cancelled_at_once : {false, true}) {
+    std::atomic<bool> stop{cancelled_at_once};
+    ho.cancel = &stop;
+    const SearchResult so = search_plan(oa, oa.peak_bytes * 7 / 10, ho);
+    for (const PlanEntry& e : so.plan.entries) EXPECT_EQ(e.kind, EvictKind::kSwap);
+  }
+
   // A start plan that is not feasible (made for a budget that cannot hold it) is ignored.
   Plan infeasible = first.plan;
   infeasible.feasible = false;
