@@ -601,6 +601,8 @@ PlannerThread::Job Server::planner_job(const Client& c) const {
 void Server::measure_again(Client& c, const std::string& why) {
   c.set_planning(false);
   c.restart_refinement();
+  planner_->cancel(c.serial());  // what it plans or checks is for the plan left
+  c.set_feedback_pending(false);
   c.set_planner(why);
   PublishedPlan measure;
   measure.mode = proto::PlanMode::kMeasure;
@@ -828,8 +830,9 @@ void Server::refine(Client& c) {
 // published once it is kRefineGain faster than the plan followed; then the next step.
 void Server::take_refinement(Client& c, const PlannerThread::Result& r) {
   Client::Refinement& f = c.refinement();
-  if (r.refinement != f.serial || !f.pending || c.planning() || r.budget != plan_budget(c)) return;
+  if (r.refinement != f.serial || !f.pending) return;  // a step of a plan replaced since
   f.pending = false;
+  if (c.planning() || r.budget != plan_budget(c)) return;  // a new plan is coming
   f.left_ms -= r.plan_ms;
   ++f.steps;
   f.evaluations += r.search.evaluations;
@@ -842,7 +845,8 @@ void Server::take_refinement(Client& c, const PlannerThread::Result& r) {
   }
   if (f.best_us <= f.published_us * (1 - kRefineGain)) {
     const std::string planner = fmt::format(
-        "{}, refined ({} plans simulated in {} steps, {:.0f} ms): simulated step {:.1f}% shorter",
+        "{}, refined ({} plans simulated in {} steps, {:.0f} ms): simulated step {:.1f}% "
+        "shorter than the search's",
         f.planner, f.evaluations, f.steps, f.spent_ms, 100 * (1 - f.best_us / f.searched_us));
     f.published_us = f.best_us;
     publish_guided(c, f.best, planner);

@@ -1306,9 +1306,10 @@ TEST(PlannerThreadTest, RefinementStepsWaitForEveryOtherJob) {
   ASSERT_EQ(order.size(), 4u);
   EXPECT_LT(at(3, false), at(2, true));
   EXPECT_LT(at(4, false), at(2, true));
-  EXPECT_LT(at(1, true), 4);
   for (const auto& r : got)
-    if (r.refine) EXPECT_EQ(r.search.seed_policy.rfind("refined", 0), 0u) << r.search.seed_policy;
+    if (r.refine) {
+      EXPECT_EQ(r.search.seed_policy.rfind("refined", 0), 0u) << r.search.seed_policy;
+    }
 }
 
 // A Client fed through its ring directly, without a server: what one client costs gswapd.
