@@ -54,9 +54,11 @@ constexpr std::int64_t kWaitLogMs = 10000;  // how often a client still measurin
 constexpr double kFeedbackCheckMs = 50;
 // Refinement: the longest step (a feedback check or another client's plan waits for one at
 // most), and how much shorter a simulated step must be for a refined plan to replace the one
-// followed (a new plan starts its feedback over).
+// followed (a new plan starts its feedback over): after a step, and after the last step, when
+// no further plan can follow.
 constexpr double kRefineStepMs = 500;
 constexpr double kRefineGain = 0.02;
+constexpr double kRefineFinalGain = 0.005;
 // Connections that have not said hello yet: at most kMaxPendingPerPeer from one process and
 // kMaxPending in all. Beyond either, the oldest of the same process (else of the user holding the
 // most) is closed, so connections that never say hello cannot lock other peers out.
@@ -827,7 +829,8 @@ void Server::refine(Client& c) {
 }
 
 // A refinement step's best plan is kept when it fits and is faster than the best so far, and
-// published once it is kRefineGain faster than the plan followed; then the next step.
+// published once it is kRefineGain faster than the plan followed (kRefineFinalGain after the
+// last step); then the next step.
 void Server::take_refinement(Client& c, const PlannerThread::Result& r) {
   Client::Refinement& f = c.refinement();
   if (r.refinement != f.serial || !f.pending) return;  // a step of a plan replaced since
@@ -843,7 +846,8 @@ void Server::take_refinement(Client& c, const PlannerThread::Result& r) {
     f.best = plan;
     f.best_us = r.search.sim.step_time_us;
   }
-  if (f.best_us <= f.published_us * (1 - kRefineGain)) {
+  const double gain = f.left_ms > 0 ? kRefineGain : kRefineFinalGain;
+  if (f.best_us <= f.published_us * (1 - gain)) {
     const std::string planner = fmt::format(
         "{}, refined ({} plans simulated in {} steps, {:.0f} ms): simulated step {:.1f}% "
         "shorter than the search's",

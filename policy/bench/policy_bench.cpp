@@ -314,12 +314,12 @@ void plan_or_bound(int seeds, double search_ms) {
 
 // What gswapd publishes for every corpus cell: the 200 ms search keeping only plans that fit,
 // then after its refinement (plan_refine_ms 2 s: four steps of 500 ms, each going on from the
-// best plan so far with the next seed; the refined plan replaces the first when its simulated
-// step is at least 2% shorter), against the bound.
+// best plan so far with the next seed; after a step, the best plan replaces the one published
+// when its simulated step is at least 2% shorter, 0.5% after the last), against the bound.
 void refinement_table() {
   fmt::print(
       "| trace | budget | target | 200 ms / bound | refined (4 x 500 ms) / bound | steps that "
-      "improved |\n|---|---|---|---|---|---|\n");
+      "improved | best found / bound |\n|---|---|---|---|---|---|---|\n");
   int cells = 0, met_first = 0, met_refined = 0;
   double log_gain = 0;
   for (const CorpusTrace& ct : corpus(false, 6)) {
@@ -334,7 +334,7 @@ void refinement_table() {
       o.require_fit = true;
       const SearchResult first = search_plan(a, budget, o);
       Plan best = first.plan;
-      double best_us = first.sim.step_time_us;
+      double best_us = first.sim.step_time_us, published = best_us;
       int improved = 0;
       for (std::uint64_t seed = 2; seed <= 5 && first.plan.fits; ++seed) {
         o.time_budget_ms = 500;
@@ -347,16 +347,15 @@ void refinement_table() {
           best_us = r.sim.step_time_us;
           ++improved;
         }
+        if (best_us <= (seed < 5 ? 0.98 : 0.995) * published) published = best_us;
       }
-      const double published =
-          best_us <= 0.98 * first.sim.step_time_us ? best_us : first.sim.step_time_us;
       ++cells;
       met_first += first.sim.step_time_us <= target * lb;
       met_refined += published <= target * lb;
       log_gain += std::log(published / first.sim.step_time_us);
-      fmt::print("| {} | {}% | {:.2f} | {:.3f}{} | {:.3f} | {} |\n", ct.name, pct, target,
+      fmt::print("| {} | {}% | {:.2f} | {:.3f}{} | {:.3f} | {} | {:.3f} |\n", ct.name, pct, target,
                  first.sim.step_time_us / lb, first.plan.fits ? "" : " (does not fit)",
-                 published / lb, improved);
+                 published / lb, improved, best_us / lb);
     }
   }
   fmt::print(
