@@ -1,8 +1,8 @@
 // simulate_command.cpp: `simulate --trace F --budget B --policy P [--json] [--no-recompute]
 // [--search-ms MS] [--seed N] [--plan FILE] [--timeline FILE]`. Loads a trace (a file, or a
 // built-in one with ref:NAME), plans it under the budget with one policy (capuchin: the greedy
-// plan improved by the search, as gswapd plans) or reads a plan made for it (--plan), simulates
-// the plan and prints the prediction next to the lower bound;
+// plan improved by the search, as gswapd plans first) or reads a plan made for it (--plan),
+// simulates the plan and prints the prediction next to the lower bound;
 // --timeline also writes the simulated iteration as a Chrome trace (chrome_trace.h). Errors are
 // thrown as CLI::Error / std::runtime_error for the caller's command boundary to report.
 #include "policy/cli/simulate_command.h"
@@ -158,7 +158,8 @@ Evaluation plan_and_simulate(const Analysis& a, std::uint64_t budget, const Plan
   Evaluation ev;
   if (evaluations) *evaluations = 0;
   if (*kind == PolicyKind::kCapuchin && o.search_ms > 0) {
-    // What gswapd runs: the greedy plan improved by the search for the same time budget.
+    // What gswapd runs first: the greedy plan improved by the search for the same time budget
+    // (gswapd keeps only plans that fit, then refines its plan: daemon/README.md).
     SearchOptions so;
     so.time_budget_ms = o.search_ms;
     so.now_ms = now_ms;
