@@ -277,6 +277,28 @@ double bound_target(int pct) {
   return pct >= 90 ? 1.05 : pct >= 70 ? 1.10 : pct >= 50 ? 1.25 : 1.5;
 }
 
+// A corpus cell: a trace at a budget every launch fits, with its lower bound and target.
+struct Cell {
+  const CorpusTrace& ct;
+  const Analysis& a;
+  int pct;
+  std::uint64_t budget;
+  double bound_us, target;
+};
+
+// Calls fn(cell) for every corpus cell at 30-90% of its peak where every launch fits.
+template <typename Fn>
+void for_each_feasible_cell(Fn fn) {
+  for (const CorpusTrace& ct : corpus(false, 6)) {
+    const Analysis a = analyze(ct.trace);
+    for (int pct : {30, 50, 70, 90}) {
+      const std::uint64_t budget = a.peak_bytes * static_cast<std::uint64_t>(pct) / 100;
+      if (budget < a.max_min_resident) continue;
+      fn(Cell{ct, a, pct, budget, lower_bound(a, budget).bound_us, bound_target(pct)});
+    }
+  }
+}
+
 // Every corpus cell whose searched plan (200 ms, seed 1) misses its target, searched again with
 // `seeds` seeds for `search_ms` each. The best plan found bounds the optimum from above: where it
 // is within the target the plan was what was loose; where it is not, the ratio of the best plan
@@ -286,30 +308,24 @@ void plan_or_bound(int seeds, double search_ms) {
       "| trace | budget | target | search/bound (200 ms) | best of {} seeds x {:.0f} ms / bound | "
       "fits | verdict |\n|---|---|---|---|---|---|---|\n",
       seeds, search_ms);
-  for (const CorpusTrace& ct : corpus(false, 6)) {
-    const Analysis a = analyze(ct.trace);
-    for (int pct : {30, 50, 70, 90}) {
-      const std::uint64_t budget = a.peak_bytes * static_cast<std::uint64_t>(pct) / 100;
-      if (budget < a.max_min_resident) continue;
-      const double lb = lower_bound(a, budget).bound_us, target = bound_target(pct);
-      SearchOptions o;
-      o.time_budget_ms = 200;
-      o.now_ms = now_ms;
-      const SearchResult first = search_plan(a, budget, o);
-      if (first.sim.step_time_us <= target * lb) continue;
-      SearchResult best = first;
-      for (int seed = 1; seed <= seeds; ++seed) {
-        o.seed = static_cast<std::uint64_t>(seed);
-        o.time_budget_ms = search_ms;
-        SearchResult r = search_plan(a, budget, o);
-        if (r.sim.step_time_us < best.sim.step_time_us) best = std::move(r);
-      }
-      const double ratio = best.sim.step_time_us / lb;
-      fmt::print("| {} | {}% | {:.2f} | {:.3f} | {:.3f} | {} | {} |\n", ct.name, pct, target,
-                 first.sim.step_time_us / lb, ratio, best.plan.fits ? "yes" : "no",
-                 ratio <= target ? "the plan was loose" : "either, the bound by at most this");
+  for_each_feasible_cell([&](const Cell& c) {
+    SearchOptions o;
+    o.time_budget_ms = 200;
+    o.now_ms = now_ms;
+    const SearchResult first = search_plan(c.a, c.budget, o);
+    if (first.sim.step_time_us <= c.target * c.bound_us) return;
+    SearchResult best = first;
+    for (int seed = 1; seed <= seeds; ++seed) {
+      o.seed = static_cast<std::uint64_t>(seed);
+      o.time_budget_ms = search_ms;
+      SearchResult r = search_plan(c.a, c.budget, o);
+      if (r.sim.step_time_us < best.sim.step_time_us) best = std::move(r);
     }
-  }
+    const double ratio = best.sim.step_time_us / c.bound_us;
+    fmt::print("| {} | {}% | {:.2f} | {:.3f} | {:.3f} | {} | {} |\n", c.ct.name, c.pct, c.target,
+               first.sim.step_time_us / c.bound_us, ratio, best.plan.fits ? "yes" : "no",
+               ratio <= c.target ? "the plan was loose" : "either, the bound by at most this");
+  });
 }
 
 // What gswapd publishes for every corpus cell: the 200 ms search keeping only plans that fit,
@@ -322,42 +338,37 @@ void refinement_table() {
       "improved | best found / bound |\n|---|---|---|---|---|---|---|\n");
   int cells = 0, met_first = 0, met_refined = 0;
   double log_gain = 0;
-  for (const CorpusTrace& ct : corpus(false, 6)) {
-    const Analysis a = analyze(ct.trace);
-    for (int pct : {30, 50, 70, 90}) {
-      const std::uint64_t budget = a.peak_bytes * static_cast<std::uint64_t>(pct) / 100;
-      if (budget < a.max_min_resident) continue;
-      const double lb = lower_bound(a, budget).bound_us, target = bound_target(pct);
-      SearchOptions o;
-      o.time_budget_ms = 200;
-      o.now_ms = now_ms;
-      o.require_fit = true;
-      const SearchResult first = search_plan(a, budget, o);
-      Plan best = first.plan;
-      double best_us = first.sim.step_time_us, published = best_us;
-      int improved = 0;
-      for (std::uint64_t seed = 2; seed <= 5 && first.plan.fits; ++seed) {
-        o.time_budget_ms = 500;
-        o.seed = seed;
-        o.start = &best;
-        o.start_seed = "refined";
-        SearchResult r = search_plan(a, budget, o);
-        if (r.plan.fits && r.sim.step_time_us < best_us) {
-          best = std::move(r.plan);
-          best_us = r.sim.step_time_us;
-          ++improved;
-        }
-        if (best_us <= (seed < 5 ? 0.98 : 0.995) * published) published = best_us;
+  for_each_feasible_cell([&](const Cell& c) {
+    SearchOptions o;
+    o.time_budget_ms = 200;
+    o.now_ms = now_ms;
+    o.require_fit = true;
+    const SearchResult first = search_plan(c.a, c.budget, o);
+    Plan best = first.plan;
+    double best_us = first.sim.step_time_us, published = best_us;
+    int improved = 0;
+    for (std::uint64_t seed = 2; seed <= 5 && first.plan.fits; ++seed) {
+      o.time_budget_ms = 500;
+      o.seed = seed;
+      o.start = &best;
+      o.start_seed = "refined";
+      SearchResult r = search_plan(c.a, c.budget, o);
+      if (r.plan.fits && r.sim.step_time_us < best_us) {
+        best = std::move(r.plan);
+        best_us = r.sim.step_time_us;
+        ++improved;
       }
-      ++cells;
-      met_first += first.sim.step_time_us <= target * lb;
-      met_refined += published <= target * lb;
-      log_gain += std::log(published / first.sim.step_time_us);
-      fmt::print("| {} | {}% | {:.2f} | {:.3f}{} | {:.3f} | {} | {:.3f} |\n", ct.name, pct, target,
-                 first.sim.step_time_us / lb, first.plan.fits ? "" : " (does not fit)",
-                 published / lb, improved, best_us / lb);
+      if (best_us <= (seed < 5 ? 0.98 : 0.995) * published) published = best_us;
     }
-  }
+    ++cells;
+    met_first += first.sim.step_time_us <= c.target * c.bound_us;
+    met_refined += published <= c.target * c.bound_us;
+    log_gain += std::log(published / first.sim.step_time_us);
+    fmt::print("| {} | {}% | {:.2f} | {:.3f}{} | {:.3f} | {} | {:.3f} |\n", c.ct.name, c.pct,
+               c.target, first.sim.step_time_us / c.bound_us,
+               first.plan.fits ? "" : " (does not fit)", published / c.bound_us, improved,
+               best_us / c.bound_us);
+  });
   fmt::print(
       "\nWithin target: {} of {} cells at 200 ms, {} after refinement; the refined step is "
       "{:.1f}% shorter on average (geometric mean).\n",
