@@ -250,6 +250,7 @@ class Client : public proto::EventSink {
     bool pending = false;  // a step submitted, its result not yet collected
   };
   Refinement& refinement() { return refinement_; }
+  const Refinement& refinement() const { return refinement_; }
   // Forgets the refinement (a new plan is made, or none followed): a step under way is stale.
   Refinement& restart_refinement() {
     const std::uint64_t serial = refinement_.serial + 1;

@@ -949,6 +949,19 @@ double measured_iteration_us(const Client& c) {
 }
 }  // namespace
 
+namespace {
+// The refinement of the plan followed: the steps run so far, and how much shorter the best plan
+// found is than the search's in simulation.
+nlohmann::json refinement_json(const Client::Refinement& f) {
+  return {{"steps", f.steps},
+          {"plans_simulated", f.evaluations},
+          {"ms", f.spent_ms},
+          {"left_ms", std::max(0.0, f.left_ms)},
+          {"best_gain", f.searched_us > 0 ? 1 - f.best_us / f.searched_us : 0.0},
+          {"published_gain", f.searched_us > 0 ? 1 - f.published_us / f.searched_us : 0.0}};
+}
+}  // namespace
+
 nlohmann::json Server::client_json(const Client& c) const {
   const ClientCounters& k = c.counters();
   return {
@@ -1000,6 +1013,7 @@ nlohmann::json Server::client_json(const Client& c) const {
       {"mode", mode_name(k.status.mode)},
       {"plan_generation", c.plan_generation()},
       {"planner", c.planner()},
+      {"refinement", refinement_json(c.refinement())},
       // While measuring: why no iteration was planned yet (empty otherwise).
       {"measure_wait",
        c.published().mode == proto::PlanMode::kMeasure ? c.measure_wait() : std::string()},

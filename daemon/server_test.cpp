@@ -1266,6 +1266,14 @@ TEST_F(ServerTest, APlanFollowedIsRefined) {
   EXPECT_EQ(planner.rfind(first_planner + ", refined (", 0), 0u) << planner;
   EXPECT_NE(planner.find("% shorter"), std::string::npos) << planner;
   EXPECT_LE(followed_step(), 0.98 * first_step) << planner;
+  // status says how far the refinement went.
+  const nlohmann::json f = server_->status_json()["clients"][0]["refinement"];
+  EXPECT_GE(f["steps"].get<int>(), 1) << f.dump();
+  EXPECT_GT(f["plans_simulated"].get<int>(), 0) << f.dump();
+  EXPECT_GE(f["published_gain"].get<double>(), 0.02) << f.dump();
+  EXPECT_GE(f["best_gain"].get<double>(), f["published_gain"].get<double>()) << f.dump();
+  EXPECT_NEAR(f["published_gain"].get<double>(), 1 - followed_step() / first_step, 1e-6)
+      << f.dump();
   close(shm);
   close(fd);
 }
