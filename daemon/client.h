@@ -241,7 +241,7 @@ class Client : public proto::EventSink {
     policy::Plan best;         // the best plan found, and its simulated step
     double best_us = 0;
     double searched_us = 0;   // the simulated step of the search's plan
-    double published_us = 0;  // and of the plan published from the refinement
+    double published_us = 0;  // and of the plan last published (the search's or a refined one)
     std::string planner;      // what the search that made the plan said (Client::planner)
     double left_ms = 0;       // search time left
     std::uint64_t seed = 0;   // the next step's

@@ -67,8 +67,9 @@ class PlannerThread {
   PlannerThread(const PlannerThread&) = delete;
   PlannerThread& operator=(const PlannerThread&) = delete;
 
-  bool submit(Job job);               // false: a feedback or refinement job dropped (see above)
-  void cancel(std::uint64_t client);  // the client left
+  bool submit(Job job);  // false: a feedback or refinement job dropped (see above)
+  // The client left or measures again: its jobs and results are dropped.
+  void cancel(std::uint64_t client);
   std::vector<Result> take_results();
   bool idle();
 

@@ -655,7 +655,7 @@ void Server::collect_plans() {
               "before their swap-out (until then touched only before the iteration's "
               "signature completes)",
               c->pid(), unbound, plan.entries.size());
-        // A plan followed that fits is refined: the search goes on from it.
+        // A plan published that fits is refined: the search goes on from it.
         if (c->published().mode == proto::PlanMode::kGuided && plan.fits &&
             r.search.sim.step_time_us > 0) {
           Client::Refinement& f = c->restart_refinement();
@@ -947,9 +947,7 @@ double measured_iteration_us(const Client& c) {
   }
   return any ? last - first : 0;
 }
-}  // namespace
 
-namespace {
 // The refinement of the plan followed: the steps run so far, and how much shorter the best plan
 // found is than the search's in simulation.
 nlohmann::json refinement_json(const Client::Refinement& f) {
