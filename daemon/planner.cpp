@@ -28,16 +28,15 @@ PlannerThread::~PlannerThread() {
 bool PlannerThread::submit(Job job) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    const bool planning_job = !job.feedback && !job.refine;
+    const bool planning_job = job.kind == Kind::kPlan;
     if (!planning_job) {
-      bool planning = running_ && running_client_ == job.client && running_planning_;
+      bool planning = running_ && running_client_ == job.client && running_kind_ == Kind::kPlan;
       for (const Job& q : queue_)
-        planning = planning || (q.client == job.client && !q.feedback && !q.refine);
+        planning = planning || (q.client == job.client && q.kind == Kind::kPlan);
       if (planning) return false;
     }
     for (auto it = queue_.begin(); it != queue_.end();) {
-      if (it->client == job.client &&
-          (planning_job || (it->feedback == job.feedback && it->refine == job.refine)))
+      if (it->client == job.client && (planning_job || it->kind == job.kind))
         it = queue_.erase(it);
       else
         ++it;
@@ -84,13 +83,14 @@ void PlannerThread::run() {
     cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
     if (stopping_) return;
     // Refinement steps wait for every other job.
-    auto next = std::find_if(queue_.begin(), queue_.end(), [](const Job& q) { return !q.refine; });
+    auto next = std::find_if(queue_.begin(), queue_.end(),
+                             [](const Job& q) { return q.kind != Kind::kRefine; });
     if (next == queue_.end()) next = queue_.begin();
     Job job = std::move(*next);
     queue_.erase(next);
     running_ = true;
     running_client_ = job.client;
-    running_planning_ = !job.feedback && !job.refine;
+    running_kind_ = job.kind;
     cancel_running_.store(false);
     lock.unlock();
 
@@ -98,12 +98,11 @@ void PlannerThread::run() {
     r.client = job.client;
     r.token = job.token;
     r.budget = job.budget;
-    r.feedback = job.feedback;
+    r.kind = job.kind;
     r.plan_generation = job.plan_generation;
-    r.refine = job.refine;
     r.refinement = job.refinement;
     const double t0 = now_ms();
-    if (job.feedback) {
+    if (job.kind == Kind::kFeedback) {
       const double deadline = t0 + job.time_budget_ms;
       const policy::Analysis a = policy::analyze(job.trace);
       r.checked = policy::apply_feedback_checked(a, job.plan, job.lateness_us, job.budget, [&] {
@@ -118,7 +117,7 @@ void PlannerThread::run() {
       // The library follows the plan's entries and keeps the rest on demand: a plan that fits
       // (no demand eviction in the simulator) is what it can execute as planned.
       opt.require_fit = true;
-      if (job.refine) {
+      if (job.kind == Kind::kRefine) {
         opt.start = &job.plan;
         opt.start_seed = "refined";
         opt.seed = job.seed;
@@ -129,7 +128,8 @@ void PlannerThread::run() {
 
     lock.lock();
     running_ = false;
-    const bool cancelled = job.feedback ? cancel_running_.load() : r.search.cancelled;
+    const bool cancelled =
+        job.kind == Kind::kFeedback ? cancel_running_.load() : r.search.cancelled;
     if (!cancelled) results_.push_back(std::move(r));
   }
 }

@@ -33,6 +33,9 @@ namespace gswap::daemon {
 
 class PlannerThread {
  public:
+  // A planning job searches for a plan; a feedback job checks the lateness of the plan followed;
+  // a refinement step goes on searching from a plan.
+  enum class Kind { kPlan, kFeedback, kRefine };
   struct Job {
     std::uint64_t client = 0;  // the client's serial (Client::serial)
     std::uint64_t token = 0;   // echoed in the result: which measured iteration it was for
@@ -40,25 +43,23 @@ class PlannerThread {
     std::uint64_t budget = 0;
     double time_budget_ms = 200;
     bool allow_recompute = true;
-    // A feedback job: the plan being followed and the lateness measured per entry.
-    bool feedback = false;
+    Kind kind = Kind::kPlan;
+    // A feedback job: the plan being followed and the lateness measured per entry. A refinement
+    // step: the plan it goes on from.
     policy::Plan plan;
     std::vector<double> lateness_us;
     std::uint64_t plan_generation = 0;  // echoed: which published plan the lateness was for
-    // A refinement step: the search goes on from `plan` with this seed.
-    bool refine = false;
-    std::uint64_t seed = 1;
-    std::uint64_t refinement = 0;  // echoed: which refinement the step belongs to
+    std::uint64_t seed = 1;             // a refinement step's search seed
+    std::uint64_t refinement = 0;       // echoed: which refinement the step belongs to
   };
   struct Result {
     std::uint64_t client = 0, token = 0;
     std::uint64_t budget = 0;
     policy::SearchResult search;
     double plan_ms = 0;  // wall time the planning took
-    bool feedback = false;
+    Kind kind = Kind::kPlan;
     policy::CheckedFeedback checked;  // a feedback job's answer
     std::uint64_t plan_generation = 0;
-    bool refine = false;
     std::uint64_t refinement = 0;
   };
 
@@ -82,7 +83,7 @@ class PlannerThread {
   std::vector<Result> results_;
   std::uint64_t running_client_ = 0;
   bool running_ = false;
-  bool running_planning_ = false;  // the job running is a planning job
+  Kind running_kind_ = Kind::kPlan;
   bool stopping_ = false;
   std::atomic<bool> cancel_running_{false};
   std::thread thread_;

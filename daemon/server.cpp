@@ -630,9 +630,14 @@ void Server::replan(Client& c) {
 
 void Server::collect_plans() {
   for (PlannerThread::Result& r : planner_->take_results()) {
-    if (r.feedback || r.refine) {
-      for (auto& c : clients_)
-        if (c->serial() == r.client) r.feedback ? take_feedback(*c, r) : take_refinement(*c, r);
+    if (r.kind != PlannerThread::Kind::kPlan) {
+      for (auto& c : clients_) {
+        if (c->serial() != r.client) continue;
+        if (r.kind == PlannerThread::Kind::kFeedback)
+          take_feedback(*c, r);
+        else
+          take_refinement(*c, r);
+      }
       continue;
     }
     for (auto& c : clients_) {
@@ -789,7 +794,7 @@ void Server::apply_feedback(Client& c) {
   if (!any) return;
   PlannerThread::Job job = planner_job(c);
   job.time_budget_ms = kFeedbackCheckMs;
-  job.feedback = true;
+  job.kind = PlannerThread::Kind::kFeedback;
   job.plan = c.current_plan();
   job.lateness_us = std::move(lateness_us);
   job.plan_generation = c.plan_generation();
@@ -820,7 +825,7 @@ void Server::refine(Client& c) {
   Client::Refinement& f = c.refinement();
   if (f.left_ms <= 0 || f.pending) return;
   PlannerThread::Job job = planner_job(c);
-  job.refine = true;
+  job.kind = PlannerThread::Kind::kRefine;
   job.plan = f.best;
   job.seed = f.seed++;
   job.refinement = f.serial;

@@ -1289,7 +1289,7 @@ TEST(PlannerThreadTest, RefinementStepsWaitForEveryOtherJob) {
     j.trace = trace;
     j.budget = a.peak_bytes / 2;
     j.time_budget_ms = refine ? 100 : 0;
-    j.refine = refine;
+    if (refine) j.kind = PlannerThread::Kind::kRefine;
     j.plan = policy::plan_capuchin(a, j.budget);
     return j;
   };
@@ -1306,7 +1306,7 @@ TEST(PlannerThreadTest, RefinementStepsWaitForEveryOtherJob) {
   }
   for (auto& r : planner.take_results()) got.push_back(std::move(r));
   std::vector<std::pair<std::uint64_t, bool>> order;
-  for (const auto& r : got) order.emplace_back(r.client, r.refine);
+  for (const auto& r : got) order.emplace_back(r.client, r.kind == PlannerThread::Kind::kRefine);
   // Client 1's step may have started before the rest arrived; client 2's waits for the plans.
   auto at = [&](std::uint64_t client, bool refine) {
     return std::find(order.begin(), order.end(), std::make_pair(client, refine)) - order.begin();
@@ -1315,7 +1315,7 @@ TEST(PlannerThreadTest, RefinementStepsWaitForEveryOtherJob) {
   EXPECT_LT(at(3, false), at(2, true));
   EXPECT_LT(at(4, false), at(2, true));
   for (const auto& r : got)
-    if (r.refine) {
+    if (r.kind == PlannerThread::Kind::kRefine) {
       EXPECT_EQ(r.search.seed_policy.rfind("refined", 0), 0u) << r.search.seed_policy;
     }
 }
