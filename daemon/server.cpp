@@ -52,13 +52,6 @@ constexpr unsigned kMaxRemeasures = 3;
 constexpr std::int64_t kWaitLogMs = 10000;  // how often a client still measuring says why
 // Time the planner thread may spend checking one round of feedback entry by entry.
 constexpr double kFeedbackCheckMs = 50;
-// Refinement: the longest step (a feedback check or another client's plan waits for one at
-// most), and how much shorter a simulated step must be for a refined plan to replace the one
-// followed (a new plan starts its feedback over): after a step, and after the last step, when
-// no further plan can follow.
-constexpr double kRefineStepMs = 500;
-constexpr double kRefineGain = 0.02;
-constexpr double kRefineFinalGain = 0.005;
 // Connections that have not said hello yet: at most kMaxPendingPerPeer from one process and
 // kMaxPending in all. Beyond either, the oldest of the same process (else of the user holding the
 // most) is closed, so connections that never say hello cannot lock other peers out.
@@ -829,13 +822,12 @@ void Server::refine(Client& c) {
   job.plan = f.best;
   job.seed = f.seed++;
   job.refinement = f.serial;
-  job.time_budget_ms = std::min(kRefineStepMs, f.left_ms);
+  job.time_budget_ms = std::min(policy::kRefineStepMs, f.left_ms);
   f.pending = planner_->submit(std::move(job));
 }
 
 // A refinement step's best plan is kept when it fits and is faster than the best so far, and
-// published once it is kRefineGain faster than the plan followed (kRefineFinalGain after the
-// last step); then the next step.
+// published when policy::refined_plan_replaces the plan followed; then the next step.
 void Server::take_refinement(Client& c, const PlannerThread::Result& r) {
   Client::Refinement& f = c.refinement();
   if (r.refinement != f.serial || !f.pending) return;  // a step of a plan replaced since
@@ -851,8 +843,7 @@ void Server::take_refinement(Client& c, const PlannerThread::Result& r) {
     f.best = plan;
     f.best_us = r.search.sim.step_time_us;
   }
-  const double gain = f.left_ms > 0 ? kRefineGain : kRefineFinalGain;
-  if (f.best_us <= f.published_us * (1 - gain)) {
+  if (policy::refined_plan_replaces(f.best_us, f.published_us, f.left_ms <= 0)) {
     const std::string planner = fmt::format(
         "{}, refined ({} plans simulated in {} steps, {:.0f} ms): simulated step {:.1f}% "
         "shorter than the search's",

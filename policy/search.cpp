@@ -664,6 +664,10 @@ SearchResult search_plan(const Analysis& a, std::uint64_t budget, const SearchOp
   return r;
 }
 
+bool refined_plan_replaces(double best_us, double published_us, bool last_step) {
+  return best_us <= published_us * (1 - (last_step ? 0.005 : 0.02));
+}
+
 SearchResult plan_iteration(const Trace& trace, std::uint64_t budget,
                             const SearchOptions& options) {
   const Analysis a = analyze(trace);

@@ -82,6 +82,15 @@ struct SearchResult {
 // time budget of zero.
 SearchResult search_plan(const Analysis& a, std::uint64_t budget, const SearchOptions& options);
 
+// gswapd's refinement of the plan it published (daemon/README.md): searches that go on from the
+// best plan so far (SearchOptions::start), each with the next seed, for kRefineStepMs at most (a
+// feedback check or another client's plan waits for one step at most).
+constexpr double kRefineStepMs = 500;
+// Whether a refined plan whose simulated step is best_us replaces the plan published, of
+// published_us: when at least 2% shorter (a new plan starts its feedback over), 0.5% after the
+// last step, which no further plan can follow.
+bool refined_plan_replaces(double best_us, double published_us, bool last_step);
+
 // The daemon's entry point: analyses one iteration's trace and returns the best plan found
 // within the options' time budget (the greedy plan at least, also when the budget ends first).
 // Thread-compatible: it touches nothing but its arguments, so a background thread may run it

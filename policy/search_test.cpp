@@ -352,6 +352,15 @@ TEST(SearchTest, GoesOnFromAStartPlan) {
   EXPECT_EQ(search_plan(a, budget, o).seed_policy.find("refined"), std::string::npos);
 }
 
+// gswapd replaces the plan it follows by a refined one at least 2% shorter, 0.5% after the last
+// refinement step.
+TEST(SearchTest, ARefinedPlanReplacesTheOnePublishedWhenClearlyShorter) {
+  EXPECT_TRUE(refined_plan_replaces(97.9, 100.0, false));
+  EXPECT_FALSE(refined_plan_replaces(98.1, 100.0, false));
+  EXPECT_TRUE(refined_plan_replaces(99.4, 100.0, true));
+  EXPECT_FALSE(refined_plan_replaces(99.6, 100.0, true));
+}
+
 TEST(SearchTest, RequireFitReturnsAPlanThatFits) {
   // Swap-only ResNet-50 (batch 32) at 30%: the fastest plan found may lean on demand evictions;
   // with require_fit the search returns one that fits, no slower than the greedy plan.

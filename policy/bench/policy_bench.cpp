@@ -347,8 +347,9 @@ void refinement_table() {
     Plan best = first.plan;
     double best_us = first.sim.step_time_us, published = best_us;
     int improved = 0;
-    for (std::uint64_t seed = 2; seed <= 5 && first.plan.fits; ++seed) {
-      o.time_budget_ms = 500;
+    constexpr std::uint64_t kSteps = 4;  // plan_refine_ms 2000 in steps of kRefineStepMs
+    for (std::uint64_t seed = 2; seed < 2 + kSteps && first.plan.fits; ++seed) {
+      o.time_budget_ms = kRefineStepMs;
       o.seed = seed;
       o.start = &best;
       o.start_seed = "refined";
@@ -358,7 +359,7 @@ void refinement_table() {
         best_us = r.sim.step_time_us;
         ++improved;
       }
-      if (best_us <= (seed < 5 ? 0.98 : 0.995) * published) published = best_us;
+      if (refined_plan_replaces(best_us, published, seed == 1 + kSteps)) published = best_us;
     }
     ++cells;
     met_first += first.sim.step_time_us <= c.target * c.bound_us;
