@@ -104,7 +104,7 @@ class Search {
       if (auto b = simulated(first, o_.start_seed, /*seeding=*/true))
         seeds.push_back(std::move(*b));
     }
-    for (std::size_t i = 0; i < names.size() && !go_on; ++i) {
+    for (std::size_t i = 0; i < names.size() && !go_on; ++i) {  // the seeds, unless going on
       if (i > 0 && (seeding_done() || (best_ && best_->sim.feasible && !room_for(seed_ms)))) break;
       const bool timed = i == 0 && o_.now_ms;
       const double t0 = timed ? o_.now_ms() : 0;
@@ -165,11 +165,13 @@ class Search {
     // best plan so far with the recomputable regions dropped over the launches past the budget
     // (with_drops), swept too: the walk, adding one drop at a time, seldom frees enough for a
     // swap to go.
-    if (!go_on) prune(seed);
-    if (!go_on && !stop())
-      if (Plan dp = with_drops(best_->plan); !dp.entries.empty())
-        if (auto b = simulated(std::move(dp), best_->seed + " (drops)", /*seeding=*/false))
-          prune(std::move(*b));
+    if (!go_on) {  // a start plan was swept, and dropped over the peak, where it was found
+      prune(seed);
+      if (!stop())
+        if (Plan dp = with_drops(best_->plan); !dp.entries.empty())
+          if (auto b = simulated(std::move(dp), best_->seed + " (drops)", /*seeding=*/false))
+            prune(std::move(*b));
+    }
     if (spread) prune(*spread);
     Best cur = *best_, walk_best = cur;  // walk_best: the best since the walk last started over
     std::size_t since_best = 0, walked = 0, since_new_best = 0, fresh_starts = 0;
