@@ -350,6 +350,8 @@ constexpr std::size_t kMaxRoomThresholds = 8;
 // Where the refinement cannot run at every launch over the budget, the share of max_visits it may
 // still spend on the launches with the highest values.
 constexpr double kPartialRefinementShare = 1.0 / 16;
+// Cells of the alpha grid refined per launch before the shared allowance below is drawn on.
+constexpr std::size_t kRefinedCellsPerLaunch = 32;
 // Launches between a launch and the next on its stream looked at for regions read only while it
 // may still run; past this many, none is counted as needing a copy-in after it.
 constexpr std::size_t kMaxLateWindow = 256;
@@ -462,6 +464,9 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
   std::vector<std::tuple<double, double, double>> items, all_items;
   std::vector<std::tuple<double, double, double>> cells;  // alpha grid: (bound, y, rest)
   std::vector<double> thresholds;
+  // Cells refined beyond kRefinedCellsPerLaunch at a launch, over the whole bound: each visits the
+  // live regions once more, so the allowance is max_visits over the regions.
+  double extra_cells_left = max_visits / std::max<double>(1, static_cast<double>(t.regions.size()));
   // Launch i's value, with the refinement or without; `rank`: without the shortcut that skips a
   // launch unable to raise the bound so far (the value then ranks launches for the refinement).
   auto at_launch = [&](std::size_t i, bool refine, bool rank) -> double {
@@ -745,20 +750,25 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
       consider(amax, amax);
       // Cells are refined cheapest first, until the next one's unrefined value (a lower bound on
       // its refined one) is no lower than the best refined so far, that best cannot raise the
-      // bound, or 32 cells are refined (then the next cell's unrefined value bounds the rest).
+      // bound, or the cells to refine are used up: kRefinedCellsPerLaunch, then the shared
+      // allowance (then the next cell's unrefined value bounds the rest).
       if (refining) {
         std::sort(cells.begin(), cells.end());
-        constexpr std::size_t kMaxRefined = 32;  // cells refined per launch, at most
         double refined = std::numeric_limits<double>::infinity();
-        std::size_t k = 0;
-        for (; k < cells.size() && k < kMaxRefined; ++k) {
+        for (std::size_t k = 0; k < cells.size(); ++k) {
           const auto& [v, y, rest] = cells[k];
           if (v >= refined || refined <= lb.traffic_us) break;
+          if (k >= kRefinedCellsPerLaunch) {
+            if (extra_cells_left < 1) {
+              // Cells left unrefined: their unrefined values are lower bounds of their refined
+              // ones, and this one's is the least of them.
+              refined = std::min(refined, v);
+              break;
+            }
+            extra_cells_left -= 1;
+          }
           refined = std::min(refined, std::max(v, refined_cell(y, rest)));
         }
-        // Cells left unrefined: their unrefined values are lower bounds of their refined ones.
-        if (k == kMaxRefined && k < cells.size())
-          refined = std::min(refined, std::get<0>(cells[k]));
         best = std::max(best, refined);
       }
       return best;

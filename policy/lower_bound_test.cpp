@@ -545,6 +545,23 @@ TEST(LowerBoundTest, PastTheVisitsTheHighestLaunchesAreRefinedStill) {
   }
 }
 
+// On this random iteration at half its peak, a launch's value needs more than 32 cells of the
+// alpha grid refined, which it draws from the allowance shared by all launches. With 32 cells per
+// launch at most the bound was 25,770 us.
+TEST(LowerBoundTest, ALaunchMayRefineMoreCellsThanItsShare) {
+  const Trace t = *corpus_trace("random:1000");
+  const Analysis a = analyze(t);
+  const std::uint64_t budget = a.peak_bytes / 2;
+  const double full = lower_bound(a, budget).bound_us;
+  EXPECT_GT(full, 35'000.0);
+  SearchOptions o;
+  o.max_evaluations = 300;
+  const SearchResult r = search_plan(a, budget, o);
+  ASSERT_TRUE(r.sim.feasible);
+  EXPECT_EQ(r.sim.access_violations, 0u);
+  EXPECT_GE(r.sim.step_time_us, full);
+}
+
 // The fixture with X recomputable: the coarse bound lets X leave for free, so only compute is
 // left; the full bound charges its recomputation or its copies.
 TEST(LowerBoundTest, TheFallbackLetsRecomputableRegionsLeaveForFree) {
