@@ -366,7 +366,11 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
   lb.compute_us = std::max(lb.compute_us, a.ideal_step_us);
   lb.bound_us = lb.compute_us;
   if (a.peak_bytes <= budget || a.n == 0) return lb;
-  const bool multi_stream = stream_total.size() > 1;
+  // The first launch after each one that runs on another stream (n where none does).
+  std::vector<std::size_t> next_on_other_stream(a.n + 1, a.n);
+  for (std::size_t k = a.n; k-- > 1;)
+    next_on_other_stream[k - 1] =
+        t.launches[k].stream != t.launches[k - 1].stream ? k : next_on_other_stream[k];
 
   const std::size_t n = a.n;
   std::vector<std::int64_t> dfree(n + 1, 0), dA(n + 1, 0), dB(n + 1, 0), dC(n + 1, 0);
@@ -527,8 +531,10 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
         continue;
       const double bytes = static_cast<double>(t.regions[r].bytes);
       // A source of another region's recomputation may come back earlier, recomputed with it,
-      // at a launch on another stream: its cost need not fall on i's stream.
-      if (t.launches[*next].stream != l.stream || (a.is_source[r] && multi_stream)) {
+      // at a launch after i on another stream: its cost need not fall on i's stream. Where every
+      // launch up to its next access runs on i's stream, it does (README, "recompute").
+      if (t.launches[*next].stream != l.stream ||
+          (a.is_source[r] && next_on_other_stream[i] <= *next)) {
         extra_free += static_cast<std::int64_t>(bytes);
         continue;
       }

@@ -319,6 +319,26 @@ TEST(LowerBoundTest, RecomputationReplacesTraffic) {
   EXPECT_DOUBLE_EQ(s.step_time_us, 105.0);
   EXPECT_GE(s.step_time_us, lb.bound_us);
 }
+// The fixture with X a source of D, recomputed on a second stream after the last launch on the
+// first. X may come back recomputed with D only at a launch on another stream after the launch it
+// is off at and by its next access (8), and every launch up to 8 runs on stream 0: its
+// recomputation still costs stream 0 its 5 us, and the bound is the fixture's, 105 us. (It took
+// X's recomputation for free wherever the trace has a second stream: 100 us.)
+TEST(LowerBoundTest, ASourceWithNoOtherStreamBeforeItsNextAccessCostsItsStream) {
+  Trace t = fixture(true);
+  t.launches.push_back({10, 100.0, 10.0, 1, {}, "k10"});
+  const RegionId d = add_region(t, 4 * kMiB, 10, -1, {10});
+  t.regions[d - 1].recompute = Recompute{1.0, {t.regions[0].id}};
+  Analysis a = analyze(t);
+  ASSERT_TRUE(a.is_source[0]);
+  EXPECT_DOUBLE_EQ(a.ideal_step_us, 100.0);
+  const LowerBound lb = lower_bound(a, 8 * kMiB);
+  EXPECT_DOUBLE_EQ(lb.bound_us, 105.0);
+  SimResult s = simulate(a, plan_capuchin(a, 8 * kMiB), 8 * kMiB);
+  ASSERT_TRUE(s.feasible);
+  EXPECT_EQ(s.access_violations, 0u);
+  EXPECT_GE(s.step_time_us, lb.bound_us);
+}
 
 // X (4 MiB) is recomputable from S (4 MiB), itself recomputable from nothing; at launch 5, Z
 // (8 MiB, read again at 6) and W (4 MiB) leave no room for either. Budget 12 MiB, 4 MiB per 50 us
