@@ -34,6 +34,7 @@
 #include "policy/lower_bound.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <limits>
 #include <queue>
@@ -254,6 +255,28 @@ class RecomputeRoom {
     };
     std::vector<std::pair<double, double>> outs;  // A and C: (ideal end of the last use, bytes)
     ReleaseSchedule out_sched;
+    // B may also be off because it left before the recomputation (a copy-out free to start at
+    // once: `outs_early`, with A and C), or because it started the iteration on the host, copied
+    // out after its last access L (`wraps`: released at L's ideal end; `wraps_after`: at L's
+    // least end measured from the recomputation, see below). Bytes whose copy-out waits for
+    // nothing count as free there (`wrap_free`, `wrap_after_free`).
+    std::vector<std::pair<double, double>> outs_early, wraps, wrap_after_jobs;
+    struct WrapAfter {
+      std::size_t last;  // L
+      double after;      // least time from the recomputation to L's end (issue and stream order)
+      double bytes;
+      double later;  // bytes of B and C whose next use comes after L
+      double own;    // its own bytes when its first use, restored, comes no later than L
+    };
+    std::vector<WrapAfter> wraps_after;
+    std::vector<std::pair<std::size_t, double>> reads;  // B and C: (next use, bytes)
+    ReleaseSchedule early_sched, wrap_sched, wrap_after_sched;
+    double wrap_free = 0, wrap_after_free = 0;
+    struct Split {
+      std::size_t at;  // index into pt_
+      double in, y, w_hi, rest, c_before;
+    };
+    std::vector<Split> splits;
     std::vector<std::size_t> seen;
     for (std::size_t j = 0; j < n; ++j) {
       const double c_before = prefix[j];
@@ -262,6 +285,11 @@ class RecomputeRoom {
       double tail_min = 0;            // least compute left after the next use of one of B and C
       if (excess > 0) {
         outs.clear();
+        wraps.clear();
+        wraps_after.clear();
+        reads.clear();
+        wrap_free = wrap_after_free = 0;
+        double early = 0;
         bool any_in = false;
         for (std::size_t r = 0; r < nr; ++r) {
           if (a.first_live[r] > j || a.last_live[r] < j) continue;
@@ -275,10 +303,48 @@ class RecomputeRoom {
           if (k == kB || k == kC) {
             tail_min = any_in ? std::min(tail_min, suffix[*next]) : suffix[*next];
             any_in = true;
+            reads.emplace_back(*next, b);
+          }
+          if (k == kB) {
+            early += b;
+            // Its copy-out after the last access of this region, or of its next instance if the
+            // iteration frees it (one never accessed leaves nothing to wait for).
+            const std::size_t inst = a.next_instance[r] != kNoRegion ? a.next_instance[r] : r;
+            if (a.accesses[inst].empty()) {
+              wrap_free += b;
+              wrap_after_free += b;
+              continue;
+            }
+            const std::size_t last = a.accesses[inst].back();
+            wraps.emplace_back(a.end_us[last], b);
+            if (last < j) {
+              wrap_after_free += b;  // ended before j: the recomputation does not delay it
+              continue;
+            }
+            // L starts no earlier than j, which starts after the recomputation (issue order),
+            // and on j's stream only after every launch from j up to it has run.
+            const double after = t.launches[last].stream == t.launches[j].stream
+                                     ? suffix[j] - suffix[last] + t.launches[last].dur_us
+                                     : t.launches[last].dur_us;
+            wraps_after.push_back({last, after, b, 0, acc.front() <= last ? b : 0});
           }
         }
         out_sched.reset(outs, bw_out);
+        outs_early = outs;
+        if (early > 0) outs_early.emplace_back(0.0, early);
+        early_sched.reset(outs_early, bw_out);
+        wrap_sched.reset(wraps, bw_out);
+        std::sort(reads.begin(), reads.end());
+        double read_bytes = 0;
+        for (auto& [next, bytes] : reads) read_bytes += bytes, bytes = read_bytes;  // prefix sums
+        for (WrapAfter& w : wraps_after) {
+          const auto upto =
+              std::upper_bound(reads.begin(), reads.end(), w.last,
+                               [](std::size_t last, const auto& r) { return last < r.first; });
+          w.later = read_bytes - (upto == reads.begin() ? 0 : std::prev(upto)->second);
+        }
       }
+      splits.clear();
       for (std::size_t r : rc) {
         if (a.first_live[r] > j || a.accesses[r].back() < j) continue;
         const Region& reg = t.regions[r];
@@ -316,8 +382,52 @@ class RecomputeRoom {
         // copy-outs, which only lowers the bound); copied in after it starts: all but A's.
         const double start = std::max(c_before, out_sched.end(y - b));
         const double in = std::max(0.0, y - a_off);
-        pt = start +
-             std::max(reg.recompute->cost_us + suffix[j], in > 0 ? in / bw_in + tail_min : 0.0);
+        const double rest =
+            std::max(reg.recompute->cost_us + suffix[j], in > 0 ? in / bw_in + tail_min : 0.0);
+        pt = start + rest;
+        // Of the bytes of B off then, w started the iteration on the host, and the others left
+        // before it (copy-outs released at 0, with A's and C's): the recomputation starts no
+        // earlier than Early(y - w), and the step ends no earlier than the copy-outs of the w
+        // wrapped bytes, after their last accesses (`splits`, below, in order of `in` per launch).
+        if (const double w_hi = std::min(y, b); w_hi > 0)
+          splits.push_back({offset_[r] + j - first_[r], in, y, w_hi, rest, c_before});
+      }
+      // Those copy-outs end no earlier than on the ideal timeline, nor, from the recomputation
+      // on, than their least time `after`, nor the copy-ins that must precede them: those of all
+      // but `later` of the `in` bytes brought back after the recomputation starts, and their own
+      // (README "A recomputation needs room"). Early only falls as w grows, the copy-outs only
+      // rise: on each of 16 cells [u, v] of w, the step is at least the value with Early(y - v)
+      // and the copy-outs of u. The delayed copy-outs' schedule depends on `in`; it is built
+      // for `in` rounded down to 1/256 of the excess (earlier releases only lower the bound).
+      std::sort(splits.begin(), splits.end(),
+                [](const Split& x, const Split& y) { return x.in < y.in; });
+      const double quantum = std::max(1.0, excess / 256);
+      double built_for = -1;
+      for (const Split& sp : splits) {
+        const double in = std::floor(sp.in / quantum) * quantum;
+        if (in != built_for) {
+          built_for = in;
+          wrap_after_jobs.clear();
+          for (const WrapAfter& w : wraps_after) {
+            double ready = std::max(0.0, in - w.later) / bw_in;
+            ready = std::max(ready, w.own / bw_in);
+            wrap_after_jobs.emplace_back(
+                ready > 0 ? std::max(w.after, ready + t.launches[w.last].dur_us) : w.after,
+                w.bytes);
+          }
+          wrap_after_sched.reset(wrap_after_jobs, bw_out);
+        }
+        constexpr int kSplits = 16;
+        double best = std::numeric_limits<double>::infinity();
+        for (int c = 0; c < kSplits; ++c) {
+          const double u = sp.w_hi * c / kSplits;
+          const double v = c + 1 == kSplits ? sp.w_hi : sp.w_hi * (c + 1) / kSplits;
+          const double early_start = std::max(sp.c_before, early_sched.end(sp.y - v));
+          best =
+              std::min(best, std::max({early_start + sp.rest, wrap_sched.end(u - wrap_free),
+                                       early_start + wrap_after_sched.end(u - wrap_after_free)}));
+        }
+        pt_[sp.at] = std::max(pt_[sp.at], best);
       }
     }
     // at(r, i): the least over the launches its recomputation may run at, up to the next access.
