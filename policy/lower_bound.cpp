@@ -203,6 +203,21 @@ double covering_bound(const Analysis& a, std::uint64_t budget) {
   return bound;
 }
 
+// Sets each wrap's `later`: the bytes of `reads` (regions of B and C: next access, bytes) whose
+// next access comes after the wrap's last access. Sorts `reads`, its bytes made prefix sums.
+template <typename Wrap>
+void set_later(std::vector<std::pair<std::size_t, double>>& reads, std::vector<Wrap>& wraps) {
+  std::sort(reads.begin(), reads.end());
+  double read_bytes = 0;
+  for (auto& [next, bytes] : reads) read_bytes += bytes, bytes = read_bytes;
+  for (Wrap& w : wraps) {
+    const auto upto =
+        std::upper_bound(reads.begin(), reads.end(), w.last,
+                         [](std::size_t last, const auto& r) { return last < r.first; });
+    w.later = read_bytes - (upto == reads.begin() ? 0 : std::prev(upto)->second);
+  }
+}
+
 // README "A recomputation needs room". For a recomputable region r off the device at launch i,
 // at(r, i) is a lower bound on the step of any valid run that brings r back recomputed by its
 // next access b, at some launch j, i < j <= b (at b alone unless r is a source of another
@@ -334,15 +349,7 @@ class RecomputeRoom {
         if (early > 0) outs_early.emplace_back(0.0, early);
         early_sched.reset(outs_early, bw_out);
         wrap_sched.reset(wraps, bw_out);
-        std::sort(reads.begin(), reads.end());
-        double read_bytes = 0;
-        for (auto& [next, bytes] : reads) read_bytes += bytes, bytes = read_bytes;  // prefix sums
-        for (WrapAfter& w : wraps_after) {
-          const auto upto =
-              std::upper_bound(reads.begin(), reads.end(), w.last,
-                               [](std::size_t last, const auto& r) { return last < r.first; });
-          w.later = read_bytes - (upto == reads.begin() ? 0 : std::prev(upto)->second);
-        }
+        set_later(reads, wraps_after);
       }
       splits.clear();
       for (std::size_t r : rc) {
@@ -718,15 +725,7 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
       if (early_bytes > 0) outs.emplace_back(0.0, early_bytes);
       // For each wrap, the bytes of B and C whose next access comes after its last access.
       if (wraps_after.empty()) reads.clear();
-      std::sort(reads.begin(), reads.end());
-      double read_bytes = 0;
-      for (auto& [next, bytes] : reads) read_bytes += bytes, bytes = read_bytes;  // prefix sums
-      for (WrapAfter& w : wraps_after) {
-        const auto upto =
-            std::upper_bound(reads.begin(), reads.end(), w.last,
-                             [](std::size_t last, const auto& r) { return last < r.first; });
-        w.later = read_bytes - (upto == reads.begin() ? 0 : std::prev(upto)->second);
-      }
+      set_later(reads, wraps_after);
     }
     out_sched.reset(outs, bw_out > 0 ? bw_out : 1);
     wrap_sched.reset(wraps, bw_out > 0 ? bw_out : 1);
