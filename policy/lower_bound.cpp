@@ -872,6 +872,9 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
         double refined = std::numeric_limits<double>::infinity();
         for (std::size_t k = 0; k < cells.size(); ++k) {
           const auto& [v, y, rest] = cells[k];
+          // Stopping once refined <= the bound so far may leave `refined` above the launch's
+          // value (a cell left unrefined may refine lower), but no higher than the bound so far,
+          // which only a higher value raises.
           if (v >= refined || refined <= lb.traffic_us) break;
           if (k >= kRefinedCellsPerLaunch) {
             if (extra_cells_left < 1) {
