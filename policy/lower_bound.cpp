@@ -203,18 +203,45 @@ double covering_bound(const Analysis& a, std::uint64_t budget) {
   return bound;
 }
 
-// Sets each wrap's `later`: the bytes of `reads` (regions of B and C: next access, bytes) whose
-// next access comes after the wrap's last access. Sorts `reads`, its bytes made prefix sums.
-template <typename Wrap>
-void set_later(std::vector<std::pair<std::size_t, double>>& reads, std::vector<Wrap>& wraps) {
+// A region of B, off at an instant t0 (a launch's start, or a recomputation), that started the
+// iteration on the host: its copy-out runs after its last access L (README "A wrap's copy-out
+// waits for a delayed access" and "... for the restores before it").
+struct WrapAfter {
+  std::size_t last;  // L: its last access, or its next instance's
+  double after;      // least time from t0 to L's end (issue and stream order)
+  double bytes;
+  double later;  // bytes of B and C read after t0 whose next access comes after L
+  double own;    // its own bytes when its first access, restored, comes no later than L
+};
+
+// Sets each wrap's `later` from `reads` (regions of B and C: next access, bytes). Sorts `reads`,
+// its bytes made prefix sums.
+void set_later(std::vector<std::pair<std::size_t, double>>& reads, std::vector<WrapAfter>& wraps) {
   std::sort(reads.begin(), reads.end());
   double read_bytes = 0;
   for (auto& [next, bytes] : reads) read_bytes += bytes, bytes = read_bytes;
-  for (Wrap& w : wraps) {
+  for (WrapAfter& w : wraps) {
     const auto upto =
         std::upper_bound(reads.begin(), reads.end(), w.last,
                          [](std::size_t last, const auto& r) { return last < r.first; });
     w.later = read_bytes - (upto == reads.begin() ? 0 : std::prev(upto)->second);
+  }
+}
+
+// The wraps' copy-outs as jobs released from t0: L ends no earlier than `after`, nor than the
+// copy-ins it waits for plus its own duration. Those are all but `later` of the `in` bytes
+// brought back one after another from `in_from` (after t0), and its own bytes, whose copy-in
+// may start at t0. With none, L need wait for no copy-in.
+void delayed_jobs(const std::vector<WrapAfter>& wraps, double in, double in_from, double bw_in,
+                  const Trace& t, std::vector<std::pair<double, double>>& jobs) {
+  jobs.clear();
+  for (const WrapAfter& w : wraps) {
+    const double before_l = std::max(0.0, in - w.later);
+    double ready = 0;  // from t0
+    if (bw_in > 0 && before_l > 0) ready = in_from + before_l / bw_in;
+    if (bw_in > 0 && w.own > 0) ready = std::max(ready, w.own / bw_in);
+    jobs.emplace_back(ready > 0 ? std::max(w.after, ready + t.launches[w.last].dur_us) : w.after,
+                      w.bytes);
   }
 }
 
@@ -276,14 +303,7 @@ class RecomputeRoom {
     // least end measured from the recomputation, see below). Bytes whose copy-out waits for
     // nothing count as free there (`wrap_free`, `wrap_after_free`).
     std::vector<std::pair<double, double>> outs_early, wraps, wrap_after_jobs;
-    struct WrapAfter {
-      std::size_t last;  // L
-      double after;      // least time from the recomputation to L's end (issue and stream order)
-      double bytes;
-      double later;  // bytes of B and C whose next use comes after L
-      double own;    // its own bytes when its first use, restored, comes no later than L
-    };
-    std::vector<WrapAfter> wraps_after;
+    std::vector<WrapAfter> wraps_after;                 // t0: the recomputation
     std::vector<std::pair<std::size_t, double>> reads;  // B and C: (next use, bytes)
     ReleaseSchedule early_sched, wrap_sched, wrap_after_sched;
     double wrap_free = 0, wrap_after_free = 0;
@@ -414,14 +434,7 @@ class RecomputeRoom {
         const double in = std::floor(sp.in / quantum) * quantum;
         if (in != built_for) {
           built_for = in;
-          wrap_after_jobs.clear();
-          for (const WrapAfter& w : wraps_after) {
-            double ready = std::max(0.0, in - w.later) / bw_in;
-            ready = std::max(ready, w.own / bw_in);
-            wrap_after_jobs.emplace_back(
-                ready > 0 ? std::max(w.after, ready + t.launches[w.last].dur_us) : w.after,
-                w.bytes);
-          }
+          delayed_jobs(wraps_after, in, 0.0, bw_in, t, wrap_after_jobs);
           wrap_after_sched.reset(wrap_after_jobs, bw_out);
         }
         constexpr int kSplits = 16;
@@ -569,14 +582,7 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
   std::vector<std::pair<double, double>> outs;   // (release: ideal end of the last write, bytes)
   std::vector<std::pair<double, double>> wraps;  // B: (ideal end of the last access, bytes)
   // B again, for the copy-outs' release measured from i's start (see the refinement below).
-  struct WrapAfter {
-    std::size_t last;  // its last access
-    double after;      // least time from i's start to the end of that access (issue order)
-    double bytes;
-    double later;  // bytes of B and C whose next access after i comes after `last`
-    double own;    // its own bytes when its first access, restored, comes no later than `last`
-  };
-  std::vector<WrapAfter> wraps_after;
+  std::vector<WrapAfter> wraps_after;                 // t0: i's start
   std::vector<std::pair<std::size_t, double>> reads;  // B and C: (next access after i, bytes)
   std::vector<std::pair<double, double>> wrap_after_jobs;
   ReleaseSchedule out_sched, wrap_sched, wrap_after_sched;
@@ -814,20 +820,11 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
         if (!jobs_built || in != jobs_in) {
           jobs_built = true;
           jobs_in = in;
-          wrap_after_jobs.clear();
-          for (const WrapAfter& w : wraps_after) {
-            // Copy-ins that must end before L starts: all but `later` of the others, which are
-            // off until i ends, and its own. It is off when i starts, not necessarily when i
-            // ends: its copy-in may start while i runs, in memory a copy-out landing then frees.
-            // With none, L may run beside i (on another stream).
-            const double after_i = std::max(0.0, in - w.later);
-            double ready = 0;  // from i's start
-            if (bw_in > 0 && after_i > 0) ready = l.dur_us + after_i / bw_in;
-            if (bw_in > 0 && w.own > 0) ready = std::max(ready, w.own / bw_in);
-            wrap_after_jobs.emplace_back(
-                ready > 0 ? std::max(w.after, ready + t.launches[w.last].dur_us) : w.after,
-                w.bytes);
-          }
+          // Copy-ins that must end before L starts: all but `later` of the others, which are off
+          // until i ends, and its own. It is off when i starts, not necessarily when i ends: its
+          // copy-in may start while i runs, in memory a copy-out landing then frees. With none,
+          // L may run beside i (on another stream).
+          delayed_jobs(wraps_after, in, l.dur_us, bw_in, t, wrap_after_jobs);
           wrap_after_sched.reset(wrap_after_jobs, bw_out);
         }
         double cell_best = std::numeric_limits<double>::infinity();
