@@ -565,21 +565,30 @@ TEST(LowerBoundTest, PastTheVisitsTheHighestLaunchesAreRefinedStill) {
   }
 }
 
+// A corpus trace at half its peak: its lower bound, after checking that the plans the search
+// finds in each of `evaluations` run validly and no faster than it.
+double bound_at_half_peak_searched(std::string_view name,
+                                   std::initializer_list<std::size_t> evaluations) {
+  const Trace t = *corpus_trace(name);
+  const Analysis a = analyze(t);
+  const std::uint64_t budget = a.peak_bytes / 2;
+  const double bound = lower_bound(a, budget).bound_us;
+  for (const std::size_t e : evaluations) {
+    SearchOptions o;
+    o.max_evaluations = e;
+    const SearchResult r = search_plan(a, budget, o);
+    EXPECT_TRUE(r.sim.feasible) << name << " " << e;
+    EXPECT_EQ(r.sim.access_violations, 0u) << name << " " << e;
+    EXPECT_GE(r.sim.step_time_us, bound) << name << " " << e;
+  }
+  return bound;
+}
+
 // On this random iteration at half its peak, a launch's value needs more than 32 cells of the
 // alpha grid refined, which it draws from the allowance shared by all launches. With 32 cells per
 // launch at most the bound was 25,770 us.
 TEST(LowerBoundTest, ALaunchMayRefineMoreCellsThanItsShare) {
-  const Trace t = *corpus_trace("random:1000");
-  const Analysis a = analyze(t);
-  const std::uint64_t budget = a.peak_bytes / 2;
-  const double full = lower_bound(a, budget).bound_us;
-  EXPECT_GT(full, 35'000.0);
-  SearchOptions o;
-  o.max_evaluations = 300;
-  const SearchResult r = search_plan(a, budget, o);
-  ASSERT_TRUE(r.sim.feasible);
-  EXPECT_EQ(r.sim.access_violations, 0u);
-  EXPECT_GE(r.sim.step_time_us, full);
+  EXPECT_GT(bound_at_half_peak_searched("random:1000", {300}), 35'000.0);
 }
 
 // On this random iteration at half its peak, the room a recomputation needs also counts the
@@ -588,19 +597,7 @@ TEST(LowerBoundTest, ALaunchMayRefineMoreCellsThanItsShare) {
 // the copy-ins after the recomputation delay. The bound rose from 84.6 ms to 97.1 ms; the
 // search's plans run 101-106 ms.
 TEST(LowerBoundTest, TheRoomForARecomputationCountsCarriedBytesCopiedOut) {
-  const Trace t = *corpus_trace("random:1005");
-  const Analysis a = analyze(t);
-  const std::uint64_t budget = a.peak_bytes / 2;
-  const double bound = lower_bound(a, budget).bound_us;
-  EXPECT_GT(bound, 95'000.0);
-  for (const std::size_t evaluations : {300, 2000}) {
-    SearchOptions o;
-    o.max_evaluations = evaluations;
-    const SearchResult r = search_plan(a, budget, o);
-    ASSERT_TRUE(r.sim.feasible);
-    EXPECT_EQ(r.sim.access_violations, 0u);
-    EXPECT_GE(r.sim.step_time_us, bound);
-  }
+  EXPECT_GT(bound_at_half_peak_searched("random:1005", {300, 2000}), 95'000.0);
 }
 
 // The fixture with X recomputable: the coarse bound lets X leave for free, so only compute is
