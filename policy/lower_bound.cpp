@@ -586,6 +586,7 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
   std::vector<std::pair<std::size_t, double>> reads;  // B and C: (next access after i, bytes)
   std::vector<std::pair<double, double>> wrap_after_jobs;
   ReleaseSchedule out_sched, wrap_sched, wrap_after_sched;
+  std::vector<std::tuple<double, double, double>> splits;  // (value, ya, yb) of the A/C share
   const double bw_out = t.device.d2h_bytes_per_s / 1e6, bw_in = t.device.h2d_bytes_per_s / 1e6;
   // (cost per byte, bytes, least step of a run that recomputes it: RecomputeRoom::at)
   std::vector<std::tuple<double, double, double>> items, all_items;
@@ -811,8 +812,9 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
       const bool refining = refine && !wraps.empty() && bw_out > 0;
       bool jobs_built = false;
       double jobs_in = 0;  // the copy-in bytes wrap_after_sched was built for
-      auto refined_cell = [&](double y, double rest) {
-        constexpr int kSplits = 16;
+      // `enough`: the caller needs no value above it (resplitting stops once every cell passes it).
+      auto refined_cell = [&](double y, double rest, double enough) {
+        constexpr int kSplits = 16, kResplits = 16;
         const auto [lo, hi] = ac_range(y);
         // Release dates from i's start: the last access also waits for the copy-ins of the
         // regions read before it (README "A wrap's copy-out waits for the restores before it").
@@ -827,16 +829,33 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
           delayed_jobs(wraps_after, in, l.dur_us, bw_in, t, wrap_after_jobs);
           wrap_after_sched.reset(wrap_after_jobs, bw_out);
         }
-        double cell_best = std::numeric_limits<double>::infinity();
+        // On [ya, yb] of the A/C share, the step is at least the value with start(i) at ya and
+        // the wrapped bytes at yb.
+        auto split_value = [&](double ya, double yb) {
+          const double start = start_i(ya), wrapped = y - yb - wrap_after_free;
+          return std::max({start + rest, wrap_sched.end(y - yb - wrap_free),
+                           start + wrap_after_sched.end(wrapped)});
+        };
+        // kSplits even cells, then the lowest split in four, up to kResplits times: every cell's
+        // value is a bound for its part, so the least of them bounds the whole range at every step.
+        splits.clear();
         for (int c = 0; c < kSplits; ++c) {
           const double ya = lo + (hi - lo) * c / kSplits;
           const double yb = c + 1 == kSplits ? hi : lo + (hi - lo) * (c + 1) / kSplits;
-          const double start = start_i(ya);
-          cell_best = std::min(cell_best,
-                               std::max({start + rest, wrap_sched.end(y - yb - wrap_free),
-                                         start + wrap_after_sched.end(y - yb - wrap_after_free)}));
+          splits.push_back({split_value(ya, yb), ya, yb});
         }
-        return cell_best;
+        for (int k = 0; k < kResplits; ++k) {
+          const auto low = std::min_element(splits.begin(), splits.end());
+          const auto [v, ya, yb] = *low;
+          if (yb - ya < 1 || v > enough) break;
+          splits.erase(low);
+          for (int c = 0; c < 4; ++c) {
+            const double a0 = ya + (yb - ya) * c / 4,
+                         b0 = c == 3 ? yb : ya + (yb - ya) * (c + 1) / 4;
+            splits.push_back({split_value(a0, b0), a0, b0});
+          }
+        }
+        return std::get<0>(*std::min_element(splits.begin(), splits.end()));
       };
       // A launch whose value cannot beat the bound so far is not worth every cell: the value is
       // at most that of any one cell (refined, where the refinement runs), so a few cells spread
@@ -847,7 +866,7 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
         for (std::size_t p = 0; p < kProbes; ++p) {
           const std::size_t k = (grid.size() - 2) * p / (kProbes - 1);
           auto [v, y, rest] = cell(grid[k], grid[k + 1]);
-          if (refining) v = std::max(v, refined_cell(y, rest));
+          if (refining) v = std::max(v, refined_cell(y, rest, so_far));
           if (v <= so_far) return 0.0;
         }
       double best = 0;
@@ -882,7 +901,7 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
             }
             extra_cells_left -= 1;
           }
-          refined = std::min(refined, std::max(v, refined_cell(y, rest)));
+          refined = std::min(refined, std::max(v, refined_cell(y, rest, refined)));
         }
         best = std::max(best, refined);
       }
