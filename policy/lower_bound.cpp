@@ -245,6 +245,161 @@ void delayed_jobs(const std::vector<WrapAfter>& wraps, double in, double in_from
   }
 }
 
+// README "A wrap's copy-outs wait for the others' restores". Wrapped regions restored before their
+// last access L, grouped by L: of any set of them, those read by L_k or earlier are all back before
+// L_k starts, and those whose L is L_k or later are copied out after it, so the two engines need
+// at least their bytes plus the most bytes of one group between them. least(w) bounds that from
+// below over every set of at least w bytes: w plus the least M such that the largest subset of
+// each group within M sums to w or more (a group with too many distinct subset sums counts as
+// divisible, which only lowers M).
+class WrapGroups {
+ public:
+  void reset(const std::vector<WrapAfter>& wraps, const Trace& t) {
+    // (L, bytes) of the wraps restored before L; the rest wait for no copy-in of theirs.
+    restored_.clear();
+    unrestored_ = 0;
+    min_dur_ = std::numeric_limits<double>::infinity();
+    for (const WrapAfter& w : wraps) {
+      if (w.own > 0) {
+        restored_.emplace_back(w.last, w.bytes);
+        min_dur_ = std::min(min_dur_, t.launches[w.last].dur_us);
+      } else {
+        unrestored_ += w.bytes;
+      }
+    }
+    if (restored_.empty()) min_dur_ = 0;
+    if (!std::is_sorted(restored_.begin(), restored_.end()))
+      std::sort(restored_.begin(), restored_.end());
+    // Groups of the same sizes (the layers of a model) share one kind, counted.
+    kinds_used_ = 0;
+    divisible_.clear();
+    for (std::size_t k = 0; k < restored_.size();) {
+      std::size_t end = k;
+      while (end < restored_.size() && restored_[end].first == restored_[k].first) ++end;
+      Kind* kind = nullptr;
+      for (std::size_t q = 0; q < kinds_used_ && !kind; ++q)
+        if (same_sizes(kinds_[q], k, end)) kind = &kinds_[q];
+      if (!kind) kind = &new_kind(k, end);
+      ++kind->count;
+      k = end;
+    }
+    // Breakpoints of F(M), the bytes of the largest subsets within M: the exact groups' subset
+    // sums (F of those is constant between them) and the divisible groups' sizes.
+    events_.clear();
+    for (std::size_t q = 0; q < kinds_used_; ++q) {
+      const Kind& kind = kinds_[q];
+      if (kind.divisible) {
+        divisible_.insert(divisible_.end(), kind.count, kind.whole);
+        continue;
+      }
+      for (std::size_t j = 1; j < kind.sums.size(); ++j)
+        events_.emplace_back(kind.sums[j],
+                             static_cast<double>(kind.count) * (kind.sums[j] - kind.sums[j - 1]));
+    }
+    std::sort(events_.begin(), events_.end());
+    std::sort(divisible_.begin(), divisible_.end());
+    divisible_prefix_.assign(divisible_.size() + 1, 0);
+    for (std::size_t k = 0; k < divisible_.size(); ++k)
+      divisible_prefix_[k + 1] = divisible_prefix_[k] + divisible_[k];
+    level_.clear();
+    exact_at_.clear();
+    double exact = 0;
+    std::size_t d = 0;
+    for (std::size_t k = 0; k <= events_.size(); ++k) {
+      const double v =
+          k < events_.size() ? events_[k].first : std::numeric_limits<double>::infinity();
+      // Divisible sizes below v, as breakpoints with the exact groups' F so far.
+      for (; d < divisible_.size() && divisible_[d] < v; ++d)
+        level_.push_back(divisible_[d]), exact_at_.push_back(exact);
+      if (k == events_.size()) break;
+      exact += events_[k].second;
+      if (!level_.empty() && level_.back() == v)
+        exact_at_.back() = exact;
+      else
+        level_.push_back(v), exact_at_.push_back(exact);
+    }
+  }
+
+  // Wrapped bytes that wait for no copy-in of their own.
+  double unrestored() const { return unrestored_; }
+  // The shortest L of the restored wraps: the copy-outs after L_k start no earlier than L_k's
+  // start plus it.
+  double min_dur() const { return min_dur_; }
+
+  // The least, over sets of restored wraps of at least w bytes, of their bytes plus their most
+  // bytes at one L; for w beyond every restored wrap, the value for all of them.
+  double least(double w) const {
+    if (w <= 0 || level_.empty()) return 0;
+    const auto F = [&](std::size_t k) { return exact_at_[k] + divisible_within(level_[k]); };
+    std::size_t lo = 0, hi = level_.size();  // first breakpoint with F >= w
+    while (lo < hi) {
+      const std::size_t mid = (lo + hi) / 2;
+      if (F(mid) >= w)
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    if (lo == level_.size()) return F(lo - 1) + level_.back();
+    // Between the breakpoint before and this one only the divisible groups larger than the one
+    // before grow F, one byte per byte of M each.
+    const double prev = lo ? level_[lo - 1] : 0, f_prev = lo ? F(lo - 1) : 0;
+    const auto larger = static_cast<double>(
+        divisible_.end() - std::upper_bound(divisible_.begin(), divisible_.end(), prev));
+    const double m = larger > 0 ? std::min(level_[lo], prev + (w - f_prev) / larger) : level_[lo];
+    return w + m;
+  }
+
+ private:
+  static constexpr std::size_t kMaxSums = 256;
+  // Groups of one list of sizes (ascending): their subset sums (ascending, from 0), or, past
+  // kMaxSums of them, divisible.
+  struct Kind {
+    std::vector<double> sizes, sums;
+    double whole = 0;
+    bool divisible = false;
+    std::size_t count = 0;
+  };
+  bool same_sizes(const Kind& kind, std::size_t from, std::size_t to) const {
+    if (kind.sizes.size() != to - from) return false;
+    for (std::size_t k = from; k < to; ++k)
+      if (kind.sizes[k - from] != restored_[k].second) return false;
+    return true;
+  }
+  Kind& new_kind(std::size_t from, std::size_t to) {
+    if (kinds_used_ == kinds_.size()) kinds_.emplace_back();
+    Kind& kind = kinds_[kinds_used_++];
+    kind.sizes.clear();
+    kind.sums.assign(1, 0.0);
+    kind.whole = 0;
+    kind.divisible = false;
+    kind.count = 0;
+    for (std::size_t k = from; k < to; ++k) {
+      const double b = restored_[k].second;
+      kind.sizes.push_back(b);
+      kind.whole += b;
+      if (kind.divisible) continue;
+      const std::size_t m = kind.sums.size();
+      for (std::size_t q = 0; q < m; ++q) kind.sums.push_back(kind.sums[q] + b);
+      std::sort(kind.sums.begin(), kind.sums.end());
+      kind.sums.erase(std::unique(kind.sums.begin(), kind.sums.end()), kind.sums.end());
+      kind.divisible = kind.sums.size() > kMaxSums;
+    }
+    return kind;
+  }
+  // The bytes of the divisible groups within M.
+  double divisible_within(double m) const {
+    const auto k = static_cast<std::size_t>(
+        std::upper_bound(divisible_.begin(), divisible_.end(), m) - divisible_.begin());
+    return divisible_prefix_[k] + m * static_cast<double>(divisible_.size() - k);
+  }
+  double unrestored_ = 0, min_dur_ = 0;
+  std::vector<std::pair<std::size_t, double>> restored_;
+  std::vector<Kind> kinds_;
+  std::size_t kinds_used_ = 0;
+  std::vector<std::pair<double, double>> events_;  // (subset sum, F's rise there)
+  std::vector<double> divisible_, divisible_prefix_, level_, exact_at_;
+};
+
 // README "A recomputation needs room". For a recomputable region r off the device at launch i,
 // at(r, i) is a lower bound on the step of any valid run that brings r back recomputed by its
 // next access b, at some launch j, i < j <= b (at b alone unless r is a source of another
@@ -586,6 +741,9 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
   std::vector<std::pair<std::size_t, double>> reads;  // B and C: (next access after i, bytes)
   std::vector<std::pair<double, double>> wrap_after_jobs;
   ReleaseSchedule out_sched, wrap_sched, wrap_after_sched;
+  WrapGroups wrap_groups;
+  double longest_launch = 0;
+  for (const Launch& l : t.launches) longest_launch = std::max(longest_launch, l.dur_us);
   std::vector<std::tuple<double, double, double>> splits;  // (value, ya, yb) of the A/C share
   const double bw_out = t.device.d2h_bytes_per_s / 1e6, bw_in = t.device.h2d_bytes_per_s / 1e6;
   // (cost per byte, bytes, least step of a run that recomputes it: RecomputeRoom::at)
@@ -810,7 +968,7 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
       // and the wrap bytes shrink, so the minimum over the split is bounded cell by cell: on [a,
       // b], start(i) >= its value at a and the wrap bytes >= y - b.
       const bool refining = refine && !wraps.empty() && bw_out > 0;
-      bool jobs_built = false;
+      bool jobs_built = false, groups_built = false;
       double jobs_in = 0;  // the copy-in bytes wrap_after_sched was built for
       // `enough`: the caller needs no value above it (resplitting stops once every cell passes it).
       auto refined_cell = [&](double y, double rest, double enough) {
@@ -833,8 +991,20 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
         // the wrapped bytes at yb.
         auto split_value = [&](double ya, double yb) {
           const double start = start_i(ya), wrapped = y - yb - wrap_after_free;
-          return std::max({start + rest, wrap_sched.end(y - yb - wrap_free),
-                           start + wrap_after_sched.end(wrapped)});
+          const double v = std::max({start + rest, wrap_sched.end(y - yb - wrap_free),
+                                     start + wrap_after_sched.end(wrapped)});
+          // The restored wraps' copy-ins and copy-outs on the two engines, from i's start (README
+          // "A wrap's copy-outs wait for the others' restores"): at most twice their bytes over
+          // the faster engine and one launch, so built only where that could raise v.
+          const double faster = std::max(bw_in, bw_out);
+          if (bw_in <= 0 || start + 2 * wrapped / faster + longest_launch <= v) return v;
+          if (!groups_built) {
+            groups_built = true;
+            wrap_groups.reset(wraps_after, t);
+          }
+          const double w = wrapped - wrap_groups.unrestored();
+          if (w <= 0) return v;
+          return std::max(v, start + wrap_groups.least(w) / faster + wrap_groups.min_dur());
         };
         // kSplits even cells, then the lowest split in four, up to kResplits times: every cell's
         // value is a bound for its part, so the least of them bounds the whole range at every step.

@@ -210,6 +210,33 @@ TEST(LowerBoundTest, AWrapCopyOutWaitsForTheRestoresBeforeIt) {
   }
 }
 
+// Launches 2 and 3 each read three carried regions of 4 MiB, on a link that copies 4 MiB in
+// 100 us; at launch 0 a temporary leaves room for only three of the six. A region off comes back
+// before the launch that reads it, and one wrapped leaves again after it. The bound counted each
+// wrap's copy-out as released once its own copy-in was done (405.3 us); a launch reads all its
+// regions, so the copy-outs after it wait for all of their copy-ins: 420 us, less a last cell of
+// the split. The best plan the search finds takes 520 us.
+TEST(LowerBoundTest, AWrapsCopyOutsWaitForTheOthersRestores) {
+  Trace t = empty_trace(4, 10.0, 4.0 * kMiB / 100e-6);
+  add_region(t, 12 * kMiB, 0, 0, {0});
+  for (std::size_t reader : {2u, 2u, 2u, 3u, 3u, 3u}) add_region(t, 4 * kMiB, 0, -1, {reader});
+  Analysis a = analyze(t);
+  const std::uint64_t budget = 24 * kMiB;
+  ASSERT_EQ(a.live_bytes[0], budget + 12 * kMiB);
+  const LowerBound lb = lower_bound(a, budget);
+  EXPECT_GT(lb.bound_us, 419.0);
+  for (PolicyKind p : kAllPolicies) {
+    const SimResult s = simulate(a, make_plan(p, a, budget), budget);
+    ASSERT_TRUE(s.feasible) << s.reason;
+    EXPECT_GE(s.step_time_us + 1e-6, lb.bound_us) << policy_name(p);
+  }
+  SearchOptions o;
+  o.max_evaluations = 2000;
+  const SearchResult r = search_plan(a, budget, o);
+  EXPECT_EQ(r.sim.access_violations, 0u);
+  EXPECT_GE(r.sim.step_time_us + 1e-6, lb.bound_us);
+}
+
 // X, carried over and read at launch 3, is the previous iteration's Y, written at 0; both are
 // recomputable from P, which lives throughout. At launch 1 a temporary needs X and Y off (a 6 MiB
 // budget): dropping Y for good after its write makes X start the next iteration dropped, and
