@@ -90,18 +90,21 @@ Analysis analyze(const Trace& trace) {
   std::vector<std::int64_t> diff(a.n + 1, 0);
   for (std::size_t r = 0; r < nr; ++r) {
     const Region& reg = trace.regions[r];
+    // Live over the launches [first, end): from the first launch at or after its allocation up
+    // to the launch at free_seq, before which it is freed (so a region freed before the first
+    // launch is never live).
     std::size_t first = pos_of_seq(reg.alloc_seq);
-    std::size_t last = reg.free_seq ? pos_of_seq(*reg.free_seq) : a.n;
-    if (last > 0) --last;          // freed before the launch at free_seq
+    std::size_t end = reg.free_seq ? pos_of_seq(*reg.free_seq) : a.n;
     if (!a.accesses[r].empty()) {  // a region is allocated at least while it is used
       first = std::min(first, a.accesses[r].front());
-      last = std::max(last, a.accesses[r].back());
+      end = std::max(end, a.accesses[r].back() + 1);
     }
-    if (a.n == 0 || first >= a.n || last < first) {
+    if (a.n == 0 || first >= a.n || end <= first) {
       a.first_live[r] = 1;
       a.last_live[r] = 0;  // never live: an empty range
       continue;
     }
+    const std::size_t last = end - 1;
     a.first_live[r] = first;
     a.last_live[r] = last;
     a.live_at_start[r] = first == 0;

@@ -83,6 +83,34 @@ TEST(AnalysisTest, LifetimesAndLiveBytes) {
 
 // A region allocated before its first use, or never used, takes memory that no plan entry can
 // free (an entry evicts after an access): the budget is possible, but no plan fits it.
+// A region freed before the first launch (at its seq or earlier) is never live, as one allocated
+// after the last is not: it took no memory in the iteration.
+TEST(AnalysisTest, ARegionFreedBeforeTheFirstLaunchIsNeverLive) {
+  Trace t = empty_trace(2, 10.0, 1e9);
+  for (Launch& l : t.launches) l.seq += 5;  // seqs 5 and 6
+  add_region(t, 1 * kMiB, 0, -1, {0, 1});
+  Region gone;  // allocated at 0, freed before the launch at seq 5
+  gone.id = 2;
+  gone.bytes = 64 * kMiB;
+  gone.alloc_seq = 0;
+  gone.free_seq = 5;
+  t.regions.push_back(gone);
+  Region before = gone;  // freed before seq 3
+  before.id = 3;
+  before.free_seq = 3;
+  t.regions.push_back(before);
+  Region late = gone;  // allocated after the last launch
+  late.id = 4;
+  late.alloc_seq = 7;
+  late.free_seq.reset();
+  t.regions.push_back(late);
+  const Analysis a = analyze(t);
+  for (std::size_t r = 1; r < 4; ++r) EXPECT_GT(a.first_live[r], a.last_live[r]) << r;
+  EXPECT_EQ(a.peak_bytes, 1 * kMiB);
+  EXPECT_EQ(a.live_bytes[0], 1 * kMiB);
+  EXPECT_FALSE(a.live_at_start[1]);
+}
+
 TEST(AnalysisTest, RegionsNotUsedYetLeaveTooLittleRoomForAPlan) {
   Trace t = empty_trace(5, 10.0, 1e9);
   add_region(t, 4 * kMiB, 0, -1, {0, 4});  // carried over: a wrap entry can evict it
