@@ -181,7 +181,10 @@ Plan plan_delta(const Analysis& a, std::uint64_t budget) {
       PlanEntry e;
       e.region = reg.id;
       e.evict_after = last_access[r];
-      e.evict_at = i;
+      // At the iteration's end (i == n) there is no launch to issue it before: it follows its last
+      // access, as a position past the iteration would mean anyway (evicts_at), and plans keep to
+      // positions within the iteration (the plan format refuses others).
+      e.evict_at = i < n ? i : kNoLaunch;
       e.back_access = next_use(r);
       e.swap_in_us = static_cast<double>(reg.bytes) / (t.device.h2d_bytes_per_s / 1e6);
       bool recompute = reg.recompute &&
