@@ -144,11 +144,16 @@ std::optional<PeriodResult> detect_iteration_period(std::span<const std::uint64_
 
 Trace last_marked_iteration(const Trace& trace) {
   if (trace.iterations.size() < 2) return trace;
-  const IterationMark m = trace.iterations.back();
   Trace out;
   out.device = trace.device;
-  for (const Launch& l : trace.launches)
-    if (l.seq >= m.first_seq && l.seq <= m.last_seq) out.launches.push_back(l);
+  // The last mark that selects launches: one opened as the recording stopped may select none.
+  IterationMark m{};
+  for (auto it = trace.iterations.rbegin(); it != trace.iterations.rend() && out.launches.empty();
+       ++it) {
+    m = *it;
+    for (const Launch& l : trace.launches)
+      if (l.seq >= m.first_seq && l.seq <= m.last_seq) out.launches.push_back(l);
+  }
   if (out.launches.empty()) return trace;
   for (const Region& r : trace.regions)
     if (r.alloc_seq <= m.last_seq && (!r.free_seq || *r.free_seq > m.first_seq))

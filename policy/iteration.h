@@ -29,9 +29,9 @@ std::optional<PeriodResult> detect_iteration_period(std::span<const std::uint64_
                                                     const PeriodOptions& options = {});
 
 // The iteration a trace's planners and simulator work on: with two or more iteration marks, the
-// launches of the last one (its first_seq to last_seq) and the regions live during it, which
-// keep their allocation and free positions (allocated before it: live at its start); otherwise
-// the trace as it is. A mark that selects no launch leaves the trace as it is too.
+// launches of the last one that selects any (its first_seq to last_seq) and the regions live
+// during it, which keep their allocation and free positions (allocated before it: live at its
+// start); otherwise (one mark, or none selecting a launch) the trace as it is.
 Trace last_marked_iteration(const Trace& trace);
 
 }  // namespace gswap::policy

@@ -150,6 +150,10 @@ TEST(IterationTest, TheLastMarkedIterationIsTheOnePlanned) {
   EXPECT_EQ(last.regions[1].id, 3u);
   ASSERT_EQ(last.iterations.size(), 1u);
   EXPECT_EQ(last.iterations[0].first_seq, 6u);
+  t.iterations.push_back({100, 200});  // a last mark with no launch: the one before it
+  EXPECT_EQ(last_marked_iteration(t).launches.front().seq, 6u);
+  t.iterations = {{100, 200}, {300, 400}};  // no mark with a launch: the trace as it is
+  EXPECT_EQ(last_marked_iteration(t).launches.size(), 9u);
   t.iterations.resize(1);  // one mark: the trace as it is
   EXPECT_EQ(last_marked_iteration(t).launches.size(), 9u);
 }
