@@ -245,6 +245,12 @@ bool read_config_file(const std::string& path, std::string* text, std::string* e
 
 std::vector<std::string> Config::merge_json(std::string_view text) {
   std::vector<std::string> errors;
+  // The JSON reader takes a NUL byte for the end of its input: the settings after it would be
+  // dropped without a word.
+  if (const auto nul = text.find('\0'); nul != std::string_view::npos) {
+    errors.push_back(fmt::format("not valid JSON: a NUL byte at offset {}", nul));
+    return errors;
+  }
   DuplicateKeys duplicates;
   nlohmann::json doc = nlohmann::json::parse(
       text,

@@ -44,6 +44,10 @@ TEST(Config, SyntaxErrorAndNonObject) {
   e = check("[1, 2]");
   ASSERT_EQ(e.size(), 1u);
   EXPECT_NE(e[0].find("JSON object"), std::string::npos);
+  // A NUL byte would end the reader's input, and the settings after it go unread.
+  e = check(std::string(R"({"budget": "6GiB"})") + std::string(1, '\0') + R"(, "x": 1})");
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_NE(e[0].find("a NUL byte at offset 18"), std::string::npos) << e[0];
 }
 
 TEST(Config, UnknownKeyIsNamed) {

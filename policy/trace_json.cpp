@@ -282,6 +282,11 @@ Plan parse_plan(const json& root, const Trace& trace) {
 template <class Parse>
 bool guarded_parse(std::string_view text, std::string* error, Parse&& parse_root) {
   json root;
+  // The JSON reader takes a NUL byte for the end of its input: what follows would go unread.
+  if (const auto nul = text.find('\0'); nul != std::string_view::npos) {
+    if (error) *error = "$: not valid JSON: a NUL byte at offset " + std::to_string(nul);
+    return false;
+  }
   try {
     root = json::parse(text.begin(), text.end());
   } catch (const json::exception& e) {

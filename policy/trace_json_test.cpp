@@ -130,6 +130,9 @@ TEST(TraceJsonTest, RejectsWithJsonPath) {
                   "launches[0].regions[1]: region 7 is used after it was freed (free_seq 480)");
   expect_rejected("{\"format\": ", "$: not valid JSON");
   expect_rejected("[1,2]", "$: expected an object");
+  // A NUL byte would end the reader's input, and the text after it go unread.
+  expect_rejected(std::string(kExample) + std::string(1, '\0') + "garbage{{",
+                  "$: not valid JSON: a NUL byte at offset");
 }
 
 // Text nlohmann itself refuses, even by throwing (a number that overflows a double), is reported
