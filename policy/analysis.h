@@ -95,6 +95,17 @@ struct Analysis {
   bool evictable(std::size_t r) const {
     return trace->regions[r].bytes >= trace->device.min_evictable_bytes && accesses[r].size() > 0;
   }
+  // Whether region r may leave after its last access with nothing bringing it back in the
+  // iteration (a plan entry with no back access, its "tail"): it is freed only later (its data
+  // is dead), or it outlives the iteration, allocated in it with no instance carried into the
+  // next (memory a first step allocates once, such as optimizer state: a swap keeps its copy on
+  // the host). A region carried across the iteration leaves by a wrap instead, and the next
+  // instance of one carried over is read again by the next iteration's first uses.
+  bool has_tail(std::size_t r) const {
+    const auto& acc = accesses[r];
+    if (acc.empty() || acc.back() >= last_live[r]) return false;
+    return !live_at_end[r] || (!live_at_start[r] && prev_instance[r] == kNoRegion);
+  }
   // Whether region r can come back recomputed for its access at launch b: it is recomputable and
   // every source is another region of the trace allocated at b (the simulator recomputes only
   // from those; any other source is an access violation).

@@ -294,12 +294,13 @@ class Planner {
     if (cur_.max_all() <= budget_) return plan;
     collect_candidates();
 
-    // Phase 0: a recomputable region that is never read again leaves for free.
+    // Phase 0: a recomputable region that is never read again, freed in the iteration, leaves
+    // for free.
     if (o_.allow_recompute)
       for (std::size_t k = 0; k < cands_.size(); ++k) {
         const Cand& c = cands_[k];
-        if (c.tail && t_.regions[c.r].recompute && cur_.max(c.e + 1, a_.last_live[c.r]) > budget_ &&
-            drop_keeps_recomputations(c))
+        if (c.tail && !a_.live_at_end[c.r] && t_.regions[c.r].recompute &&
+            cur_.max(c.e + 1, a_.last_live[c.r]) > budget_ && drop_keeps_recomputations(c))
           apply_drop(k, plan);
       }
 
@@ -542,9 +543,9 @@ class Planner {
       if (a_.live_at_start[r] && a_.live_at_end[r] &&
           (spans(acc.back() + 1, n - 1) || (acc.front() > 0 && spans(0, acc.front() - 1))))
         cands_.push_back({r, acc.back(), acc.front(), true});
-      // Written, read for the last time, and freed only later: its data is never needed again.
-      if (!a_.live_at_end[r] && acc.back() < a_.last_live[r] &&
-          spans(acc.back() + 1, a_.last_live[r]))
+      // Read for the last time, and freed only later (its data is never needed again) or
+      // outliving the iteration, allocated in it (Analysis::has_tail).
+      if (a_.has_tail(r) && spans(acc.back() + 1, a_.last_live[r]))
         cands_.push_back({r, acc.back(), kNoLaunch, false, true});
     }
     taken_.assign(cands_.size(), false);

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "policy/baselines.h"
 #include "policy/simulator.h"
 #include "policy/test_traces.h"
@@ -453,6 +455,33 @@ TEST(CapuchinTest, ARecomputationFromARegionTheCheckSwappedIsNoFit) {
   EXPECT_TRUE(p.fits) << p.reason;
   EXPECT_EQ(s.demand_evictions, 0u);
   EXPECT_EQ(s.access_violations, 0u);
+}
+
+// W (2 MiB) lives throughout, read at launches 0 and 2; O (4 MiB), allocated before launch 1 and
+// never freed (memory a first step allocates once), is read only there. Under 5 MiB, W must be off
+// at launch 1 and O at launch 2: O leaves after its use, with nothing bringing it back, its copy
+// kept on the host (not dropped, even where it is recomputable: a later iteration may read it).
+// The planners had no candidate for O and evicted it on demand.
+TEST(CapuchinTest, ARegionAllocatedOnceLeavesAfterItsLastUse) {
+  for (bool recomputable : {false, true}) {
+    Trace t = empty_trace(3, 10.0, 1e9);
+    const RegionId w = add_region(t, 2 * kMiB, 0, -1, {0, 2});
+    const RegionId o = add_region(t, 4 * kMiB, 1, -1, {1});
+    if (recomputable) t.regions[o - 1].recompute = Recompute{5.0, {w}};
+    const Analysis a = analyze(t);
+    ASSERT_TRUE(a.has_tail(a.index.at(o)));
+    const Plan p = plan_capuchin(a, 5 * kMiB);
+    EXPECT_TRUE(p.fits) << p.reason;
+    const auto it = std::find_if(p.entries.begin(), p.entries.end(),
+                                 [&](const PlanEntry& e) { return e.region == o; });
+    ASSERT_NE(it, p.entries.end());
+    EXPECT_EQ(it->kind, EvictKind::kSwap);
+    EXPECT_EQ(it->evict_after, 1u);
+    EXPECT_EQ(it->back_access, kNoLaunch);
+    const SimResult s = simulate(a, p, 5 * kMiB);
+    EXPECT_EQ(s.demand_evictions, 0u);
+    EXPECT_EQ(s.access_violations, 0u);
+  }
 }
 
 TEST(CapuchinTest, ImpossibleBudgetIsReported) {

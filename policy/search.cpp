@@ -69,8 +69,7 @@ class Search {
         if (acc[k + 1] > acc[k] + 1) mine.push_back(add_gap({r, acc[k], acc[k + 1]}));
       if (a_.live_at_start[r] && a_.live_at_end[r] && a_.n > 1)
         mine.push_back(add_gap({r, acc.back(), acc.front()}));
-      if (!a_.live_at_end[r] && acc.back() < a_.last_live[r])
-        mine.push_back(add_gap({r, acc.back(), kNoLaunch}));
+      if (a_.has_tail(r)) mine.push_back(add_gap({r, acc.back(), kNoLaunch}));
       if (a_.live_at_start[r] && a_.live_at_end[r] && !mine.empty())
         persistent_.push_back(std::move(mine));
     }
@@ -525,7 +524,7 @@ class Search {
     if (!o_.allow_recompute) return false;
     const Region& reg = t_.regions[g.r];
     if (!reg.recompute || (g.b != kNoLaunch && g.b <= g.e)) return false;
-    if (g.b == kNoLaunch) return true;  // a drop of dead data
+    if (g.b == kNoLaunch) return !a_.live_at_end[g.r];  // a drop of dead data only
     for (RegionId s : reg.recompute->sources) {
       auto it = a_.index.find(s);
       if (it == a_.index.end() || a_.first_live[it->second] > g.b || a_.last_live[it->second] < g.b)

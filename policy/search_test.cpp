@@ -398,6 +398,32 @@ TEST(SearchTest, RequireFitWalksPastPlansThatDoNotFit) {
   }
 }
 
+// A region allocated before launch 1 and never freed (O), read there only, must be off at launch
+// 2: from a plan that leaves it on, the walk evicts it after its use with nothing bringing it
+// back, as a swap even where it is recomputable (a later iteration may read it).
+TEST(SearchTest, EvictsARegionAllocatedOnceAfterItsLastUse) {
+  for (bool recomputable : {false, true}) {
+    Trace t = testing::empty_trace(3, 10.0, 1e9);
+    const RegionId w = testing::add_region(t, 2 * testing::kMiB, 0, -1, {0, 2});
+    const RegionId o = testing::add_region(t, 4 * testing::kMiB, 1, -1, {1});
+    if (recomputable) t.regions[o - 1].recompute = Recompute{5.0, {w}};
+    const Analysis a = analyze(t);
+    Plan start = plan_capuchin(a, 5 * testing::kMiB);
+    std::erase_if(start.entries, [&](const PlanEntry& e) { return e.region == o; });
+    ASSERT_FALSE(start.entries.empty());
+    SearchOptions opt;
+    opt.max_evaluations = 500;
+    opt.start = &start;
+    const SearchResult r = search_plan(a, 5 * testing::kMiB, opt);
+    EXPECT_TRUE(r.plan.fits) << r.plan.reason;
+    EXPECT_EQ(r.sim.demand_evictions, 0u);
+    for (const PlanEntry& e : r.plan.entries) {
+      if (e.region != o) continue;
+      EXPECT_EQ(e.kind, EvictKind::kSwap);
+    }
+  }
+}
+
 TEST(SearchTest, SwapOnlySearchChoosesNoRecomputation) {
   const Trace t = make_resnet50(32);
   const Analysis a = analyze(t);
