@@ -298,16 +298,19 @@ class WrapGroups {
     if (restored_.empty()) min_dur_ = 0;
     if (!std::is_sorted(restored_.begin(), restored_.end()))
       std::sort(restored_.begin(), restored_.end());
-    // Groups of the same sizes (the layers of a model) share one kind, counted.
+    // Groups of the same sizes (the layers of a model) share one kind, counted; found by a hash
+    // of the sizes (on a collision with other sizes, a kind of its own).
     kinds_used_ = 0;
+    kind_of_hash_.clear();
     divisible_.clear();
     for (std::size_t k = 0; k < restored_.size();) {
       std::size_t end = k;
-      while (end < restored_.size() && restored_[end].first == restored_[k].first) ++end;
-      Kind* kind = nullptr;
-      for (std::size_t q = 0; q < kinds_used_ && !kind; ++q)
-        if (same_sizes(kinds_[q], k, end)) kind = &kinds_[q];
-      if (!kind) kind = &new_kind(k, end);
+      std::uint64_t hash = 1469598103934665603ull;
+      for (; end < restored_.size() && restored_[end].first == restored_[k].first; ++end)
+        hash = (hash ^ static_cast<std::uint64_t>(restored_[end].second)) * 1099511628211ull;
+      const auto [it, fresh] = kind_of_hash_.try_emplace(hash, kinds_used_);
+      Kind* kind = fresh || !same_sizes(kinds_[it->second], k, end) ? &new_kind(k, end)
+                                                                    : &kinds_[it->second];
       ++kind->count;
       k = end;
     }
@@ -424,6 +427,7 @@ class WrapGroups {
   std::vector<std::pair<std::size_t, double>> restored_;
   std::vector<Kind> kinds_;
   std::size_t kinds_used_ = 0;
+  std::unordered_map<std::uint64_t, std::size_t> kind_of_hash_;
   std::vector<std::pair<double, double>> events_;  // (subset sum, F's rise there)
   std::vector<double> divisible_, divisible_prefix_, level_, exact_at_;
 };
