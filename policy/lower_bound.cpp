@@ -865,6 +865,7 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
     wraps_after.clear();
     reads.clear();
     double wrap_free = 0, wrap_after_free = 0;  // wrapped bytes that wait for nothing at i
+    double restored_bytes = 0;                  // of wraps_after, those restored before L
     if (refine) {
       bool any_in = false;
       // B's bytes that may leave before i: copy-outs released at 0, one job (split at will).
@@ -904,6 +905,7 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
             wraps.emplace_back(a.end_us[last], t.regions[r].bytes);
             const double b = static_cast<double>(t.regions[r].bytes);
             wraps_after.push_back({last, after, b, 0, acc.front() <= last ? b : 0});
+            if (acc.front() <= last) restored_bytes += b;
           }
         }
         if (read && !no_in) {
@@ -1025,10 +1027,12 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
           const double v = std::max({start + rest, wrap_sched.end(y - yb - wrap_free),
                                      start + wrap_after_sched.end(wrapped)});
           // The restored wraps' copy-ins and copy-outs on the two engines, from i's start (README
-          // "A wrap's copy-outs wait for the others' restores"): at most twice their bytes over
-          // the faster engine and one launch, so built only where that could raise v.
+          // "A wrap's copy-outs wait for the others' restores"): at most the wrapped bytes and
+          // all the restored ones over the faster engine, and one launch, so built only where
+          // that could raise v.
           const double faster = std::max(bw_in, bw_out);
-          if (bw_in <= 0 || start + 2 * wrapped / faster + longest_launch <= v) return v;
+          if (bw_in <= 0 || start + (wrapped + restored_bytes) / faster + longest_launch <= v)
+            return v;
           if (!groups_built) {
             groups_built = true;
             wrap_groups.reset(wraps_after, t);
