@@ -1,7 +1,7 @@
 // simulate_command.cpp: `simulate --trace F --budget B --policy P [--json] [--no-recompute]
-// [--search-ms MS] [--seed N] [--plan FILE] [--timeline FILE]`. Loads a trace (a file, or a
-// built-in one with ref:NAME), plans it under the budget with one policy (capuchin: the greedy
-// plan improved by the search, as gswapd plans first) or reads a plan made for it (--plan),
+// [--search-ms MS] [--seed N] [--require-fit] [--plan FILE] [--timeline FILE]`. Loads a trace (a
+// file, or a built-in one with ref:NAME), plans it under the budget with one policy (capuchin: the
+// greedy plan improved by the search, as gswapd plans first) or reads a plan made for it (--plan),
 // simulates the plan and prints the prediction next to the lower bound;
 // --timeline also writes the simulated iteration as a Chrome trace (chrome_trace.h). Errors are
 // thrown as CLI::Error / std::runtime_error for the caller's command boundary to report.
@@ -42,6 +42,7 @@ struct Options {
   std::string trace, budget, policy = "capuchin", timeline, plan;
   bool json = false;
   bool no_recompute = false;
+  bool require_fit = false;
   double search_ms = 200;
   std::uint64_t seed = 1;
 };
@@ -164,6 +165,7 @@ Evaluation plan_and_simulate(const Analysis& a, std::uint64_t budget, const Plan
     so.time_budget_ms = o.search_ms;
     so.now_ms = now_ms;
     so.seed = o.seed;
+    so.require_fit = o.require_fit;
     const double t0 = now_ms();
     SearchResult r = search_plan(a, budget, so);
     ev.plan_time_ms = now_ms() - t0;
@@ -239,7 +241,7 @@ void run(const Options& o) {
     label = "plan " + printable_text(o.plan) +
             (ev.plan.policy.empty() ? "" : " (" + printable_text(ev.plan.policy) + ")");
   } else {
-    ev = plan_and_simulate(a, budget, {o.policy, o.search_ms, o.seed}, &evaluations);
+    ev = plan_and_simulate(a, budget, {o.policy, o.search_ms, o.seed, o.require_fit}, &evaluations);
   }
   const SimResult& s = ev.sim;
   const bool feasible = ev.plan.feasible && s.feasible;
@@ -384,12 +386,18 @@ void add_simulate_command(CLI::App& app) {
   CLI::Option* seed = sub->add_option("--seed", o->seed, "capuchin: the search's seed")
                           ->check(decimal_u64)
                           ->capture_default_str();
+  CLI::Option* require_fit =
+      sub->add_flag("--require-fit", o->require_fit,
+                    "capuchin: keep to plans that run with no demand eviction where the search "
+                    "finds one, as gswapd does (without it a faster plan that evicts on demand "
+                    "wins, and the table says it does not fit)");
   sub->add_option("--plan", o->plan,
                   "simulate this plan (gswap-plan JSON, such as `gswapctl trace dump --plan-out` "
                   "writes: the plan gswapd follows) instead of planning")
       ->excludes(policy)
       ->excludes(search)
-      ->excludes(seed);
+      ->excludes(seed)
+      ->excludes(require_fit);
   sub->add_option("--timeline", o->timeline,
                   "also write the simulated iteration as a timeline (Chrome trace event JSON for "
                   "ui.perfetto.dev or chrome://tracing)");

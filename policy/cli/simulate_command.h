@@ -33,6 +33,8 @@ struct PlanOptions {
   std::string policy = "capuchin";
   double search_ms = 200;
   std::uint64_t seed = 1;
+  // The search keeps to plans that fit where one is found, as gswapd does (SearchOptions).
+  bool require_fit = false;
 };
 // Plans the trace at the budget with the policy (capuchin: the greedy plan improved by the
 // search, as gswapd plans) and simulates the plan. *evaluations: plans the search simulated.
