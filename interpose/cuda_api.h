@@ -1,9 +1,13 @@
 // cuda_api.h: the one way the library includes cuda.h.
 //
-// cuda.h renames cuGetProcAddress to cuGetProcAddress_v2 with a macro; libgswap must define both
-// ABI symbols under their own names, so the macro is removed here, once, for every file.
+// cuda.h renames cuGetProcAddress to cuGetProcAddress_v2, cuStreamBeginCapture to
+// cuStreamBeginCapture_v2 and cuGraphInstantiate to cuGraphInstantiateWithFlags with macros;
+// libgswap must define the older ABI symbols under their own names too (a program may ask
+// cuGetProcAddress or dlsym for them), so the macros are removed here, once, for every file.
 #pragma once
 
 #include <cuda.h>
 
 #undef cuGetProcAddress
+#undef cuStreamBeginCapture
+#undef cuGraphInstantiate

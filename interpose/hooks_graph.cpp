@@ -79,6 +79,12 @@ CUresult hook_cuGraphLaunch_ptsz(CUgraphExec g, CUstream s) {
   return real().cuGraphLaunch_ptsz(g, s);
 }
 
+CUresult hook_cuGraphInstantiate(CUgraphExec* exec, CUgraph graph, CUgraphNode* err, char* log,
+                                 size_t size) {
+  CUresult e = real().cuGraphInstantiate(exec, graph, err, log, size);
+  instantiated(e, exec, graph);
+  return e;
+}
 CUresult hook_cuGraphInstantiate_v2(CUgraphExec* exec, CUgraph graph, CUgraphNode* err, char* log,
                                     size_t size) {
   CUresult e = real().cuGraphInstantiate_v2(exec, graph, err, log, size);
@@ -116,6 +122,18 @@ CUresult hook_cuGraphDestroy(CUgraph graph) {
 
 // The capture is counted before the real call (capture_gate.h): no swap-out or free of gswap's
 // is half way through recording on application streams when the stream starts capturing.
+CUresult hook_cuStreamBeginCapture(CUstream s) {
+  capture_begin();
+  CUresult e = real().cuStreamBeginCapture(s);
+  if (e != CUDA_SUCCESS) capture_end();
+  return e;
+}
+CUresult hook_cuStreamBeginCapture_ptsz(CUstream s) {
+  capture_begin();
+  CUresult e = real().cuStreamBeginCapture_ptsz(s);
+  if (e != CUDA_SUCCESS) capture_end();
+  return e;
+}
 CUresult hook_cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode) {
   capture_begin();
   CUresult e = real().cuStreamBeginCapture_v2(s, mode);
@@ -153,18 +171,22 @@ bool is_capturing(CUstream s, bool per_thread) {
 }
 }  // namespace
 
+// A failed end may leave the capture on (called from another thread than the one that began a
+// global or thread-local capture, or on a stream joined into another's capture): only a capture
+// that is over ends gswap's count of it. One the driver ended anyway (an invalidated capture,
+// whose end fails) is not capturing any more.
 CUresult hook_cuStreamEndCapture(CUstream s, CUgraph* g) {
   bool was = is_capturing(s, false);
   CUresult e = real().cuStreamEndCapture(s, g);
   captured(e, g);
-  if (was) capture_end();
+  if (was && (e == CUDA_SUCCESS || !is_capturing(s, false))) capture_end();
   return e;
 }
 CUresult hook_cuStreamEndCapture_ptsz(CUstream s, CUgraph* g) {
   bool was = is_capturing(s, true);
   CUresult e = real().cuStreamEndCapture_ptsz(s, g);
   captured(e, g);
-  if (was) capture_end();
+  if (was && (e == CUDA_SUCCESS || !is_capturing(s, true))) capture_end();
   return e;
 }
 

@@ -22,8 +22,13 @@
 //   edge MODULE.so contend       four threads, each launching on two regions of its own that
 //                                together fill the budget, and freeing and allocating one of them
 //                                again: every call waits its turn, none runs out of memory
+//   edge MODULE.so capture_v1    as graph, with the CUDA 10.0 ABIs of cuStreamBeginCapture and
+//                                cuGraphInstantiate, found with cuGetProcAddress and dlsym
+//   edge MODULE.so capture_fail  a cuStreamEndCapture from the wrong thread fails and leaves the
+//                                capture on; the right thread ends it, and regions swap after
 //
 // The budget comes from GSWAP_BUDGET; sizes are chosen from the MiB figure passed in GSWAP_BUDGET.
+#include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -161,6 +166,97 @@ int run_graph(unsigned long long region_bytes) {
   PCHECK(cuGraphExecDestroy(exec));
   PCHECK(cuGraphDestroy(graph));
   std::printf("graph: captured region stayed resident across replays, others swapped\n");
+  return 0;
+}
+
+// Two more regions launched on in turn beside `keep` (which a graph holds resident), three
+// rounds, each round also replaying `exec`; `keep` ends at want_keep, the others at 6.
+int swap_beside_graph(unsigned long long region_bytes, CUstream s, CUgraphExec exec,
+                      CUdeviceptr keep, unsigned want_keep) {
+  const unsigned long long n = region_bytes / 4;
+  CUdeviceptr b[2];
+  for (auto& p : b) {
+    PCHECK(cuMemAlloc(&p, region_bytes));
+    PCHECK(cuMemsetD32(p, 0u, n));
+  }
+  for (int round = 0; round < 3; ++round) {
+    for (auto& p : b) PCHECK(launch_add(g_add, s, p, n, 2));
+    PCHECK(cuGraphLaunch(exec, s));
+  }
+  PCHECK(cuStreamSynchronize(s));
+  PEXPECT(all_equal(keep, n, want_keep, nullptr));
+  for (auto& p : b) PEXPECT(all_equal(p, n, 6u, nullptr));
+  for (auto& p : b) PCHECK(cuMemFree(p));
+  return 0;
+}
+
+// The capture begun through the ABI of CUDA 10.0 (no mode argument), as a program built against
+// that version, or one that asks cuGetProcAddress for it, calls it; the graph instantiated
+// through cuGraphInstantiate's ABI of 10.0 too.
+int run_capture_v1(unsigned long long region_bytes) {
+  using BeginV1 = CUresult (*)(CUstream);
+  using InstantiateV1 = CUresult (*)(CUgraphExec*, CUgraph, CUgraphNode*, char*, size_t);
+  BeginV1 by_proc = nullptr;
+  InstantiateV1 instantiate = nullptr;
+  CUdriverProcAddressQueryResult found;
+  PCHECK(cuGetProcAddress("cuStreamBeginCapture", reinterpret_cast<void**>(&by_proc), 10000, 0,
+                          &found));
+  PCHECK(cuGetProcAddress("cuGraphInstantiate", reinterpret_cast<void**>(&instantiate), 10000, 0,
+                          &found));
+  auto by_dlsym = reinterpret_cast<BeginV1>(dlsym(RTLD_DEFAULT, "cuStreamBeginCapture"));
+  PEXPECT(by_proc && instantiate && by_dlsym);
+  const unsigned long long n = region_bytes / 4;
+  CUstream s;
+  PCHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  for (BeginV1 begin : {by_proc, by_dlsym}) {
+    CUdeviceptr a;
+    PCHECK(cuMemAlloc(&a, region_bytes));
+    PCHECK(cuMemsetD32(a, 1u, n));
+    PCHECK(begin(s));
+    PCHECK(launch_add(g_add, s, a, n, 1));
+    CUgraph graph;
+    PCHECK(cuStreamEndCapture(s, &graph));
+    CUgraphExec exec;
+    PCHECK(instantiate(&exec, graph, nullptr, nullptr, 0));
+    if (swap_beside_graph(region_bytes, s, exec, a, 4u) != 0) return 1;
+    PCHECK(cuGraphExecDestroy(exec));
+    PCHECK(cuGraphDestroy(graph));
+    PCHECK(cuMemFree(a));
+  }
+  std::printf("capture_v1: captures through the 10.0 ABIs kept their regions, others swapped\n");
+  return 0;
+}
+
+// A cuStreamEndCapture that fails leaves the capture on: gswap counts it ended only when it is.
+int run_capture_fail(unsigned long long region_bytes) {
+  const unsigned long long n = region_bytes / 4;
+  CUstream s;
+  PCHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr a;
+  PCHECK(cuMemAlloc(&a, region_bytes));
+  PCHECK(cuMemsetD32(a, 1u, n));
+  PCHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  PCHECK(launch_add(g_add, s, a, n, 1));
+  CUcontext ctx;
+  PCHECK(cuCtxGetCurrent(&ctx));
+  CUresult other = CUDA_SUCCESS;
+  std::thread t([&] {
+    CUgraph g = nullptr;
+    if (cuCtxSetCurrent(ctx) == CUDA_SUCCESS) other = cuStreamEndCapture(s, &g);
+  });
+  t.join();
+  if (other != CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD) {
+    std::fprintf(stderr, "capture_fail: the other thread's end gave %d\n", (int)other);
+    return 1;
+  }
+  CUgraph graph;
+  PCHECK(cuStreamEndCapture(s, &graph));
+  CUgraphExec exec;
+  PCHECK(cuGraphInstantiateWithFlags(&exec, graph, 0));
+  if (swap_beside_graph(region_bytes, s, exec, a, 4u) != 0) return 1;
+  PCHECK(cuGraphExecDestroy(exec));
+  PCHECK(cuGraphDestroy(graph));
+  std::printf("capture_fail: the failed end left the capture counted, regions swapped after\n");
   return 0;
 }
 
@@ -348,10 +444,9 @@ int check_before_init() {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(
-        stderr,
-        "usage: edge MODULE.so oom|fork|swap|graph|indirect|bounds|contend|init|before_init "
-        "[region-MiB]\n");
+    std::fprintf(stderr,
+                 "usage: edge MODULE.so oom|fork|swap|graph|indirect|bounds|contend|capture_v1|"
+                 "capture_fail|init|before_init [region-MiB]\n");
     return 2;
   }
   std::string mode = argv[2];
@@ -379,6 +474,8 @@ int main(int argc, char** argv) {
   if (mode == "indirect") return run_indirect(region_bytes);
   if (mode == "bounds") return run_bounds(region_bytes);
   if (mode == "contend") return run_contend(region_bytes);
+  if (mode == "capture_v1") return run_capture_v1(region_bytes);
+  if (mode == "capture_fail") return run_capture_fail(region_bytes);
   std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
   return 2;
 }
