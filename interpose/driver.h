@@ -37,6 +37,7 @@ namespace gswap::interpose {
   X(cuStreamWaitEvent)             \
   X(cuStreamSynchronize)           \
   X(cuStreamIsCapturing)           \
+  X(cuStreamGetFlags)              \
   X(cuEventCreate)                 \
   X(cuEventDestroy_v2)             \
   X(cuEventRecord)                 \

@@ -12,8 +12,22 @@
 namespace gswap::interpose {
 namespace {
 
+// A stream-ordered call on a stream the driver does not know (destroyed, or never made) fails
+// as it does without gswap, with the driver's code, before gswap takes or frees a region on it:
+// gswap's own event on such a stream would fail only after, and the call report success.
+CUresult check_stream(CUstream s) {
+  if (s == nullptr || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD ||
+      !real().cuStreamGetFlags)
+    return CUDA_SUCCESS;
+  unsigned int flags = 0;
+  return real().cuStreamGetFlags(s, &flags);
+}
+
 CUresult alloc(CUdeviceptr* out, size_t bytes, CUstream s, bool async, bool pt, CUmemoryPool pool) {
   if (!out) return CUDA_ERROR_INVALID_VALUE;
+  if (async) {
+    if (CUresult e = check_stream(s); e != CUDA_SUCCESS) return e;
+  }
   bool handled = false;
   CUresult e = region_alloc(out, bytes, s, async, pt, &handled);
   if (handled) return e;
@@ -48,9 +62,11 @@ CUresult hook_cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* p, size_t n, CUmemoryPoo
   return alloc(p, n, s, true, true, pool);
 }
 CUresult hook_cuMemFreeAsync(CUdeviceptr p, CUstream s) {
+  if (CUresult e = check_stream(s); e != CUDA_SUCCESS) return e;
   return free_any(p, s, true, false);
 }
 CUresult hook_cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s) {
+  if (CUresult e = check_stream(s); e != CUDA_SUCCESS) return e;
   return free_any(p, s, true, true);
 }
 
@@ -207,10 +223,22 @@ CUresult hook_cuPointerGetAttributes(unsigned int n, CUpointer_attribute* attrs,
 }
 
 CUresult hook_cuIpcGetMemHandle(CUipcMemHandle* h, CUdeviceptr p) {
-  // Another process may map it: it must never move (fact 11).
-  CUresult e = keep_resident_at(p, "cuIpcGetMemHandle");
-  if (e != CUDA_SUCCESS) return e;
-  return real().cuIpcGetMemHandle(h, p);
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  if (!region_range(p, &base, &size)) return real().cuIpcGetMemHandle(h, p);
+  // A region is VMM memory, which legacy IPC cannot export: the driver refuses it, and the
+  // region is left free to move. Where a driver exports it, another process may map it: it must
+  // never move again (fact 11).
+  CUresult e = real().cuIpcGetMemHandle(h, p);
+  if (e != CUDA_SUCCESS) {
+    GSWAP_LOG_ONCE(kWarn,
+                   "cuIpcGetMemHandle -> %d: gswap's regions are VMM memory, which legacy IPC "
+                   "cannot export (allocations below GSWAP_SWAP_THRESHOLD stay the driver's "
+                   "own)",
+                   (int)e);
+    return e;
+  }
+  return keep_resident_at(p, "cuIpcGetMemHandle");
 }
 
 CUresult hook_cuStreamDestroy_v2(CUstream s) {

@@ -449,6 +449,8 @@ std::uint64_t budget_total(CUdevice dev, std::uint64_t physical) {
 
 bool memory_info(std::size_t* free, std::size_t* total) {
   if (!ready()) return false;
+  // A null pointer is the driver's to refuse (CUDA_ERROR_INVALID_VALUE), as without gswap.
+  if (!free || !total) return false;
   // Like the driver: a thread with no current context gets CUDA_ERROR_INVALID_CONTEXT, which the
   // caller's forward to the driver produces.
   if (!cuda_device().current()) return false;

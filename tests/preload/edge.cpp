@@ -26,6 +26,9 @@
 //                                cuGraphInstantiate, found with cuGetProcAddress and dlsym
 //   edge MODULE.so capture_fail  a cuStreamEndCapture from the wrong thread fails and leaves the
 //                                capture on; the right thread ends it, and regions swap after
+//   edge MODULE.so bad_calls     stream-ordered allocation and free on a destroyed stream, and
+//                                cuMemGetInfo with a null pointer, fail as without gswap; then
+//                                as swap
 //
 // The budget comes from GSWAP_BUDGET; sizes are chosen from the MiB figure passed in GSWAP_BUDGET.
 #include <dlfcn.h>
@@ -260,6 +263,28 @@ int run_capture_fail(unsigned long long region_bytes) {
   return 0;
 }
 
+// Calls the driver refuses are refused under gswap too, with the driver's code, and lose nothing.
+int run_bad_calls(unsigned long long region_bytes) {
+  const unsigned long long n = region_bytes / 4;
+  CUstream dead;
+  PCHECK(cuStreamCreate(&dead, CU_STREAM_NON_BLOCKING));
+  PCHECK(cuStreamDestroy(dead));
+  CUdeviceptr p = 0;
+  PEXPECT(cuMemAllocAsync(&p, region_bytes, dead) == CUDA_ERROR_INVALID_HANDLE);
+  CUdeviceptr b;
+  PCHECK(cuMemAlloc(&b, region_bytes));
+  PCHECK(cuMemsetD32(b, 7u, n));
+  PEXPECT(cuMemFreeAsync(b, dead) == CUDA_ERROR_INVALID_HANDLE);
+  PEXPECT(all_equal(b, n, 7u, nullptr));  // still allocated, its data intact
+  size_t free_bytes = 0, total = 0;
+  PEXPECT(cuMemGetInfo(nullptr, &total) == CUDA_ERROR_INVALID_VALUE);
+  PEXPECT(cuMemGetInfo(&free_bytes, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  PCHECK(cuMemFreeAsync(b, nullptr));
+  PCHECK(cuCtxSynchronize());
+  std::printf("bad_calls: refused as the driver refuses them\n");
+  return 0;
+}
+
 int run_indirect(unsigned long long region_bytes) {
   unsigned long long n = region_bytes / 4;
   CUdeviceptr named[2], other[2], array;
@@ -446,7 +471,7 @@ int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr,
                  "usage: edge MODULE.so oom|fork|swap|graph|indirect|bounds|contend|capture_v1|"
-                 "capture_fail|init|before_init [region-MiB]\n");
+                 "capture_fail|bad_calls|init|before_init [region-MiB]\n");
     return 2;
   }
   std::string mode = argv[2];
@@ -476,6 +501,7 @@ int main(int argc, char** argv) {
   if (mode == "contend") return run_contend(region_bytes);
   if (mode == "capture_v1") return run_capture_v1(region_bytes);
   if (mode == "capture_fail") return run_capture_fail(region_bytes);
+  if (mode == "bad_calls") return run_bad_calls(region_bytes) != 0 ? 1 : run_swap(region_bytes);
   std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
   return 2;
 }
