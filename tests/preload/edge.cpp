@@ -140,38 +140,6 @@ int run_fork(unsigned long long region_bytes) {
   return 0;
 }
 
-int run_graph(unsigned long long region_bytes) {
-  unsigned long long n = region_bytes / 4;
-  CUstream s;
-  PCHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-  CUdeviceptr a;
-  PCHECK(cuMemAlloc(&a, region_bytes));
-  PCHECK(cuMemsetD32(a, 1u, n));
-  PCHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
-  PCHECK(launch_add(g_add, s, a, n, 1));
-  CUgraph graph;
-  PCHECK(cuStreamEndCapture(s, &graph));
-  CUgraphExec exec;
-  PCHECK(cuGraphInstantiate(&exec, graph, 0));
-  // Two more regions: with the graph's region kept resident they only fit one at a time.
-  CUdeviceptr b[2];
-  for (auto& p : b) {
-    PCHECK(cuMemAlloc(&p, region_bytes));
-    PCHECK(cuMemsetD32(p, 0u, n));
-  }
-  for (int round = 0; round < 3; ++round) {
-    for (auto& p : b) PCHECK(launch_add(g_add, s, p, n, 2));
-    PCHECK(cuGraphLaunch(exec, s));  // adds 1 to a, through no hook of gswap's
-  }
-  PCHECK(cuStreamSynchronize(s));
-  PEXPECT(all_equal(a, n, 4u, nullptr));
-  for (auto& p : b) PEXPECT(all_equal(p, n, 6u, nullptr));
-  PCHECK(cuGraphExecDestroy(exec));
-  PCHECK(cuGraphDestroy(graph));
-  std::printf("graph: captured region stayed resident across replays, others swapped\n");
-  return 0;
-}
-
 // Two more regions launched on in turn beside `keep` (which a graph holds resident), three
 // rounds, each round also replaying `exec`; `keep` ends at want_keep, the others at 6.
 int swap_beside_graph(unsigned long long region_bytes, CUstream s, CUgraphExec exec,
@@ -193,38 +161,76 @@ int swap_beside_graph(unsigned long long region_bytes, CUstream s, CUgraphExec e
   return 0;
 }
 
+using Instantiate = CUresult (*)(CUgraphExec*, CUgraph);
+
+// A region of ones and a launch adding 1 to it, captured on s: `begin` begins the capture and
+// `end` ends it. The graph, instantiated by `instantiate`, is replayed beside regions that swap.
+template <class Begin, class End>
+int capture_and_replay(unsigned long long region_bytes, CUstream s, Begin&& begin, End&& end,
+                       Instantiate instantiate) {
+  const unsigned long long n = region_bytes / 4;
+  CUdeviceptr a;
+  PCHECK(cuMemAlloc(&a, region_bytes));
+  PCHECK(cuMemsetD32(a, 1u, n));
+  PCHECK(begin());
+  PCHECK(launch_add(g_add, s, a, n, 1));
+  CUgraph graph;
+  if (end(&graph) != 0) return 1;
+  CUgraphExec exec;
+  PCHECK(instantiate(&exec, graph));
+  if (swap_beside_graph(region_bytes, s, exec, a, 4u) != 0) return 1;
+  PCHECK(cuGraphExecDestroy(exec));
+  PCHECK(cuGraphDestroy(graph));
+  PCHECK(cuMemFree(a));
+  return 0;
+}
+
+int run_graph(unsigned long long region_bytes) {
+  CUstream s;
+  PCHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  // The replays add 1 to the captured region through no hook of gswap's; the two other regions
+  // fit only one at a time with it kept resident.
+  const int bad = capture_and_replay(
+      region_bytes, s, [&] { return cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL); },
+      [&](CUgraph* g) {
+        PCHECK(cuStreamEndCapture(s, g));
+        return 0;
+      },
+      [](CUgraphExec* exec, CUgraph g) { return cuGraphInstantiate(exec, g, 0); });
+  if (bad) return 1;
+  std::printf("graph: captured region stayed resident across replays, others swapped\n");
+  return 0;
+}
+
 // The capture begun through the ABI of CUDA 10.0 (no mode argument), as a program built against
 // that version, or one that asks cuGetProcAddress for it, calls it; the graph instantiated
 // through cuGraphInstantiate's ABI of 10.0 too.
+using BeginV1 = CUresult (*)(CUstream);
+using InstantiateV1 = CUresult (*)(CUgraphExec*, CUgraph, CUgraphNode*, char*, size_t);
+InstantiateV1 g_instantiate_v1 = nullptr;
+
 int run_capture_v1(unsigned long long region_bytes) {
-  using BeginV1 = CUresult (*)(CUstream);
-  using InstantiateV1 = CUresult (*)(CUgraphExec*, CUgraph, CUgraphNode*, char*, size_t);
   BeginV1 by_proc = nullptr;
-  InstantiateV1 instantiate = nullptr;
   CUdriverProcAddressQueryResult found;
   PCHECK(cuGetProcAddress("cuStreamBeginCapture", reinterpret_cast<void**>(&by_proc), 10000, 0,
                           &found));
-  PCHECK(cuGetProcAddress("cuGraphInstantiate", reinterpret_cast<void**>(&instantiate), 10000, 0,
-                          &found));
+  PCHECK(cuGetProcAddress("cuGraphInstantiate", reinterpret_cast<void**>(&g_instantiate_v1), 10000,
+                          0, &found));
   auto by_dlsym = reinterpret_cast<BeginV1>(dlsym(RTLD_DEFAULT, "cuStreamBeginCapture"));
-  PEXPECT(by_proc && instantiate && by_dlsym);
-  const unsigned long long n = region_bytes / 4;
+  PEXPECT(by_proc && g_instantiate_v1 && by_dlsym);
   CUstream s;
   PCHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
   for (BeginV1 begin : {by_proc, by_dlsym}) {
-    CUdeviceptr a;
-    PCHECK(cuMemAlloc(&a, region_bytes));
-    PCHECK(cuMemsetD32(a, 1u, n));
-    PCHECK(begin(s));
-    PCHECK(launch_add(g_add, s, a, n, 1));
-    CUgraph graph;
-    PCHECK(cuStreamEndCapture(s, &graph));
-    CUgraphExec exec;
-    PCHECK(instantiate(&exec, graph, nullptr, nullptr, 0));
-    if (swap_beside_graph(region_bytes, s, exec, a, 4u) != 0) return 1;
-    PCHECK(cuGraphExecDestroy(exec));
-    PCHECK(cuGraphDestroy(graph));
-    PCHECK(cuMemFree(a));
+    const int bad = capture_and_replay(
+        region_bytes, s, [&] { return begin(s); },
+        [&](CUgraph* g) {
+          PCHECK(cuStreamEndCapture(s, g));
+          return 0;
+        },
+        [](CUgraphExec* exec, CUgraph g) {
+          return g_instantiate_v1(exec, g, nullptr, nullptr, 0);
+        });
+    if (bad) return 1;
   }
   std::printf("capture_v1: captures through the 10.0 ABIs kept their regions, others swapped\n");
   return 0;
@@ -232,33 +238,29 @@ int run_capture_v1(unsigned long long region_bytes) {
 
 // A cuStreamEndCapture that fails leaves the capture on: gswap counts it ended only when it is.
 int run_capture_fail(unsigned long long region_bytes) {
-  const unsigned long long n = region_bytes / 4;
   CUstream s;
   PCHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-  CUdeviceptr a;
-  PCHECK(cuMemAlloc(&a, region_bytes));
-  PCHECK(cuMemsetD32(a, 1u, n));
-  PCHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
-  PCHECK(launch_add(g_add, s, a, n, 1));
   CUcontext ctx;
   PCHECK(cuCtxGetCurrent(&ctx));
-  CUresult other = CUDA_SUCCESS;
-  std::thread t([&] {
-    CUgraph g = nullptr;
-    if (cuCtxSetCurrent(ctx) == CUDA_SUCCESS) other = cuStreamEndCapture(s, &g);
-  });
-  t.join();
-  if (other != CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD) {
-    std::fprintf(stderr, "capture_fail: the other thread's end gave %d\n", (int)other);
-    return 1;
-  }
-  CUgraph graph;
-  PCHECK(cuStreamEndCapture(s, &graph));
-  CUgraphExec exec;
-  PCHECK(cuGraphInstantiateWithFlags(&exec, graph, 0));
-  if (swap_beside_graph(region_bytes, s, exec, a, 4u) != 0) return 1;
-  PCHECK(cuGraphExecDestroy(exec));
-  PCHECK(cuGraphDestroy(graph));
+  auto end_after_another_thread_tried = [&](CUgraph* graph) {
+    CUresult other = CUDA_SUCCESS;
+    std::thread t([&] {
+      CUgraph g = nullptr;
+      if (cuCtxSetCurrent(ctx) == CUDA_SUCCESS) other = cuStreamEndCapture(s, &g);
+    });
+    t.join();
+    if (other != CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD) {
+      std::fprintf(stderr, "capture_fail: the other thread's end gave %d\n", (int)other);
+      return 1;
+    }
+    PCHECK(cuStreamEndCapture(s, graph));
+    return 0;
+  };
+  const int bad = capture_and_replay(
+      region_bytes, s, [&] { return cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL); },
+      end_after_another_thread_tried,
+      [](CUgraphExec* exec, CUgraph g) { return cuGraphInstantiateWithFlags(exec, g, 0); });
+  if (bad) return 1;
   std::printf("capture_fail: the failed end left the capture counted, regions swapped after\n");
   return 0;
 }
