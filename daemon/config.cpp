@@ -13,6 +13,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "daemon/untrusted_text.h"
+
 #include "proto/rendezvous.h"
 
 namespace gswap::daemon {
@@ -252,22 +254,25 @@ std::vector<std::string> Config::merge_json(std::string_view text) {
     return errors;
   }
   DuplicateKeys duplicates;
-  nlohmann::json doc = nlohmann::json::parse(
-      text,
-      [&](int d, nlohmann::json::parse_event_t e, nlohmann::json& j) {
-        return duplicates(d, e, j);
-      },
-      /*allow_exceptions=*/false);
-  if (doc.is_discarded()) {
-    // Re-parse with exceptions to get the position of the syntax error.
-    try {
+  nlohmann::json doc;
+  try {
+    // nlohmann throws even with allow_exceptions=false (out_of_range.406 for a number that
+    // overflows a double, 1e400): that is invalid JSON here too.
+    doc = nlohmann::json::parse(
+        text,
+        [&](int d, nlohmann::json::parse_event_t e, nlohmann::json& j) {
+          return duplicates(d, e, j);
+        },
+        /*allow_exceptions=*/false);
+    if (doc.is_discarded()) {
+      // Re-parse with exceptions to get the position of the syntax error.
       nlohmann::json again = nlohmann::json::parse(text);
       (void)again;
-    } catch (const nlohmann::json::parse_error& e) {
-      errors.push_back(fmt::format("not valid JSON: {}", e.what()));
+      errors.push_back("not valid JSON");
       return errors;
     }
-    errors.push_back("not valid JSON");
+  } catch (const nlohmann::json::exception& e) {
+    errors.push_back(fmt::format("not valid JSON: {}", e.what()));
     return errors;
   }
   if (!doc.is_object()) {
@@ -296,6 +301,8 @@ std::vector<std::string> Config::merge_json(std::string_view text) {
     why = set_text(*decl, value, "file");
     if (!why.empty()) errors.push_back(fmt::format("{}: out of range: {}", it.key(), why));
   }
+  // The messages quote the file's own keys and values, which may hold any bytes.
+  for (std::string& e : errors) e = printable_text(e);
   return errors;
 }
 

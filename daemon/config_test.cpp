@@ -48,6 +48,15 @@ TEST(Config, SyntaxErrorAndNonObject) {
   e = check(std::string(R"({"budget": "6GiB"})") + std::string(1, '\0') + R"(, "x": 1})");
   ASSERT_EQ(e.size(), 1u);
   EXPECT_NE(e[0].find("a NUL byte at offset 18"), std::string::npos) << e[0];
+  // A number beyond a double is invalid JSON too, not an exception out of the reader.
+  e = check(R"({"max_clients": 1e400})");
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_NE(e[0].find("not valid JSON"), std::string::npos) << e[0];
+  // A value's control characters are escaped in the message, as \xNN.
+  e = check(std::string(R"({"gpu_budget": "50%\u0000junk"})"));
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].find('\0'), std::string::npos);
+  EXPECT_NE(e[0].find("\\x00"), std::string::npos) << e[0];
 }
 
 TEST(Config, UnknownKeyIsNamed) {
