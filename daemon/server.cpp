@@ -865,10 +865,18 @@ void Server::start_control(int fd, pid_t pid) {
     return;
   }
   if (controls_.size() >= kMaxControls) {
-    log_->warn("{} control exchanges under way: closing the oldest (pid {})", controls_.size(),
-               controls_.front().pid);
     close(controls_.front().exchange.fd());
     controls_.erase(controls_.begin());
+    // One line a second at most, as for connections that never say hello: a flood must not
+    // fill the log.
+    ++controls_closed_;
+    const std::int64_t now = now_ms();
+    if (now - controls_closed_logged_ms_ >= 1000) {
+      log_->warn("{} control exchanges under way: closed the oldest ({} since the last line)",
+                 kMaxControls, controls_closed_);
+      controls_closed_ = 0;
+      controls_closed_logged_ms_ = now;
+    }
   }
   controls_.push_back({ControlExchange(fd), pid, now_ms() + kControlTimeoutMs});
 }

@@ -104,6 +104,8 @@ class Server {
   std::vector<ControlPeer> controls_;
   std::size_t pending_closed_ = 0;  // closed to make room, not yet logged
   std::int64_t pending_closed_logged_ms_ = 0;
+  std::size_t controls_closed_ = 0;  // control exchanges closed to make room, not yet logged
+  std::int64_t controls_closed_logged_ms_ = 0;
   std::vector<std::unique_ptr<Client>> clients_;
   ClientLimits limits_;
   std::int64_t started_at_ = 0;
