@@ -120,31 +120,30 @@ CUresult hook_cuGraphDestroy(CUgraph graph) {
   return real().cuGraphDestroy(graph);
 }
 
+namespace {
 // The capture is counted before the real call (capture_gate.h): no swap-out or free of gswap's
-// is half way through recording on application streams when the stream starts capturing.
-CUresult hook_cuStreamBeginCapture(CUstream s) {
+// is half way through recording on application streams when the stream starts capturing. A
+// call that fails undoes the count.
+template <class Begin>
+CUresult counted_begin(Begin&& begin) {
   capture_begin();
-  CUresult e = real().cuStreamBeginCapture(s);
+  CUresult e = begin();
   if (e != CUDA_SUCCESS) capture_end();
   return e;
+}
+}  // namespace
+
+CUresult hook_cuStreamBeginCapture(CUstream s) {
+  return counted_begin([&] { return real().cuStreamBeginCapture(s); });
 }
 CUresult hook_cuStreamBeginCapture_ptsz(CUstream s) {
-  capture_begin();
-  CUresult e = real().cuStreamBeginCapture_ptsz(s);
-  if (e != CUDA_SUCCESS) capture_end();
-  return e;
+  return counted_begin([&] { return real().cuStreamBeginCapture_ptsz(s); });
 }
 CUresult hook_cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode) {
-  capture_begin();
-  CUresult e = real().cuStreamBeginCapture_v2(s, mode);
-  if (e != CUDA_SUCCESS) capture_end();
-  return e;
+  return counted_begin([&] { return real().cuStreamBeginCapture_v2(s, mode); });
 }
 CUresult hook_cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode mode) {
-  capture_begin();
-  CUresult e = real().cuStreamBeginCapture_v2_ptsz(s, mode);
-  if (e != CUDA_SUCCESS) capture_end();
-  return e;
+  return counted_begin([&] { return real().cuStreamBeginCapture_v2_ptsz(s, mode); });
 }
 namespace {
 // Before the capture's end is counted, so that what the graph replays never becomes free to
@@ -158,9 +157,7 @@ void captured(CUresult e, CUgraph* g) {
   old = std::move((*g_captured)[*g]);
   (*g_captured)[*g] = std::move(c);
 }
-}  // namespace
 
-namespace {
 // Whether s is capturing now: only an end of a capture that was on ends gswap's count of it.
 bool is_capturing(CUstream s, bool per_thread) {
   CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -169,25 +166,26 @@ bool is_capturing(CUstream s, bool per_thread) {
                    : real().cuStreamIsCapturing(s, &st);
   return e != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
-}  // namespace
 
 // A failed end may leave the capture on (called from another thread than the one that began a
 // global or thread-local capture, or on a stream joined into another's capture): only a capture
 // that is over ends gswap's count of it. One the driver ended anyway (an invalidated capture,
 // whose end fails) is not capturing any more.
-CUresult hook_cuStreamEndCapture(CUstream s, CUgraph* g) {
-  bool was = is_capturing(s, false);
-  CUresult e = real().cuStreamEndCapture(s, g);
+template <class End>
+CUresult counted_end(CUstream s, CUgraph* g, bool per_thread, End&& end) {
+  bool was = is_capturing(s, per_thread);
+  CUresult e = end();
   captured(e, g);
-  if (was && (e == CUDA_SUCCESS || !is_capturing(s, false))) capture_end();
+  if (was && (e == CUDA_SUCCESS || !is_capturing(s, per_thread))) capture_end();
   return e;
 }
+}  // namespace
+
+CUresult hook_cuStreamEndCapture(CUstream s, CUgraph* g) {
+  return counted_end(s, g, false, [&] { return real().cuStreamEndCapture(s, g); });
+}
 CUresult hook_cuStreamEndCapture_ptsz(CUstream s, CUgraph* g) {
-  bool was = is_capturing(s, true);
-  CUresult e = real().cuStreamEndCapture_ptsz(s, g);
-  captured(e, g);
-  if (was && (e == CUDA_SUCCESS || !is_capturing(s, true))) capture_end();
-  return e;
+  return counted_end(s, g, true, [&] { return real().cuStreamEndCapture_ptsz(s, g); });
 }
 
 CUresult hook_cuTensorMapEncodeTiled(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank,
