@@ -640,7 +640,27 @@ void Client::on_launch(std::uint64_t seq, std::uint32_t stream, std::uint64_t fu
   l.truncated = truncated;
   if (function_id == proto::kCopyFunction && seq == copy_seq_)
     l.link = static_cast<std::uint8_t>(copy_link_);
-  launches_.push_back(std::move(l));
+  if (!early_timings_.empty()) {
+    auto t = early_timings_.find(seq);
+    if (t != early_timings_.end()) {
+      l.start_ns = t->second.first;
+      l.duration_ns = t->second.second;
+      early_timings_.erase(t);
+    }
+  }
+  // The library sends each thread's records in order, but the threads' records interleave as
+  // its channel drains them: a launch may come after one with a higher seq. The window stays in
+  // seq order, which is the order of the calls. A launch is put back among the last
+  // kMaxReorder at most (a drain's worth and more): a client whose seqs run backwards cannot make
+  // each record cost a window's worth of moves.
+  if (launches_.empty() || launches_.back().seq < seq) {
+    launches_.push_back(std::move(l));
+  } else {
+    const std::size_t back = std::min(launches_.size(), kMaxReorder);
+    auto at = std::upper_bound(launches_.end() - static_cast<std::ptrdiff_t>(back), launches_.end(),
+                               seq, [](std::uint64_t s, const LaunchInfo& x) { return s < x.seq; });
+    launches_.insert(at, std::move(l));
+  }
   while (launches_.size() > limits_.trace_launches) launches_.pop_front();
   ++counters_.launches_seen;
   ++launches_since_detect_;
@@ -807,7 +827,14 @@ void Client::on_gpu_timing(std::uint64_t seq, std::uint64_t start_ns, std::uint6
     it->start_ns = start_ns;
     it->duration_ns = duration_ns;
     ++window_changes_;
+    return;
   }
+  // The launch has not come yet: the library's threads drain into the channel one after another,
+  // so the swapper's timing of a short kernel can overtake the launch record another thread
+  // staged before it. It waits here for its launch (the oldest go first when too many wait).
+  if (!launches_.empty() && seq < launches_.front().seq) return;  // left the window
+  early_timings_[seq] = {start_ns, duration_ns};
+  if (early_timings_.size() > kMaxEarlyTimings) early_timings_.erase(early_timings_.begin());
 }
 
 void Client::on_iteration_mark(std::uint64_t seq) {

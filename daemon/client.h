@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <optional>
 #include <utility>
 #include <string>
@@ -289,6 +290,7 @@ class Client : public proto::EventSink {
   std::string name_of_region(std::uint64_t region_id) const;
   // The recent launch window (oldest first), swaps and host waits, for trace dump --timeline.
   const std::deque<LaunchInfo>& launches() const { return launches_; }
+  std::size_t early_timings() const { return early_timings_.size(); }
   const std::deque<SwapRecord>& swaps() const { return swaps_; }
   const std::deque<HostWait>& host_waits() const { return host_waits_; }
   const std::deque<CounterSample>& counter_samples() const { return counter_samples_; }
@@ -415,7 +417,11 @@ class Client : public proto::EventSink {
   // was dropped or allocated again since are skipped when they come out.
   std::deque<std::pair<std::uint64_t, std::uint64_t>> freed_;
   std::uint64_t prune_visits_ = 0;
-  std::deque<LaunchInfo> launches_;
+  std::deque<LaunchInfo> launches_;  // in seq order (but see on_launch)
+  static constexpr std::size_t kMaxReorder = 4096;
+  // Timings that came before their launch (on_gpu_timing), by seq: (start, duration).
+  static constexpr std::size_t kMaxEarlyTimings = 16384;
+  std::map<std::uint64_t, std::pair<std::uint64_t, std::uint64_t>> early_timings_;
   // The last copy record: the library sends it just before the copy's launch record.
   std::uint64_t copy_seq_ = ~0ull;
   std::uint32_t copy_link_ = 0;

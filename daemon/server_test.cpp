@@ -1362,6 +1362,25 @@ struct DirectClient {
     e.w[1] = region;
     push(e);
   }
+  // A launch with a given seq (lib.seq is left alone), as a thread other than the last drained
+  // would send it.
+  void launch_at(std::uint64_t seq, std::uint64_t function, std::uint64_t region) {
+    proto::EventRecord e{};
+    e.type = static_cast<std::uint16_t>(proto::EventType::kLaunch);
+    e.seq = seq;
+    e.count = region ? 1 : 0;
+    e.w[0] = function;
+    e.w[1] = region;
+    push(e);
+  }
+  void timing(std::uint64_t seq, std::uint64_t start_ns, std::uint64_t duration_ns) {
+    proto::EventRecord e{};
+    e.type = static_cast<std::uint16_t>(proto::EventType::kGpuTiming);
+    e.seq = seq;
+    e.w[0] = start_ns;
+    e.w[1] = duration_ns;
+    push(e);
+  }
   void name(proto::EventType type, std::uint64_t id, const std::string& text, bool last = true) {
     const std::size_t chunks = std::max<std::size_t>(1, (text.size() + 31) / 32);
     for (std::size_t k = 0; k < chunks; ++k) {
@@ -1402,6 +1421,76 @@ TEST(ClientCost, AnUnmeasurableWindowIsScannedOncePerChange) {
   EXPECT_FALSE(d.client.take_measured(1ull << 30));
   EXPECT_FALSE(d.client.take_measured(1ull << 30));
   EXPECT_EQ(d.client.measure_scans(), 2u);
+}
+
+// The library's threads stage their records apart and its channel drains them one thread after
+// another, so on a real GPU a short kernel's timing (sent by gswap's own thread) can come before
+// its launch (staged by the application's backward thread), and one thread's launches can come
+// after another's later ones. Both still meet: seen on an H200, where ResNet-50's backward lost a
+// quarter of its timings that way and the iteration was never measured.
+TEST(ClientOrder, TimingsBeforeTheirLaunchAndLaunchesOutOfOrderStillMeet) {
+  ClientLimits limits;
+  limits.trace_launches = 4096;
+  DirectClient d(limits);
+  d.alloc(1);
+  const std::uint64_t base = d.lib.seq;
+  constexpr std::uint64_t kPeriod = 40, kIterations = 30;
+  // Each iteration: the first half of its launches from one thread, in order; then the timings of
+  // the second half, before the second half's launches arrive in reverse order of seq.
+  for (std::uint64_t it = 0; it < kIterations; ++it) {
+    const std::uint64_t first = base + it * kPeriod;
+    for (std::uint64_t k = 0; k < kPeriod / 2; ++k) {
+      d.launch_at(first + k, 100 + k, 1);
+      d.timing(first + k, 1'000'000 + (first + k) * 1000, 500);
+    }
+    for (std::uint64_t k = kPeriod / 2; k < kPeriod; ++k)
+      d.timing(first + k, 1'000'000 + (first + k) * 1000, 500);
+    d.drain();
+    for (std::uint64_t k = kPeriod; k-- > kPeriod / 2;) d.launch_at(first + k, 100 + k, 1);
+    d.drain();
+  }
+  d.lib.seq = base + kIterations * kPeriod;
+  const auto& w = d.client.launches();
+  ASSERT_EQ(w.size(), kIterations * kPeriod);
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    ASSERT_EQ(w[i].seq, base + i) << "the window is in seq order";
+    ASSERT_EQ(w[i].duration_ns, 500u) << "launch " << i << " kept its timing";
+    ASSERT_EQ(w[i].function_id, 100 + i % kPeriod);
+  }
+  ASSERT_EQ(d.client.iteration().length, kPeriod);
+  auto m = d.client.take_measured(1ull << 30);
+  ASSERT_TRUE(m) << d.client.measure_wait();
+  EXPECT_EQ(m->timed_fraction, 1.0);
+}
+
+// A client whose seqs run backwards keeps a bounded window; each of its launches is put back
+// among the newest kMaxReorder at most, so none costs a window's worth of moves.
+TEST(ClientOrder, LaunchesWhoseSeqsRunBackwardsStayBounded) {
+  ClientLimits limits;
+  limits.trace_launches = 8192;
+  DirectClient d(limits);
+  d.alloc(1);
+  for (std::uint64_t k = 0; k < 30'000; ++k) d.launch_at(1'000'000 - k, 101, 1);
+  d.drain();
+  EXPECT_EQ(d.client.launches().size(), 8192u);
+}
+
+// Timings of launches that never come are bounded, and one for a launch that left the window is
+// dropped.
+TEST(ClientOrder, TimingsWithoutALaunchAreBounded) {
+  ClientLimits limits;
+  limits.trace_launches = 64;
+  DirectClient d(limits);
+  d.alloc(1);
+  for (int i = 0; i < 200; ++i) d.launch(101, 1);
+  const std::uint64_t next = d.lib.seq;
+  for (std::uint64_t k = 0; k < 100'000; ++k) d.timing(next + 10 + k, 1'000'000, 5);
+  d.timing(1, 1'000'000, 5);  // left the window long ago
+  d.drain();
+  EXPECT_LE(d.client.early_timings(), 16384u);
+  d.launch_at(next + 10 + 99'999, 102, 1);  // the newest one still waits, and meets its launch
+  d.drain();
+  EXPECT_EQ(d.client.launches().back().duration_ns, 5u);
 }
 
 // Regions allocated, used by one kernel and freed, 20,000 of them, with a window of 8,192
