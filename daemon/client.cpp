@@ -177,6 +177,15 @@ void Client::sample_counters() {
   counter_samples_.push_back(CounterSample{now, st.resident, st.applied_budget, st.pinned});
 }
 
+std::int64_t Client::off_plan_ms(std::int64_t now_ms) {
+  if (guided_seen_ != off_plan_guided_ || generation_ != off_plan_generation_) {
+    off_plan_guided_ = guided_seen_;
+    off_plan_generation_ = generation_;
+    off_plan_since_ms_ = now_ms;
+  }
+  return now_ms - off_plan_since_ms_;
+}
+
 void Client::arm_idle_watch(std::int64_t now_ms) {
   idle_armed_ = true;
   idle_since_ms_ = now_ms;

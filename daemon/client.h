@@ -286,6 +286,9 @@ class Client : public proto::EventSink {
   // guided_iterations counter moved), or since the plan was published: a program that left the
   // plan once and never comes back to its start diverges only once.
   std::uint64_t launches_off_plan() const { return counters_.launches_seen - launches_at_guided_; }
+  // Milliseconds since the library last finished an iteration of the plan, or since the plan was
+  // published, as seen at the calls (the server's ticks).
+  std::int64_t off_plan_ms(std::int64_t now_ms);
   std::string name_of_kernel(std::uint64_t function_id) const;
   std::string name_of_region(std::uint64_t region_id) const;
   // The recent launch window (oldest first), swaps and host waits, for trace dump --timeline.
@@ -457,6 +460,9 @@ class Client : public proto::EventSink {
   std::vector<EntryLateness> lateness_;
   std::uint64_t divergences_since_plan_ = 0;
   std::uint64_t guided_seen_ = 0, launches_at_guided_ = 0;  // launches_off_plan()
+  // off_plan_ms(): what it saw last, and since when.
+  std::uint64_t off_plan_guided_ = ~0ull, off_plan_generation_ = ~0ull;
+  std::int64_t off_plan_since_ms_ = 0;
   // Names arrive in chunks and are assembled raw in partial_*; they enter kernel_names_ or
   // region_names_ made printable (untrusted_text.h) once their last chunk has arrived, since a
   // character may straddle two chunks.

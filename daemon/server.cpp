@@ -48,6 +48,9 @@ constexpr std::size_t kMaxPlannedLaunches = 250000;
 // After a plan that moved nothing: how long swaps already under way may still count. How often a
 // client whose plan was made from part of its iteration is measured again.
 constexpr std::int64_t kIdleGraceMs = 500;
+// A guided plan the library has followed no iteration of for this long (and three iterations'
+// worth of launches) is measured again, diverged or not.
+constexpr std::int64_t kNeverMetMs = 3000;
 constexpr unsigned kMaxRemeasures = 3;
 constexpr std::int64_t kWaitLogMs = 10000;  // how often a client still measuring says why
 // Time the planner thread may spend checking one round of feedback entry by entry.
@@ -278,16 +281,27 @@ void Server::tick(int timeout_ms) {
     if (c.take_fixed_reserve_rose() &&
         (c.planning() || c.published().mode == proto::PlanMode::kGuided))
       replan(c);
-    // The program no longer does what the plan says (three iterations in a row, or it left the
-    // plan and has not finished one of its iterations in three iterations' worth of launches: a
-    // new shape that never starts the way the plan's does diverges once): forget what was
-    // learned, measure afresh, and plan the new shape once it repeats.
+    // The program no longer does what the plan says (three iterations in a row, or it has not
+    // finished one of the plan's iterations in three iterations' worth of launches: a new shape
+    // that never starts the way the plan's does diverges once, and a plan whose start the library
+    // never meets does not diverge at all): forget what was learned, measure afresh, and plan the
+    // shape once it repeats.
     const std::size_t planned = c.planned_from().trace.launches.size();
+    const std::int64_t off_plan_ms = c.off_plan_ms(now);
+    // (Without a divergence, also three seconds without one: the library publishes its counters,
+    // the count of iterations it followed among them, once a second, and a program of short
+    // iterations launches many in that time.)
     if (c.published().mode == proto::PlanMode::kGuided &&
         (c.divergences_since_plan() >= 3 ||
-         (c.divergences_since_plan() >= 1 && planned &&
-          c.launches_off_plan() > 3 * std::max<std::size_t>(planned, 64)))) {
-      log_->info("pid {}: the program no longer follows its plan; measuring again", c.pid());
+         (planned && c.launches_off_plan() > 3 * std::max<std::size_t>(planned, 64) &&
+          (c.divergences_since_plan() >= 1 || off_plan_ms >= kNeverMetMs)))) {
+      if (c.divergences_since_plan() == 0)
+        log_->info(
+            "pid {}: the library has not met the start of the plan's iteration in {} "
+            "launches; measuring again",
+            c.pid(), c.launches_off_plan());
+      else
+        log_->info("pid {}: the program no longer follows its plan; measuring again", c.pid());
       c.forget_launches();
       measure_again(c, "none: measuring again after divergences");
       continue;

@@ -22,6 +22,7 @@
 #include <future>
 #include <random>
 #include <sstream>
+#include <chrono>
 #include <thread>
 
 #include "daemon/control.h"
@@ -88,6 +89,7 @@ struct FakeLibrary {
   }
   // The status block, written as the library writes it.
   void status(const proto::StatusPayload& st) {
+    last_status = st;
     auto* block = reinterpret_cast<proto::StatusBlock*>(base + hdr->status_offset);
     std::uint64_t words[proto::kStatusWords];
     std::memcpy(words, &st, sizeof words);
@@ -117,6 +119,11 @@ struct FakeLibrary {
   // A launch of `function` touching regions a and b, timed 100 us; a copy (function
   // kCopyFunction) is an upload into a.
   void access(std::uint64_t function, std::uint64_t a, std::uint64_t b) {
+    if (follow_every && ++accesses % follow_every == 0) {  // as a library following a plan
+      proto::StatusPayload st = last_status;
+      ++st.guided_iterations;
+      status(st);
+    }
     if (function == proto::kCopyFunction) {
       proto::EventRecord c{};
       c.type = static_cast<std::uint16_t>(proto::EventType::kCopy);
@@ -149,6 +156,9 @@ struct FakeLibrary {
   std::uint64_t device_ns = 0;
   std::uint64_t duration_ns = 100000;  // of each launch
   std::uint64_t untimed_function = 0;  // launches of this function are never timed
+  // Non-zero: the status reports one more followed iteration every so many launches.
+  std::uint64_t follow_every = 0, accesses = 0;
+  proto::StatusPayload last_status{};
   // Timings are sent once the device is done: this many launches after their own; none while
   // `timed` is false (the library times launches only while the daemon measures).
   std::size_t timing_lag = 0;
@@ -587,6 +597,31 @@ TEST_F(ServerTest, AProgramThatLeftItsPlanForGoodIsMeasuredAgain) {
   close(fd);
 }
 
+// A plan whose iteration start the library never meets (seen once on an H200, where GPT-2's plan
+// went unfollowed for 14 s without a divergence) is never followed and never diverges: after three
+// iterations' worth of launches without a followed iteration, the daemon measures again.
+TEST_F(ServerTest, APlanWhoseStartIsNeverMetIsMeasuredAgain) {
+  FakeLibrary lib;
+  int fd = -1, shm = -1;
+  proto::PlanHeader ph{};
+  std::vector<proto::PlanEntry> entries;
+  ASSERT_NO_FATAL_FAILURE(guided_client(lib, &fd, &shm, &ph, &entries));
+  auto unmatched = [&](int launches) {
+    for (int k = 0; k < launches; ++k) lib.access(501 + 2 * (k % 2), 1, 2);
+    server_->tick(0);
+    ASSERT_TRUE(lib.plan(&ph, &entries));
+  };
+  unmatched(100);  // no divergence, not yet three iterations' worth
+  EXPECT_EQ(ph.mode, static_cast<std::uint32_t>(proto::PlanMode::kGuided));
+  unmatched(100);  // three iterations' worth, but the library's counters may lag: not yet
+  EXPECT_EQ(ph.mode, static_cast<std::uint32_t>(proto::PlanMode::kGuided));
+  std::this_thread::sleep_for(std::chrono::milliseconds(3100));
+  unmatched(10);
+  EXPECT_EQ(ph.mode, static_cast<std::uint32_t>(proto::PlanMode::kMeasure));
+  close(shm);
+  close(fd);
+}
+
 // A GPU budget too small to share still leaves every client a budget: one byte, the least there
 // is, never 0, which the library reads as no budget at all.
 TEST_F(ServerTest, ATinyGpuBudgetLeavesEveryClientOneByte) {
@@ -850,6 +885,7 @@ TEST_F(ServerTest, APlanIsMadeAgainForLastingDriftOrAFirstLinkMeasurement) {
   ASSERT_NO_FATAL_FAILURE(restart_logging_to(&log_text));
   log_->set_level(spdlog::level::debug);
   FakeLibrary lib;
+  lib.follow_every = 20;  // the plan, once there is one, is followed
   int fd = -1, shm = -1;
   ASSERT_NO_FATAL_FAILURE(connect_library(128ull << 20, &lib, &fd, &shm));
   lib.regions(4);
@@ -1221,6 +1257,7 @@ TEST_F(ServerTest, APlanFollowedIsRefined) {
   std::ostringstream log_text;
   ASSERT_NO_FATAL_FAILURE(restart_logging_to(&log_text));
   FakeLibrary lib;
+  lib.follow_every = 33;  // an iteration's launches: the plan, once there is one, is followed
   int fd = -1, shm = -1;
   ASSERT_NO_FATAL_FAILURE(connect_library(5 * (64ull << 20), &lib, &fd, &shm));
   constexpr std::uint64_t kLayers = 8;  // regions 1-8 activations, 9-16 weights, 17 the input
