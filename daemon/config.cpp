@@ -159,6 +159,14 @@ std::string Config::set_text(const settings::Declaration& d, std::string_view va
     std::uint64_t u;
     if (!settings::parse_uint(value, &u))
       return fmt::format("'{}' is not a non-negative integer", value);
+    // A daemon that may serve no client, or a launch window too short to hold an iteration, is
+    // not what anybody asks for: refused rather than run as something else.
+    const std::string_view ident = d.ident;
+    if (ident == "max_clients" && u == 0)
+      return fmt::format("'{}' serves no client: it must be at least 1", value);
+    if (ident == "trace_launches" && u < kMinTraceLaunches)
+      return fmt::format("'{}' is too few launches to find an iteration in: it must be at least {}",
+                         value, kMinTraceLaunches);
   } else if (type == "Double") {
     std::string s(value);
     char* end = nullptr;

@@ -14,6 +14,9 @@
 
 namespace gswap::daemon {
 
+// The fewest launches trace_launches may keep per client.
+inline constexpr std::uint64_t kMinTraceLaunches = 16;
+
 class Config {
  public:
   // All declarations at their defaults.

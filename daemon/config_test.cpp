@@ -52,6 +52,15 @@ TEST(Config, SyntaxErrorAndNonObject) {
   e = check(R"({"max_clients": 1e400})");
   ASSERT_EQ(e.size(), 1u);
   EXPECT_NE(e[0].find("not valid JSON"), std::string::npos) << e[0];
+  // A daemon that serves no client, or keeps too few launches to find an iteration in.
+  e = check(R"({"max_clients": 0, "trace_launches": 15})");
+  ASSERT_EQ(e.size(), 2u);
+  EXPECT_NE(e[0].find("max_clients: out of range: '0' serves no client: it must be at least 1"),
+            std::string::npos)
+      << e[0];
+  EXPECT_NE(e[1].find("trace_launches: out of range: '15' is too few launches"), std::string::npos)
+      << e[1];
+  EXPECT_TRUE(check(R"({"max_clients": 1, "trace_launches": 16})").empty());
   // A value's control characters are escaped in the message, as \xNN.
   e = check(std::string(R"({"gpu_budget": "50%\u0000junk"})"));
   ASSERT_EQ(e.size(), 1u);

@@ -107,7 +107,7 @@ Server::Server(const Config& config, const GpuIdentity& gpu, std::shared_ptr<spd
       gpu_(gpu),
       log_(std::move(log)),
       planner_(std::make_unique<PlannerThread>()) {
-  limits_.trace_launches = std::max<std::uint64_t>(16, config_.uint("trace_launches"));
+  limits_.trace_launches = config_.uint("trace_launches");  // at least kMinTraceLaunches
   started_at_ = std::chrono::duration_cast<std::chrono::seconds>(
                     std::chrono::system_clock::now().time_since_epoch())
                     .count();
