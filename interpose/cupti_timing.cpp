@@ -6,6 +6,7 @@
 #include <cupti_version.h>
 #include <dlfcn.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -22,8 +23,11 @@ namespace {
 constexpr CUpti_ExternalCorrelationKind kKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2;
 constexpr std::size_t kBufferBytes = 256u << 10;  // about 1,200 kernel records
 constexpr std::uint64_t kFlushEveryNs = 100'000'000;
-// Measured launches with no record back for this long: CUPTI no longer delivers to us.
+// Measured launches with no record back for this long: CUPTI does not deliver to us with the
+// default flush; after as long again with forced flushes (which return every buffer at once),
+// it no longer delivers at all.
 constexpr std::uint64_t kSilenceNs = 3'000'000'000;
+constexpr std::uint64_t kForcedSilenceNs = 1'000'000'000;
 constexpr std::uint64_t kSilenceLaunches = 256;
 // The activity kinds gswap enables. The kernel, copy and memset records of CUDA 13's CUPTI
 // (CUpti_ActivityKernel10, Memcpy6, Memset4) are the layouts read below.
@@ -62,6 +66,11 @@ std::uint64_t g_lost_reported = 0;              // g_join_mutex
 CommandQueue<Timing, 16384> g_done;             // callback -> swapper
 std::atomic<std::uint64_t> g_done_overflow{0};  // timings the queue had no room for
 std::atomic<std::uint64_t> g_incomplete{0};     // activity records without their timestamps
+// What the callback was given, for the log line that says why CUPTI was given up.
+struct Delivered {
+  std::atomic<std::uint64_t> buffers{0}, kernels{0}, copies{0}, memsets{0}, externals{0}, joined{0};
+};
+Delivered g_delivered;
 
 std::uint64_t CUPTIAPI host_clock() {
   return monotonic_ns();
@@ -78,6 +87,8 @@ void CUPTIAPI buffer_requested(std::uint8_t** buffer, std::size_t* size, std::si
 void CUPTIAPI buffer_completed(CUcontext, std::uint32_t, std::uint8_t* buffer, std::size_t,
                                std::size_t valid) {
   if (!buffer) return;
+  g_delivered.buffers.fetch_add(1, std::memory_order_relaxed);
+  auto count = [](std::atomic<std::uint64_t>& c) { c.fetch_add(1, std::memory_order_relaxed); };
   if (valid && g_api.next_record) {
     std::lock_guard<std::mutex> lock(g_join_mutex);
     CUpti_Activity* rec = nullptr;
@@ -94,22 +105,26 @@ void CUPTIAPI buffer_completed(CUcontext, std::uint32_t, std::uint8_t* buffer, s
       };
       switch (rec->kind) {
         case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
+          count(g_delivered.externals);
           auto* r = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(rec);
           if (r->externalKind == kKind) got = g_join.external(r->correlationId, r->externalId, &t);
           break;
         }
         case CUPTI_ACTIVITY_KIND_KERNEL:
         case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+          count(g_delivered.kernels);
           auto* r = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
           got = times(r->start, r->end, r->correlationId);
           break;
         }
         case CUPTI_ACTIVITY_KIND_MEMCPY: {
+          count(g_delivered.copies);
           auto* r = reinterpret_cast<const CUpti_ActivityMemcpy6*>(rec);
           got = times(r->start, r->end, r->correlationId);
           break;
         }
         case CUPTI_ACTIVITY_KIND_MEMSET: {
+          count(g_delivered.memsets);
           auto* r = reinterpret_cast<const CUpti_ActivityMemset4*>(rec);
           got = times(r->start, r->end, r->correlationId);
           break;
@@ -117,6 +132,7 @@ void CUPTIAPI buffer_completed(CUcontext, std::uint32_t, std::uint8_t* buffer, s
         default:
           break;
       }
+      if (got) count(g_delivered.joined);
       if (got && !g_done.push(t)) g_done_overflow.fetch_add(1, std::memory_order_relaxed);
     }
   }
@@ -180,7 +196,20 @@ class Service final : public ExternalTimings {
   std::uint64_t last_flush_ns_ = 0;
   std::uint64_t last_delivery_ns_ = 0, begun_at_delivery_ = 0;
   std::uint64_t overflow_counted_ = 0;
+  bool forced_ = false;  // flushing with CUPTI_ACTIVITY_FLAG_FLUSH_FORCED
 };
+
+// What CUPTI delivered so far, for the log.
+void describe_deliveries(char* out, std::size_t size) {
+  auto v = [](const std::atomic<std::uint64_t>& c) {
+    return (unsigned long long)c.load(std::memory_order_relaxed);
+  };
+  std::snprintf(out, size,
+                "%llu buffers so far: %llu kernel, %llu copy, %llu memset and %llu external "
+                "correlation records, %llu accesses timed",
+                v(g_delivered.buffers), v(g_delivered.kernels), v(g_delivered.copies),
+                v(g_delivered.memsets), v(g_delivered.externals), v(g_delivered.joined));
+}
 
 Service g_service;
 
@@ -247,7 +276,7 @@ bool Service::poll(Timings& timings, Timings::Sink& sink) {
   // gets an iteration's timings to gswapd soon after its work has ended.
   if (now - last_flush_ns_ >= kFlushEveryNs) {
     last_flush_ns_ = now;
-    CUptiResult r = g_api.flush_all(0);
+    CUptiResult r = g_api.flush_all(forced_ ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
     if (r != CUPTI_SUCCESS)
       GSWAP_LOG_ONCE(kWarn, "cuptiActivityFlushAll -> %d (%s)", (int)r, result_name(r));
   }
@@ -270,14 +299,33 @@ bool Service::poll(Timings& timings, Timings::Sink& sink) {
                                  g_incomplete.load(std::memory_order_relaxed);
   timings.count_skips(lost + overflow - overflow_counted_);
   overflow_counted_ = overflow;
-  if (begun - begun_at_delivery_ >= kSilenceLaunches && now - last_delivery_ns_ >= kSilenceNs) {
+  if (begun - begun_at_delivery_ >= kSilenceLaunches &&
+      now - last_delivery_ns_ >= (forced_ ? kForcedSilenceNs : kSilenceNs)) {
+    char delivered[256];
+    describe_deliveries(delivered, sizeof delivered);
+    if (!forced_) {
+      // The default flush returns only buffers whose every record is complete; on a device kept
+      // busy the current buffer always holds work still running (seen on an H200). A forced
+      // flush returns it anyway: a record of work still running then has no timestamps, and that
+      // access goes untimed (counted in timing_skips).
+      forced_ = true;
+      GSWAP_LOG(kInfo,
+                "CUPTI delivered no record for the last %llu measured accesses in %.1f s (%s): "
+                "flushing with CUPTI_ACTIVITY_FLAG_FLUSH_FORCED from now on",
+                (unsigned long long)(begun - begun_at_delivery_), (now - last_delivery_ns_) / 1e9,
+                delivered);
+      last_delivery_ns_ = now, begun_at_delivery_ = begun;
+      last_flush_ns_ = 0;  // at the next poll
+      return true;
+    }
     // Our activity kinds stay enabled: the client that took the callbacks may rely on them.
     g_active.store(false, std::memory_order_relaxed);
     GSWAP_LOG(kWarn,
-              "CUPTI delivered no record for the last %llu measured accesses in %.1f s (another "
-              "CUPTI client, such as a profiler, may have taken the activity buffers): kernels "
-              "are timed with events from now on",
-              (unsigned long long)(begun - begun_at_delivery_), (now - last_delivery_ns_) / 1e9);
+              "CUPTI delivered no record for the last %llu measured accesses in %.1f s, forced "
+              "flushes included (%s; another CUPTI client, such as a profiler, may have taken the "
+              "activity buffers): kernels are timed with events from now on",
+              (unsigned long long)(begun - begun_at_delivery_), (now - last_delivery_ns_) / 1e9,
+              delivered);
     did = true;
   }
   return did;

@@ -11,7 +11,10 @@
 //   FAKE_CUPTI_STOP_AFTER       deliver nothing after this many calls (another client took over)
 //   FAKE_CUPTI_INCOMPLETE_EVERY every Nth call's kernel record has no timestamps (work still
 //                               running, as a forced flush returns it)
-//   FAKE_CUPTI_REPORT           a file that gets "calls=N delivered=M flushes=F" at exit
+//   FAKE_CUPTI_FORCED_ONLY      1: a flush without CUPTI_ACTIVITY_FLAG_FLUSH_FORCED delivers
+//                               nothing (as on a busy GPU, where the buffer being filled always
+//                               holds work still running)
+//   FAKE_CUPTI_REPORT           a file that gets "calls=N delivered=M flushes=F forced=G" at exit
 #include <cupti_activity.h>
 #include <cupti_result.h>
 #include <cupti_version.h>
@@ -41,7 +44,7 @@ CUpti_TimestampCallbackFunc g_clock = nullptr;
 std::vector<Call> g_calls;  // made since the last flush
 std::vector<Call> g_held;   // external records held back one flush
 std::uint32_t g_correlation = 0;
-std::uint64_t g_delivered = 0, g_flushes = 0;
+std::uint64_t g_delivered = 0, g_flushes = 0, g_forced = 0;
 thread_local std::vector<std::pair<std::uint64_t, std::uint64_t>> t_stack;  // (id, start)
 
 std::uint64_t env_u64(const char* name, std::uint64_t fallback) {
@@ -91,8 +94,9 @@ struct Report {
     const char* path = std::getenv("FAKE_CUPTI_REPORT");
     if (!path || !*path) return;
     if (FILE* f = std::fopen(path, "w")) {
-      std::fprintf(f, "calls=%u delivered=%llu flushes=%llu\n", g_correlation,
-                   (unsigned long long)g_delivered, (unsigned long long)g_flushes);
+      std::fprintf(f, "calls=%u delivered=%llu flushes=%llu forced=%llu\n", g_correlation,
+                   (unsigned long long)g_delivered, (unsigned long long)g_flushes,
+                   (unsigned long long)g_forced);
       std::fclose(f);
     }
   }
@@ -157,13 +161,16 @@ FAKE_EXPORT CUptiResult cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorr
   return CUPTI_SUCCESS;
 }
 
-FAKE_EXPORT CUptiResult cuptiActivityFlushAll(std::uint32_t) {
+FAKE_EXPORT CUptiResult cuptiActivityFlushAll(std::uint32_t flags) {
   std::vector<std::uint8_t> records;
   CUpti_BuffersCallbackCompleteFunc complete;
   CUpti_BuffersCallbackRequestFunc request;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
     ++g_flushes;
+    const bool forced = flags & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED;
+    if (forced) ++g_forced;
+    if (!forced && env_u64("FAKE_CUPTI_FORCED_ONLY", 0)) return CUPTI_SUCCESS;
     request = g_request;
     complete = g_complete;
     for (const Call& c : g_held) put_external(&records, c);

@@ -6,6 +6,7 @@
 # gswap; a trace dumped meanwhile has the durations. Where CUPTI cannot be used (no libcupti, a
 # CUPTI of another CUDA major version, its callbacks refused) or stops delivering (a profiler took
 # the callbacks), one warning says so and events time the accesses: the run still gets a plan.
+# Where its default flush returns nothing, forced flushes take over first.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/guided_lib.sh"
 : "${FAKE_CUPTI:?}"
@@ -64,12 +65,28 @@ assert kernels and all(l["dur_us"] > 0 for l in kernels), "kernels without a dur
 PY
 echo "cupti: $(cat "$RT/cupti.report"), $(grep -o 'mode=.*' "$RT/cupti.out")"
 
-# CUPTI delivers nothing (another client took the callbacks): events take over, a plan follows.
+# CUPTI's default flush returns nothing (as on a busy H200): after 3 s the library flushes with
+# CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, CUPTI goes on timing the measured iterations, a plan follows.
 LONG=(--layers 6 --width 256 --batch 2048 --iters 60)
 "$MINITRAIN" "${LONG[@]}" >"$RT/long.ref" 2>&1 || fail "reference run failed"
+start_prog "$RT/forced.out" GSWAP_BUDGET=$budget GSWAP_LOG=info FAKE_CUPTI_FORCED_ONLY=1 \
+  FAKE_CUPTI_REPORT="$RT/forced.report" "$MINITRAIN" "${LONG[@]}"
+wait "$TRAIN_PID" || fail "minitrain failed under gswap: $(tail -n 5 "$RT/forced.out")"
+grep -q "flushing with CUPTI_ACTIVITY_FLAG_FLUSH_FORCED from now on" "$RT/forced.out" ||
+  fail "no forced flushes: $(grep -iE 'cupti|summary' "$RT/forced.out")"
+grep -q "(0 buffers so far: 0 kernel" "$RT/forced.out" ||
+  fail "the log does not say what CUPTI delivered: $(grep -i 'CUPTI delivered' "$RT/forced.out")"
+expect_guided_run "$RT/forced.out" "$(checksum_of "$RT/long.ref")" 5
+[[ $(summary_field "$RT/forced.out" timing) == cupti ]] ||
+  fail "CUPTI was given up: $(grep -iE 'cupti|summary' "$RT/forced.out")"
+grep -q "forced=[1-9]" "$RT/forced.report" || fail "the stand-in CUPTI saw $(cat "$RT/forced.report")"
+echo "forced: $(cat "$RT/forced.report"), $(grep -o 'mode=.*' "$RT/forced.out")"
+
+# CUPTI delivers nothing (another client took the callbacks): after 3 s of default flushes and
+# 1 s of forced ones, events take over, a plan follows.
 start_prog "$RT/silent.out" GSWAP_BUDGET=$budget FAKE_CUPTI_STOP_AFTER=0 "$MINITRAIN" "${LONG[@]}"
 wait "$TRAIN_PID" || fail "minitrain failed under gswap: $(tail -n 5 "$RT/silent.out")"
-grep -q "CUPTI delivered no record for the last" "$RT/silent.out" ||
+grep -q "forced flushes included" "$RT/silent.out" ||
   fail "no fallback: $(grep -iE 'cupti|summary' "$RT/silent.out")"
 expect_guided_run "$RT/silent.out" "$(checksum_of "$RT/long.ref")" 5
 [[ $(summary_field "$RT/silent.out" timing) == events ]] || fail "$(grep summary "$RT/silent.out")"
