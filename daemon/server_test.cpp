@@ -1391,13 +1391,7 @@ struct DirectClient {
     push(e);
   }
   void launch(std::uint64_t function, std::uint64_t region) {
-    proto::EventRecord e{};
-    e.type = static_cast<std::uint16_t>(proto::EventType::kLaunch);
-    e.seq = lib.seq++;
-    e.count = region ? 1 : 0;  // region 0: a launch that touches none
-    e.w[0] = function;
-    e.w[1] = region;
-    push(e);
+    launch_at(lib.seq++, function, region);
   }
   // A launch with a given seq (lib.seq is left alone), as a thread other than the last drained
   // would send it.
@@ -1405,7 +1399,7 @@ struct DirectClient {
     proto::EventRecord e{};
     e.type = static_cast<std::uint16_t>(proto::EventType::kLaunch);
     e.seq = seq;
-    e.count = region ? 1 : 0;
+    e.count = region ? 1 : 0;  // region 0: a launch that touches none
     e.w[0] = function;
     e.w[1] = region;
     push(e);
