@@ -48,9 +48,24 @@ TEST(Residency, AllocationsWithinTheBudgetStayResident) {
   EXPECT_EQ(s.resident, kMiB + (kMiB + kGran));  // rounded up to the granularity
   EXPECT_EQ(s.used, s.resident);
   EXPECT_EQ(s.regions, 2u);
+  // gswapd's traces give b the size asked for; the rest of its last granule is device memory
+  // its plans must leave room for.
+  EXPECT_EQ(s.fixed, kGran - 1);
   // A guard granule follows every region: b does not start where a ends.
   EXPECT_GE(b, a + kMiB + kGran);
   EXPECT_EQ(env.region(a + kMiB), env.region(a));  // a's one-past-the-end names a
+}
+
+// The rounding counts while a region holds device memory, not while it is on the host.
+TEST(Residency, OnlyTheRoundingOfRegionsOnTheDeviceIsFixed) {
+  Env env(4 * kGran);
+  CUdeviceptr a = env.alloc(kGran + 1);  // holds two granules
+  EXPECT_EQ(env.res.stats().fixed, kGran - 1);
+  CUdeviceptr b = env.alloc(2 * kGran + 2);  // holds three: a must leave
+  env.res.drain();
+  EXPECT_EQ(env.state(a), kRegionHost);
+  EXPECT_EQ(env.state(b), kRegionResident);
+  EXPECT_EQ(env.res.stats().fixed, kGran - 2);
 }
 
 TEST(Residency, EvictionAndRestoreKeepTheBytes) {

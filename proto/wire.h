@@ -255,8 +255,9 @@ struct StatusPayload {
   std::uint64_t h2d_bytes_per_s;    // measured on gswap's own copies (0: not yet)
   std::uint64_t d2h_bytes_per_s;
   std::uint64_t guided_iterations;  // iterations followed to their end
-  std::uint64_t fixed_bytes;        // device memory the library cannot move (small allocations,
-                                    // regions that must stay): the planner plans around it
+  std::uint64_t fixed_bytes;        // device memory plans cannot move or do not see (small
+                                    // allocations, regions that must stay, the rounding of
+                                    // regions to the granularity): the planner plans around it
   std::uint64_t planned_drops;      // regions the plan dropped to be recomputed
   std::uint64_t recomputes;         // recomputations run (callbacks called)
   std::uint64_t recomputed_bytes;
