@@ -30,6 +30,14 @@ std::string lock_path(const std::string& dir, const std::string& uuid) {
   return dir + "/" + uuid + ".lock";
 }
 
+namespace {
+// Frames travel in packets of at most kChunk bytes (send_frame, ControlExchange::write).
+std::string packet_too_long(std::size_t bytes) {
+  return fmt::format("a packet of {} bytes (frames are sent in packets of at most {})", bytes,
+                     kChunk);
+}
+}  // namespace
+
 short ControlExchange::events() const {
   return state_ == State::kReading ? POLLIN : state_ == State::kWriting ? POLLOUT : 0;
 }
@@ -37,11 +45,18 @@ short ControlExchange::events() const {
 void ControlExchange::read(std::string* error) {
   char buf[kChunk];
   while (state_ == State::kReading && !request_ready()) {
-    ssize_t got = recv(fd_, buf, sizeof buf, MSG_DONTWAIT);
+    // MSG_TRUNC: the packet's whole length, so a packet longer than a chunk (which the socket
+    // would cut short without a word) is refused rather than read as part of a frame.
+    ssize_t got = recv(fd_, buf, sizeof buf, MSG_DONTWAIT | MSG_TRUNC);
     if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;  // the rest later
     if (got <= 0) {
       *error = got == 0 ? (have_header_ ? "connection closed mid-frame" : "connection closed")
                         : strerror(errno);
+      state_ = State::kFailed;
+      return;
+    }
+    if (static_cast<std::size_t>(got) > sizeof buf) {
+      *error = packet_too_long(static_cast<std::size_t>(got));
       state_ = State::kFailed;
       return;
     }
@@ -109,16 +124,20 @@ bool send_frame(int fd, std::string_view body) {
 bool recv_frame(int fd, std::string* body, std::size_t max, std::string* error) {
   std::uint64_t len = 0;
   char buf[kChunk];
-  ssize_t got = recv(fd, buf, sizeof buf, 0);
+  ssize_t got = recv(fd, buf, sizeof buf, MSG_TRUNC);  // MSG_TRUNC: see ControlExchange::read
   if (got <= 0) return *error = got == 0 ? "connection closed" : strerror(errno), false;
+  if (static_cast<std::size_t>(got) > sizeof buf)
+    return *error = packet_too_long(static_cast<std::size_t>(got)), false;
   if (got != sizeof len) return *error = "bad frame header", false;
   std::memcpy(&len, buf, sizeof len);
   if (len > max) return *error = fmt::format("frame of {} bytes exceeds {}", len, max), false;
   body->clear();
   body->reserve(len);
   while (body->size() < len) {
-    got = recv(fd, buf, sizeof buf, 0);
+    got = recv(fd, buf, sizeof buf, MSG_TRUNC);
     if (got <= 0) return *error = got == 0 ? "connection closed mid-frame" : strerror(errno), false;
+    if (static_cast<std::size_t>(got) > sizeof buf)
+      return *error = packet_too_long(static_cast<std::size_t>(got)), false;
     if (body->size() + static_cast<std::size_t>(got) > len) return *error = "frame overrun", false;
     body->append(buf, static_cast<std::size_t>(got));
   }

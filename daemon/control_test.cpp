@@ -71,6 +71,27 @@ TEST(ControlExchange, ABadOrOversizedFrameFails) {
     EXPECT_EQ(error, "bad frame header");
   }
   {
+    // One packet longer than a chunk: the socket would cut it short without a word.
+    Pair p;
+    ControlExchange x(p.daemon);
+    const std::string body = "{\"a\":\"" + std::string(kChunk + 100, 'x') + "\"}";
+    send_header(p.peer, body.size());
+    ASSERT_EQ(send(p.peer, body.data(), body.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(body.size()));
+    std::string error;
+    x.read(&error);
+    EXPECT_EQ(x.state(), ControlExchange::State::kFailed);
+    EXPECT_NE(error.find("a packet of 32876 bytes"), std::string::npos) << error;
+    // The same from the other side, for the reader of a response.
+    Pair q;
+    send_header(q.peer, body.size());
+    ASSERT_EQ(send(q.peer, body.data(), body.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(body.size()));
+    std::string response;
+    EXPECT_FALSE(recv_frame(q.daemon, &response, 1 << 20, &error));
+    EXPECT_NE(error.find("a packet of 32876 bytes"), std::string::npos) << error;
+  }
+  {
     Pair p;
     ControlExchange x(p.daemon);
     close(p.peer);
