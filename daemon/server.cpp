@@ -1119,8 +1119,13 @@ nlohmann::json Server::handle_request(const nlohmann::json& request) {
   std::string cmd = cmd_it->get<std::string>();
   std::int64_t pid = 0;
   if (auto it = request.find("pid"); it != request.end()) {
-    if (!it->is_number_integer()) return {{"ok", false}, {"error", "'pid' must be an integer"}};
-    pid = it->get<std::int64_t>();
+    // A process id: 1 to the largest pid_t. (A larger number would wrap when read as one.)
+    if (!it->is_number_unsigned() || it->get<std::uint64_t>() == 0 ||
+        it->get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<pid_t>::max()))
+      return {{"ok", false},
+              {"error", fmt::format("'pid' must be a process id, 1 to {}",
+                                    std::numeric_limits<pid_t>::max())}};
+    pid = static_cast<std::int64_t>(it->get<std::uint64_t>());
   }
   if (cmd == "status") return status_json();
   if (cmd == "policy") {

@@ -1111,6 +1111,13 @@ TEST_F(ServerTest, ControlRequestsAreValidated) {
   EXPECT_FALSE(server_->handle_request({{"nocmd", 1}})["ok"].get<bool>());
   EXPECT_FALSE(server_->handle_request({{"cmd", "trace"}, {"pid", "x"}})["ok"].get<bool>());
   EXPECT_FALSE(server_->handle_request({{"cmd", "trace"}, {"pid", 1}})["ok"].get<bool>());
+  // Not a process id: negative, 0, or beyond pid_t (which would wrap to a negative pid).
+  for (const nlohmann::json& bad : {nlohmann::json(-5), nlohmann::json(0),
+                                    nlohmann::json(9223372036854775809ull), nlohmann::json(1.5)}) {
+    const nlohmann::json r = server_->handle_request({{"cmd", "policy"}, {"pid", bad}});
+    EXPECT_FALSE(r["ok"].get<bool>()) << bad;
+    EXPECT_EQ(r["error"], "'pid' must be a process id, 1 to 2147483647") << r;
+  }
   EXPECT_TRUE(server_->handle_request({{"cmd", "status"}})["ok"].get<bool>());
 }
 
