@@ -49,8 +49,9 @@ Options:
   --torch-steps N        steps of every PyTorch training run (default: 20); the first half are left
                          out of the step time (guided mode learns the iteration in its first steps)
   --dump-every S         during each guided run, every S seconds, save gswapd's status, the
-                         client's last measured iteration and its launch window (logs/NAME_status.json,
-                         NAME_trace.json, NAME_window.json); default 0, off
+                         client's last measured iteration, its launch window and its plan
+                         (logs/NAME_status.json, NAME_trace.json, NAME_window.json,
+                         NAME_policy.json); default 0, off
   --timing MODE          GSWAP_TIMING of every run under gswap: events (default) or cupti
                          (CUPTI's activity API; the guided rows then say which one timed them)
   --strict-targets       a missed performance target fails the run
@@ -200,8 +201,8 @@ guided_run() {
     gswap_run "$name" "$limit" "$budget" "$@" &
   local job=$! pid f
   # With --dump-every: what gswapd holds of the client, replaced every so often while it runs, so
-  # the last copy shows the end of the run (status, the last measured iteration, and the launch
-  # window as a timeline, for replaying iteration detection offline).
+  # the last copy shows the end of the run (status, the last measured iteration, the launch
+  # window as a timeline, for replaying iteration detection offline, and the plan published).
   ctl() { LD_LIBRARY_PATH=$build_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} GSWAP_RUNTIME_DIR=$rt "$gswapctl" "$@"; }
   while [[ $dump_every -gt 0 ]] && kill -0 "$job" 2>/dev/null; do
     sleep "$dump_every"
@@ -212,6 +213,9 @@ guided_run() {
       --timeline "$out/logs/${name}_window.part" >/dev/null 2>&1 &&
       mv "$out/logs/${name}_trace.part" "$out/logs/${name}_trace.json" &&
       mv "$out/logs/${name}_window.part" "$out/logs/${name}_window.json"
+    # The plan published (its signature by kernel name: what the library looks for).
+    [[ -n $pid ]] && ctl policy dump --pid "$pid" --json >"$out/logs/${name}_policy.part" 2>/dev/null &&
+      mv "$out/logs/${name}_policy.part" "$out/logs/${name}_policy.json"
   done
   wait "$job" || rc=$?
   rm -f "$out/logs/${name}"_*.part
