@@ -1120,12 +1120,16 @@ nlohmann::json Server::handle_request(const nlohmann::json& request) {
   std::int64_t pid = 0;
   if (auto it = request.find("pid"); it != request.end()) {
     // A process id: 1 to the largest pid_t. (A larger number would wrap when read as one.)
-    if (!it->is_number_unsigned() || it->get<std::uint64_t>() == 0 ||
-        it->get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<pid_t>::max()))
+    const bool is_pid = it->is_number_unsigned()
+                            ? it->get<std::uint64_t>() - 1 <
+                                  static_cast<std::uint64_t>(std::numeric_limits<pid_t>::max())
+                            : it->is_number_integer() && it->get<std::int64_t>() > 0 &&
+                                  it->get<std::int64_t>() <= std::numeric_limits<pid_t>::max();
+    if (!is_pid)
       return {{"ok", false},
               {"error", fmt::format("'pid' must be a process id, 1 to {}",
                                     std::numeric_limits<pid_t>::max())}};
-    pid = static_cast<std::int64_t>(it->get<std::uint64_t>());
+    pid = it->get<std::int64_t>();
   }
   if (cmd == "status") return status_json();
   if (cmd == "policy") {

@@ -1118,6 +1118,11 @@ TEST_F(ServerTest, ControlRequestsAreValidated) {
     EXPECT_FALSE(r["ok"].get<bool>()) << bad;
     EXPECT_EQ(r["error"], "'pid' must be a process id, 1 to 2147483647") << r;
   }
+  // A process id, signed or unsigned in the JSON, is taken.
+  for (const nlohmann::json& good : {nlohmann::json(getpid()), nlohmann::json(1u)})
+    EXPECT_NE(server_->handle_request({{"cmd", "policy"}, {"pid", good}})["error"],
+              "'pid' must be a process id, 1 to 2147483647")
+        << good;
   EXPECT_TRUE(server_->handle_request({{"cmd", "status"}})["ok"].get<bool>());
 }
 
