@@ -65,7 +65,8 @@ struct ResidencyStats {
   std::uint64_t h2d_bytes_per_s = 0, d2h_bytes_per_s = 0;
   std::uint64_t planned_drops = 0, recomputes = 0, recomputed_bytes = 0, recompute_ns = 0,
                 recompute_failures = 0;
-  std::uint64_t fixed = 0;              // the arena and regions that must stay: never moved
+  std::uint64_t fixed = 0;  // what plans cannot move or do not see: the arena, regions that must
+                            // stay, and the rounding to the granularity of regions on the device
   std::uint64_t capture_overshoot = 0;  // most bytes held above the budget during a capture
 };
 
