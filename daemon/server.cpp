@@ -295,15 +295,17 @@ void Server::tick(int timeout_ms) {
         (c.divergences_since_plan() >= 3 ||
          (planned && c.launches_off_plan() > 3 * std::max<std::size_t>(planned, 64) &&
           (c.divergences_since_plan() >= 1 || off_plan_ms >= kNeverMetMs)))) {
-      if (c.divergences_since_plan() == 0)
+      const bool diverged = c.divergences_since_plan() > 0;
+      if (diverged)
+        log_->info("pid {}: the program no longer follows its plan; measuring again", c.pid());
+      else
         log_->info(
             "pid {}: the library has not met the start of the plan's iteration in {} "
             "launches; measuring again",
             c.pid(), c.launches_off_plan());
-      else
-        log_->info("pid {}: the program no longer follows its plan; measuring again", c.pid());
       c.forget_launches();
-      measure_again(c, "none: measuring again after divergences");
+      measure_again(c, diverged ? "none: measuring again after divergences"
+                                : "none: measuring again (the plan's start was never met)");
       continue;
     }
     // A plan that moved nothing said the iteration fits; the library swapping anyway says the

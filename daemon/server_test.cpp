@@ -618,6 +618,8 @@ TEST_F(ServerTest, APlanWhoseStartIsNeverMetIsMeasuredAgain) {
   std::this_thread::sleep_for(std::chrono::milliseconds(3100));
   unmatched(10);
   EXPECT_EQ(ph.mode, static_cast<std::uint32_t>(proto::PlanMode::kMeasure));
+  EXPECT_EQ(server_->status_json()["clients"][0]["planner"],
+            "none: measuring again (the plan's start was never met)");
   close(shm);
   close(fd);
 }
