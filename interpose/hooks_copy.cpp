@@ -94,28 +94,64 @@ bool kernel_side(CUmemorytype type, CUdeviceptr unified) {
   return type == CU_MEMORYTYPE_UNIFIED && kernel_visible(unified);
 }
 
-// A small 2D/3D copy from host memory: `depth` layers of Height rows of WidthInBytes, the source
-// rows srcPitch apart and its layers src_height rows apart.
+// A 2D/3D copy's shape as the driver reads it: a Height or Depth of 0 copies one row or layer, a
+// pitch of 0 is the width, and a layer height of 0 is the copy's height.
+struct Box {
+  std::size_t width, height, depth;
+  std::size_t src_pitch, dst_pitch, src_height, dst_height;
+};
+
+Box box_of(const CUDA_MEMCPY2D* c) {
+  const std::size_t w = c->WidthInBytes, h = c->Height ? c->Height : 1;
+  return {w, h, 1, c->srcPitch ? c->srcPitch : w, c->dstPitch ? c->dstPitch : w, h, h};
+}
+
 template <class C>
-CUresult scan_box(const C* c, std::size_t depth, std::size_t src_z, std::size_t src_height,
-                  CUstream s, bool pt) {
-  if (!small_box(c->WidthInBytes, c->Height, depth)) return CUDA_SUCCESS;
+Box box_of(const C* c) {
+  const std::size_t w = c->WidthInBytes, h = c->Height ? c->Height : 1;
+  return {w,
+          h,
+          c->Depth ? c->Depth : 1,
+          c->srcPitch ? c->srcPitch : w,
+          c->dstPitch ? c->dstPitch : w,
+          c->srcHeight ? c->srcHeight : h,
+          c->dstHeight ? c->dstHeight : h};
+}
+
+// A small 2D/3D copy from host memory: its source rows, layer after layer.
+template <class C>
+CUresult scan_box(const C* c, const Box& b, std::size_t src_z, CUstream s, bool pt) {
+  if (!small_box(b.width, b.height, b.depth)) return CUDA_SUCCESS;
   const void* src = host_side(c->srcMemoryType, c->srcHost, c->srcDevice);
   if (!src) return CUDA_SUCCESS;
   const unsigned char* first = static_cast<const unsigned char*>(src) +
-                               (src_z * src_height + c->srcY) * c->srcPitch + c->srcXInBytes;
+                               (src_z * b.src_height + c->srcY) * b.src_pitch + c->srcXInBytes;
   TouchSet t;
-  for (std::size_t z = 0; z < depth; ++z)
-    scan_host_rows(first + z * src_height * c->srcPitch, c->WidthInBytes, c->srcPitch, c->Height,
-                   &t);
+  for (std::size_t z = 0; z < b.depth; ++z)
+    scan_host_rows(first + z * b.src_height * b.src_pitch, b.width, b.src_pitch, b.height, &t);
   if ((t.n == 0 && !t.overflow) || !kernel_side(c->dstMemoryType, c->dstDevice))
     return CUDA_SUCCESS;
   return keep_named(t, s, pt);
 }
 
 // The device bytes a 2D/3D copy side covers: from its first to its last byte.
+// Past the address space, it is the largest size_t, which no region holds (the copy is refused).
 std::size_t span_2d(std::size_t pitch, std::size_t width, std::size_t height) {
-  return height ? (height - 1) * pitch + width : 0;
+  std::size_t rows = 0, span = 0;
+  if (height == 0) return 0;
+  if (__builtin_mul_overflow(height - 1, pitch, &rows) ||
+      __builtin_add_overflow(rows, width, &span))
+    return SIZE_MAX;
+  return span;
+}
+
+// (depth - 1) * layer_height + height rows, saturating.
+std::size_t rows_3d(std::size_t depth, std::size_t layer_height, std::size_t height) {
+  std::size_t layers = 0, rows = 0;
+  if (__builtin_mul_overflow(depth - 1, layer_height, &layers) ||
+      __builtin_add_overflow(layers, height, &rows))
+    return SIZE_MAX;
+  return rows;
 }
 
 // The link a 2D/3D copy crosses, by its sides' memory types (an array is device memory).
@@ -133,13 +169,14 @@ CUdeviceptr side_ptr(CUmemorytype type, CUdeviceptr dev) {
 template <class Enqueue>
 CUresult copy2d(const CUDA_MEMCPY2D* c, CUstream s, bool pt, bool sync, Enqueue&& enqueue) {
   if (!c) return enqueue();
-  if (CUresult e = scan_box(c, 1, 0, 0, s, pt); e != CUDA_SUCCESS) return e;
+  const Box b = box_of(c);
+  if (CUresult e = scan_box(c, b, 0, s, pt); e != CUDA_SUCCESS) return e;
   CUdeviceptr src = side_ptr(c->srcMemoryType, c->srcDevice);
   CUdeviceptr dst = side_ptr(c->dstMemoryType, c->dstDevice);
-  if (src) src += c->srcY * c->srcPitch + c->srcXInBytes;
-  if (dst) dst += c->dstY * c->dstPitch + c->dstXInBytes;
-  std::size_t sn = src ? span_2d(c->srcPitch, c->WidthInBytes, c->Height) : 0;
-  std::size_t dn = dst ? span_2d(c->dstPitch, c->WidthInBytes, c->Height) : 0;
+  if (src) src += c->srcY * b.src_pitch + c->srcXInBytes;
+  if (dst) dst += c->dstY * b.dst_pitch + c->dstXInBytes;
+  std::size_t sn = src ? span_2d(b.src_pitch, b.width, b.height) : 0;
+  std::size_t dn = dst ? span_2d(b.dst_pitch, b.width, b.height) : 0;
   // access() takes the destination first.
   return access(dst, dn, src, sn, s, pt, sync, enqueue, proto::kCopyFunction,
                 box_link(c->srcMemoryType, c->dstMemoryType));
@@ -148,15 +185,16 @@ CUresult copy2d(const CUDA_MEMCPY2D* c, CUstream s, bool pt, bool sync, Enqueue&
 template <class C, class Enqueue>
 CUresult copy3d(const C* c, CUstream s, bool pt, bool sync, Enqueue&& enqueue) {
   if (!c) return enqueue();
-  if (CUresult e = scan_box(c, c->Depth, c->srcZ, c->srcHeight, s, pt); e != CUDA_SUCCESS) return e;
+  const Box b = box_of(c);
+  if (CUresult e = scan_box(c, b, c->srcZ, s, pt); e != CUDA_SUCCESS) return e;
   CUdeviceptr src = side_ptr(c->srcMemoryType, c->srcDevice);
   CUdeviceptr dst = side_ptr(c->dstMemoryType, c->dstDevice);
-  std::size_t rows_src = c->Depth ? (c->Depth - 1) * c->srcHeight + c->Height : 0;
-  std::size_t rows_dst = c->Depth ? (c->Depth - 1) * c->dstHeight + c->Height : 0;
-  if (src) src += (c->srcZ * c->srcHeight + c->srcY) * c->srcPitch + c->srcXInBytes;
-  if (dst) dst += (c->dstZ * c->dstHeight + c->dstY) * c->dstPitch + c->dstXInBytes;
-  std::size_t sn = src ? span_2d(c->srcPitch, c->WidthInBytes, rows_src) : 0;
-  std::size_t dn = dst ? span_2d(c->dstPitch, c->WidthInBytes, rows_dst) : 0;
+  const std::size_t rows_src = rows_3d(b.depth, b.src_height, b.height);
+  const std::size_t rows_dst = rows_3d(b.depth, b.dst_height, b.height);
+  if (src) src += (c->srcZ * b.src_height + c->srcY) * b.src_pitch + c->srcXInBytes;
+  if (dst) dst += (c->dstZ * b.dst_height + c->dstY) * b.dst_pitch + c->dstXInBytes;
+  std::size_t sn = src ? span_2d(b.src_pitch, b.width, rows_src) : 0;
+  std::size_t dn = dst ? span_2d(b.dst_pitch, b.width, rows_dst) : 0;
   // access() takes the destination first.
   return access(dst, dn, src, sn, s, pt, sync, enqueue, proto::kCopyFunction,
                 box_link(c->srcMemoryType, c->dstMemoryType));

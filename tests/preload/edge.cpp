@@ -29,6 +29,10 @@
 //   edge MODULE.so bad_calls     stream-ordered allocation and free on a destroyed stream, and
 //                                cuMemGetInfo with a null pointer, fail as without gswap; then
 //                                as swap
+//   edge MODULE.so zero_extent   2D and 3D copies between swapped-out regions with a Height,
+//                                Depth, layer height or pitch of 0, which the driver reads as one
+//                                row, one layer, the copy's height and its width: the rows copied
+//                                arrive, the rest stays as it was
 //
 // The budget comes from GSWAP_BUDGET; sizes are chosen from the MiB figure passed in GSWAP_BUDGET.
 #include <dlfcn.h>
@@ -287,6 +291,59 @@ int run_bad_calls(unsigned long long region_bytes) {
   return 0;
 }
 
+int run_zero_extent(unsigned long long region_bytes) {
+  const unsigned long long n = region_bytes / 4;
+  constexpr std::size_t kRow = 1024;
+  CUdeviceptr src, dst, other[2];
+  PCHECK(cuMemAlloc(&src, region_bytes));
+  PCHECK(cuMemAlloc(&dst, region_bytes));
+  for (auto& p : other) PCHECK(cuMemAlloc(&p, region_bytes));
+  // Each copy finds both regions swapped out: the two others fill the budget first.
+  auto swap_both_out = [&]() -> CUresult {
+    for (CUdeviceptr p : other)
+      if (CUresult e = launch_add(g_add, nullptr, p, n, 1); e != CUDA_SUCCESS) return e;
+    return CUDA_SUCCESS;
+  };
+  PCHECK(cuMemsetD32(src, 1u, n));
+  PCHECK(cuMemsetD32(dst, 2u, n));
+  std::size_t copied = 0;  // bytes of dst from its start that now hold src's
+  // Height 0: one row.
+  PCHECK(swap_both_out());
+  CUDA_MEMCPY2D c2{};
+  c2.srcMemoryType = c2.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  c2.srcDevice = src, c2.dstDevice = dst;
+  c2.srcPitch = c2.dstPitch = kRow, c2.WidthInBytes = kRow, c2.Height = 0;
+  PCHECK(cuMemcpy2D(&c2));
+  copied = kRow;
+  // Depth 0: one layer of two rows, after the first row; pitch 0: the width.
+  PCHECK(swap_both_out());
+  CUDA_MEMCPY3D c3{};
+  c3.srcMemoryType = c3.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  c3.srcDevice = src, c3.dstDevice = dst;
+  c3.srcY = c3.dstY = 1;
+  c3.srcPitch = c3.dstPitch = 0, c3.WidthInBytes = kRow, c3.Height = 2, c3.Depth = 0;
+  PCHECK(cuMemcpy3D(&c3));
+  copied += 2 * kRow;
+  // Layer height 0: layers as high as the copy, here two layers of one row after those.
+  PCHECK(swap_both_out());
+  c3.srcY = c3.dstY = 3;
+  c3.srcPitch = c3.dstPitch = kRow, c3.Height = 1, c3.Depth = 2, c3.srcHeight = c3.dstHeight = 0;
+  PCHECK(cuMemcpy3D(&c3));
+  copied += 2 * kRow;
+  std::vector<unsigned> host(n);
+  PCHECK(cuMemcpyDtoH(host.data(), dst, region_bytes));
+  for (unsigned long long i = 0; i < n; ++i) {
+    const unsigned want = i * 4 < copied ? 1u : 2u;
+    if (host[i] != want) {
+      std::fprintf(stderr, "zero_extent: word %llu is %u, expected %u\n", i, host[i], want);
+      return 1;
+    }
+  }
+  PEXPECT(all_equal(src, n, 1u, nullptr));
+  std::printf("zero_extent: rows copied as the driver reads the extents, the rest intact\n");
+  return 0;
+}
+
 int run_indirect(unsigned long long region_bytes) {
   unsigned long long n = region_bytes / 4;
   CUdeviceptr named[2], other[2], array;
@@ -473,7 +530,7 @@ int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr,
                  "usage: edge MODULE.so oom|fork|swap|graph|indirect|bounds|contend|capture_v1|"
-                 "capture_fail|bad_calls|init|before_init [region-MiB]\n");
+                 "capture_fail|bad_calls|zero_extent|init|before_init [region-MiB]\n");
     return 2;
   }
   std::string mode = argv[2];
@@ -504,6 +561,7 @@ int main(int argc, char** argv) {
   if (mode == "capture_v1") return run_capture_v1(region_bytes);
   if (mode == "capture_fail") return run_capture_fail(region_bytes);
   if (mode == "bad_calls") return run_bad_calls(region_bytes) != 0 ? 1 : run_swap(region_bytes);
+  if (mode == "zero_extent") return run_zero_extent(region_bytes);
   std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
   return 2;
 }
