@@ -2,7 +2,8 @@
 // then enqueue it.
 //
 // Fast path, when every touched region is resident: per region one pin (seq_cst fetch_add), one
-// state load, the use marks and one unpin; no lock, no allocation, no syscall. Why a per-region
+// state load, the use marks and one unpin; no lock, no allocation (up to TouchSet::kCapacity
+// regions), no syscall. Why a per-region
 // pin count rather than a per-thread epoch: the evictor needs to know about exactly one region,
 // and a pin is one cache line the launch already touches; an epoch would make every eviction
 // wait for every thread's launch in progress.
@@ -12,6 +13,8 @@
 // Wait path, when a region is mapped but its restore is still in flight (kRestoring, e.g. a
 // prefetch): the caller's stream waits for the restore's event on the device, with no lock.
 #pragma once
+
+#include <algorithm>
 
 #include "interpose/param_scan.h"
 #include "interpose/process.h"
@@ -85,9 +88,11 @@ CUresult with_access(TouchSet& t, CUstream stream, bool per_thread, bool sync, E
   // A recomputation callback's own launches are no positions of the iteration (recompute.h).
   if (f.ordered.load(std::memory_order_relaxed) && !in_recompute()) {
     std::uint64_t seq = f.seq.fetch_add(1, std::memory_order_relaxed);
+    // The wire carries fewer regions than this per launch (the rest flagged as cut off).
     std::uint64_t ids[TouchSet::kCapacity];
-    for (std::size_t i = 0; i < t.n; ++i) ids[i] = t.regions[i]->id;
-    telemetry::launch(seq, stream_number, function_id, ids, static_cast<std::uint32_t>(t.n));
+    const std::size_t named = std::min(t.n, TouchSet::kCapacity);
+    for (std::size_t i = 0; i < named; ++i) ids[i] = t.regions[i]->id;
+    telemetry::launch(seq, stream_number, function_id, ids, static_cast<std::uint32_t>(named));
     if (f.plan_active.load(std::memory_order_relaxed)) {
       PlanStep step;
       step.stream_number = stream_number;

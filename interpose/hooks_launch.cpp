@@ -32,7 +32,7 @@ CUresult launch(CUfunction f, CUstream stream, bool per_thread, void** params, v
   }
   if (!tracked || t.overflow) {
     CUresult e =
-        keep_all_resident(tracked ? "a launch touching more regions than gswap tracks per call"
+        keep_all_resident(tracked ? "a launch naming more regions than gswap found memory to list"
                                   : "a launch whose parameter layout the driver cannot describe");
     if (e != CUDA_SUCCESS) return e;
     return enqueue();

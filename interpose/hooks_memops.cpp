@@ -15,12 +15,13 @@
 namespace gswap::interpose {
 namespace {
 
-// Makes the regions of t resident and enqueues. A batch naming more regions than a TouchSet
-// holds cannot be pinned as a whole, so, as for such a launch, every region stays resident.
+// Makes the regions of t resident and enqueues. A batch naming more regions than memory could be
+// found to list cannot be pinned as a whole, so, as for such a launch, every region stays
+// resident.
 template <class Enqueue>
 CUresult access_set(TouchSet& t, CUstream s, bool pt, Enqueue&& enqueue) {
   if (t.overflow) {
-    CUresult e = keep_all_resident("a batch touching more regions than gswap tracks per call");
+    CUresult e = keep_all_resident("a batch naming more regions than gswap found memory to list");
     if (e != CUDA_SUCCESS) return e;
     return enqueue();
   }

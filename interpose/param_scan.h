@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 #include "interpose/region_map.h"
@@ -20,21 +21,32 @@ struct ParamLayout {
   const std::uint32_t* sizes = nullptr;
 };
 
-// The distinct regions one call touches. Fixed capacity: no allocation on the launch path.
+// The distinct regions one call touches. The first kCapacity live inline, so the launch path
+// allocates nothing; a call naming more (a multi-tensor optimizer kernel given 140 tensors) moves
+// them to the heap, doubling as it grows.
 struct TouchSet {
   static constexpr std::size_t kCapacity = 128;
-  Region* regions[kCapacity];
+  Region** regions = inline_;
   std::size_t n = 0;
-  bool overflow = false;  // more distinct regions than kCapacity
+  bool overflow = false;  // more distinct regions than memory could be found for
+
+  TouchSet() = default;
+  TouchSet(const TouchSet& o) { *this = o; }
+  TouchSet& operator=(const TouchSet& o) {
+    if (this == &o) return *this;
+    n = 0;
+    overflow = o.overflow;
+    for (std::size_t i = 0; i < o.n; ++i) push(o.regions[i]);
+    return *this;
+  }
+  ~TouchSet() {
+    if (regions != inline_) std::free(regions);
+  }
 
   void add(Region* r) {
     for (std::size_t i = 0; i < n; ++i)
       if (regions[i] == r) return;
-    if (n == kCapacity) {
-      overflow = true;
-      return;
-    }
-    regions[n++] = r;
+    push(r);
   }
   // The regions [addr, addr + bytes) touches: only its two ends are looked up, because a copy or
   // memset may not span allocations.
@@ -44,6 +56,26 @@ struct TouchSet {
     if (bytes > 1)
       if (Region* r = map.find(addr + bytes - 1)) add(r);
   }
+
+ private:
+  void push(Region* r) {
+    if (n == capacity_) {
+      const std::size_t grown = capacity_ * 2;
+      auto* p = static_cast<Region**>(std::malloc(grown * sizeof(Region*)));
+      if (!p) {
+        overflow = true;
+        return;
+      }
+      std::memcpy(p, regions, n * sizeof(Region*));
+      if (regions != inline_) std::free(regions);
+      regions = p;
+      capacity_ = grown;
+    }
+    regions[n++] = r;
+  }
+
+  Region* inline_[kCapacity];
+  std::size_t capacity_ = kCapacity;
 };
 
 // The region one word of parameter bytes names, if any. A one-past-the-end pointer

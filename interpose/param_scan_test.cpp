@@ -127,12 +127,23 @@ TEST(ParamScanEnd, OnePastTheEndNamesTheRegionEndingThere) {
   EXPECT_EQ(scan(0).n, 0u);
 }
 
-TEST(TouchSet, OverflowIsReported) {
+TEST(TouchSet, HoldsMoreRegionsThanItsInlineCapacity) {
   TouchSet t;
-  static Region many[TouchSet::kCapacity + 1];
-  for (auto& r : many) t.add(&r);
-  EXPECT_EQ(t.n, TouchSet::kCapacity);
-  EXPECT_TRUE(t.overflow);
+  static Region many[5 * TouchSet::kCapacity + 3];
+  for (int pass = 0; pass < 2; ++pass)  // the second pass adds nothing new
+    for (auto& r : many) t.add(&r);
+  ASSERT_EQ(t.n, std::size(many));
+  EXPECT_FALSE(t.overflow);
+  for (std::size_t i = 0; i < t.n; ++i) EXPECT_EQ(t.regions[i], &many[i]);
+  TouchSet copy = t;  // a copy owns its own list
+  t.add(&many[0]);
+  ASSERT_EQ(copy.n, t.n);
+  for (std::size_t i = 0; i < copy.n; ++i) EXPECT_EQ(copy.regions[i], &many[i]);
+  TouchSet small;
+  small.add(&many[1]);
+  copy = small;
+  ASSERT_EQ(copy.n, 1u);
+  EXPECT_EQ(copy.regions[0], &many[1]);
 }
 
 }  // namespace

@@ -72,7 +72,8 @@ inline void scan_host_rows(const void* host, std::size_t width, std::size_t pitc
 // The regions named by scanned uploads stay resident from now on.
 inline CUresult keep_named(TouchSet& t, CUstream s, bool per_thread) {
   if (t.overflow)
-    return keep_all_resident("a host-to-device copy naming more allocations than gswap tracks");
+    return keep_all_resident(
+        "a host-to-device copy naming more allocations than gswap found memory to list");
   if (t.n == 0) return CUDA_SUCCESS;
   GSWAP_LOG_ONCE(
       kInfo,

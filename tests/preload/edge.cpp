@@ -33,6 +33,10 @@
 //                                Depth, layer height or pitch of 0, which the driver reads as one
 //                                row, one layer, the copy's height and its width: the rows copied
 //                                arrive, the rest stays as it was
+//   edge MODULE.so wide          one launch naming 200 regions (a by-value list, as a
+//                                multi-tensor optimizer kernel takes), which fit the budget
+//                                together, then more regions than the budget holds: every
+//                                region keeps its data and swapping goes on
 //
 // The budget comes from GSWAP_BUDGET; sizes are chosen from the MiB figure passed in GSWAP_BUDGET.
 #include <dlfcn.h>
@@ -50,7 +54,7 @@
 
 namespace {
 
-CUfunction g_add, g_touch3, g_add_indirect, g_add_from;
+CUfunction g_add, g_touch3, g_add_indirect, g_add_from, g_add_list;
 
 struct Three {
   CUdeviceptr p[3];
@@ -344,6 +348,44 @@ int run_zero_extent(unsigned long long region_bytes) {
   return 0;
 }
 
+int run_wide(unsigned long long region_bytes) {
+  constexpr unsigned kListed = 200;
+  struct List {
+    unsigned long long count, n;
+    CUdeviceptr p[256];
+  } list{};
+  // 200 regions of 64 KiB (12.5 MiB) in one launch, then others of region_bytes.
+  const unsigned long long small = 64 << 10;
+  list.count = kListed;
+  list.n = small / 4;
+  for (unsigned k = 0; k < kListed; ++k) {
+    PCHECK(cuMemAlloc(&list.p[k], small));
+    PCHECK(cuMemsetD32(list.p[k], k, list.n));
+  }
+  void* params[] = {&list};
+  for (int round = 0; round < 2; ++round) {
+    PCHECK(cuLaunchKernel(g_add_list, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr));
+    // Then regions that need the budget the list took: its regions leave and come back.
+    const unsigned long long n = region_bytes / 4;
+    CUdeviceptr big[2];
+    for (auto& p : big) {
+      PCHECK(cuMemAlloc(&p, region_bytes));
+      PCHECK(launch_add(g_add, nullptr, p, n, 3));
+    }
+    for (auto p : big) PEXPECT(all_equal(p, n, 3u, nullptr));
+    for (auto p : big) PCHECK(cuMemFree(p));
+  }
+  for (unsigned k = 0; k < kListed; ++k) {
+    unsigned got = 0;
+    if (!all_equal(list.p[k], list.n, k + 2, &got)) {
+      std::fprintf(stderr, "wide: region %u holds %u, expected %u\n", k, got, k + 2);
+      return 1;
+    }
+  }
+  std::printf("wide: a launch naming %u regions, swapped around it, data intact\n", kListed);
+  return 0;
+}
+
 int run_indirect(unsigned long long region_bytes) {
   unsigned long long n = region_bytes / 4;
   CUdeviceptr named[2], other[2], array;
@@ -530,7 +572,7 @@ int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr,
                  "usage: edge MODULE.so oom|fork|swap|graph|indirect|bounds|contend|capture_v1|"
-                 "capture_fail|bad_calls|zero_extent|init|before_init [region-MiB]\n");
+                 "capture_fail|bad_calls|zero_extent|wide|init|before_init [region-MiB]\n");
     return 2;
   }
   std::string mode = argv[2];
@@ -551,6 +593,7 @@ int main(int argc, char** argv) {
   PCHECK(cuModuleGetFunction(&g_touch3, mod, "touch3"));
   PCHECK(cuModuleGetFunction(&g_add_indirect, mod, "add_indirect"));
   PCHECK(cuModuleGetFunction(&g_add_from, mod, "add_from"));
+  PCHECK(cuModuleGetFunction(&g_add_list, mod, "add_list"));
   if (mode == "oom") return run_oom(region_bytes);
   if (mode == "fork") return run_fork(region_bytes);
   if (mode == "swap") return run_swap(region_bytes);
@@ -562,6 +605,7 @@ int main(int argc, char** argv) {
   if (mode == "capture_fail") return run_capture_fail(region_bytes);
   if (mode == "bad_calls") return run_bad_calls(region_bytes) != 0 ? 1 : run_swap(region_bytes);
   if (mode == "zero_extent") return run_zero_extent(region_bytes);
+  if (mode == "wide") return run_wide(region_bytes);
   std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
   return 2;
 }

@@ -5,6 +5,8 @@
  *   touch3(struct { uint32* p[3]; } bufs, uint64 n)      bufs.p[k][i] += 1 (pointers in a by-value
  * struct) noop8(void* p0 ... void* p7)                          nothing (the launch-overhead
  * benchmark)
+ *   add_list(struct { uint64 count, n; uint32* p[256]; } list)  list.p[k][i] += 1 for k < count
+ *                                                       (a multi-tensor optimizer's by-value list)
  *
  * The tests keep a host model of every buffer (all elements equal), so any lost or stale byte
  * after a swap shows up as a mismatch. */
@@ -83,15 +85,28 @@ static const simcuda_param add_indirect_params[] = {
     {offsetof(struct add_indirect_args, n), sizeof(uint64_t)},
 };
 
+#define ADD_LIST_MAX 256
+struct add_list_args {
+  uint64_t count, n;
+  uint32_t* p[ADD_LIST_MAX];
+};
+static void add_list(const simcuda_launch* l) {
+  const struct add_list_args* a = (const struct add_list_args*)l->params;
+  for (uint64_t k = 0; k < a->count && k < ADD_LIST_MAX; ++k)
+    for (uint64_t i = 0; i < a->n; ++i) a->p[k][i] += 1;
+}
+static const simcuda_param add_list_params[] = {{0, sizeof(struct add_list_args)}};
+
 static const simcuda_kernel_desc kernels[] = {
     {"add", add, 3, add_params, 0, NULL},
     {"add_from", add_from, 3, add_from_params, 0, NULL},
     {"touch3", touch3, 2, touch3_params, 0, NULL},
     {"noop8", noop8, 8, noop8_params, 0, NULL},
     {"add_indirect", add_indirect, 3, add_indirect_params, 0, NULL},
+    {"add_list", add_list, 1, add_list_params, 0, NULL},
 };
 
 SIMCUDA_EXPORT const simcuda_module_desc* SIMCUDA_MODULE_ENTRY(void) {
-  static const simcuda_module_desc m = {SIMCUDA_ABI_VERSION, 5, kernels};
+  static const simcuda_module_desc m = {SIMCUDA_ABI_VERSION, 6, kernels};
   return &m;
 }
