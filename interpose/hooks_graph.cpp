@@ -5,13 +5,15 @@
 // stays resident while the graph or any instance of it lives, so replaying them needs nothing;
 // once all are destroyed those regions may leave again. A replay of any other graph (built node
 // by node, or captured before gswap was loaded) may reference anything: everything live at that
-// time stays resident from then on (logged once).
+// time stays resident from then on (logged once). A launch of no instance, or of one destroyed,
+// is left to the driver, which refuses it.
 //
 // Locking: g_graphs_mutex owns the two maps; it is taken at capture end, instantiation,
 // destruction and graph launch, never on the kernel-launch path.
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "interpose/driver.h"
@@ -33,11 +35,15 @@ std::mutex g_graphs_mutex;
 // Never freed: used at exit.
 auto* g_captured = new std::unordered_map<CUgraph, CapturedPtr>();
 auto* g_known = new std::unordered_map<CUgraphExec, CapturedPtr>();
+// Instances destroyed through gswap and not handed out again since: the driver refuses their
+// launch, which then needs nothing kept resident.
+auto* g_destroyed = new std::unordered_set<CUgraphExec>();
 
 void instantiated(CUresult e, CUgraphExec* exec, CUgraph graph) {
   if (e != CUDA_SUCCESS || !exec) return;
   CapturedPtr old;  // released outside the lock
   std::lock_guard<std::mutex> lock(g_graphs_mutex);
+  g_destroyed->erase(*exec);
   auto it = g_captured->find(graph);
   auto& slot = (*g_known)[*exec];
   old = std::move(slot);  // a recycled handle must not inherit an old graph's status
@@ -58,10 +64,13 @@ CapturedPtr take(Map* map, Key key) {
   return p;
 }
 
+// A launch of no instance, or of one destroyed, fails in the driver: it replays nothing, so
+// nothing needs to stay resident for it.
 CUresult before_replay(CUgraphExec exec) {
+  if (!exec) return CUDA_SUCCESS;
   {
     std::lock_guard<std::mutex> lock(g_graphs_mutex);
-    if (g_known->count(exec)) return CUDA_SUCCESS;
+    if (g_known->count(exec) || g_destroyed->count(exec)) return CUDA_SUCCESS;
   }
   return keep_all_resident("cuGraphLaunch of a graph gswap did not see captured");
 }
@@ -113,7 +122,12 @@ CUresult hook_cuGraphInstantiateWithParams_ptsz(CUgraphExec* exec, CUgraph graph
 // them on the device until then: the driver waits for it or keeps the memory alive).
 CUresult hook_cuGraphExecDestroy(CUgraphExec exec) {
   CapturedPtr held = take(g_known, exec);
-  return real().cuGraphExecDestroy(exec);
+  CUresult e = real().cuGraphExecDestroy(exec);
+  if (e == CUDA_SUCCESS && exec) {
+    std::lock_guard<std::mutex> lock(g_graphs_mutex);
+    g_destroyed->insert(exec);
+  }
+  return e;
 }
 CUresult hook_cuGraphDestroy(CUgraph graph) {
   CapturedPtr held = take(g_captured, graph);

@@ -25,6 +25,8 @@ CUresult launch(CUfunction f, CUstream stream, bool per_thread, void** params, v
   if (params) {
     if (c->known)
       scan_kernel_params(fs.map, c->layout, params, &t);
+    else if (c->invalid_handle)
+      return CUDA_ERROR_INVALID_HANDLE;  // as the driver answers a launch of it
     else
       tracked = false;
   } else if (extra) {

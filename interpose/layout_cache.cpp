@@ -98,37 +98,50 @@ Table* grown(const Table& t) {
   return next;
 }
 
+enum class Asked { kKnown, kUnknown, kInvalidHandle };
+
 // Asks the driver for parameter i until it answers CUDA_ERROR_INVALID_VALUE (past the last one).
-bool ask(bool as_kernel, CUfunction f, std::vector<std::uint32_t>* offsets,
-         std::vector<std::uint32_t>* sizes) {
+// kInvalidHandle: the driver does not know f at all (its first answer).
+Asked ask(bool as_kernel, CUfunction f, std::vector<std::uint32_t>* offsets,
+          std::vector<std::uint32_t>* sizes) {
   offsets->clear();
   sizes->clear();
   auto fn_func = real().cuFuncGetParamInfo;
   auto fn_kernel = real().cuKernelGetParamInfo;
-  if (as_kernel ? !fn_kernel : !fn_func) return false;
+  if (as_kernel ? !fn_kernel : !fn_func) return Asked::kUnknown;
   for (size_t i = 0;; ++i) {
     size_t off = 0, size = 0;
     CUresult e = as_kernel ? fn_kernel(reinterpret_cast<CUkernel>(f), i, &off, &size)
                            : fn_func(f, i, &off, &size);
-    if (e == CUDA_ERROR_INVALID_VALUE) return true;
-    if (e != CUDA_SUCCESS) return false;
+    if (e == CUDA_ERROR_INVALID_VALUE) return Asked::kKnown;
+    if (e == CUDA_ERROR_INVALID_HANDLE && i == 0) return Asked::kInvalidHandle;
+    if (e != CUDA_SUCCESS) return Asked::kUnknown;
     offsets->push_back(static_cast<std::uint32_t>(off));
     sizes->push_back(static_cast<std::uint32_t>(size));
   }
 }
 
+// A handle the driver knows neither as a function nor as a kernel (an unloaded module's, say):
+// never cached, since the driver may hand the same value out for a kernel later.
+const CachedLayout g_invalid{ParamLayout{}, false, nullptr, {0}, true};
+
 const CachedLayout* query(CUfunction f) {
   std::vector<std::uint32_t> offsets, sizes;
   // f may be a CUkernel cast to CUfunction (fact 3): when the function query fails or finds no
   // parameter, ask again as a kernel.
-  bool known = ask(false, f, &offsets, &sizes);
+  const Asked as_function = ask(false, f, &offsets, &sizes);
+  bool known = as_function == Asked::kKnown;
   if (!known || offsets.empty()) {
     std::vector<std::uint32_t> o2, s2;
-    if (ask(true, f, &o2, &s2) && (!known || !o2.empty())) {
+    const Asked as_kernel = ask(true, f, &o2, &s2);
+    if (as_kernel == Asked::kKnown && (!known || !o2.empty())) {
       known = true;
       offsets.swap(o2);
       sizes.swap(s2);
     }
+    if (as_function == Asked::kInvalidHandle &&
+        (as_kernel == Asked::kInvalidHandle || !real().cuKernelGetParamInfo))
+      return &g_invalid;
   }
   auto* c = new CachedLayout();
   c->known = known;
@@ -174,10 +187,11 @@ const CachedLayout* layout_of(CUfunction f) {
   if (slot) {
     if (const CachedLayout* c = slot->value.load(std::memory_order_relaxed)) return c;
     const CachedLayout* c = query(f);  // forgotten: the handle may name another kernel now
-    slot->value.store(c, std::memory_order_release);
+    if (!c->invalid_handle) slot->value.store(c, std::memory_order_release);
     return c;
   }
   const CachedLayout* c = query(f);
+  if (c->invalid_handle) return c;
   // At most half full keeps probe chains short; the last free slot is never taken, so a probe
   // always ends at an empty slot.
   if (2 * (t->used + 1) > t->size()) {

@@ -20,6 +20,9 @@ struct CachedLayout {
   const char* name = nullptr;  // cuFuncGetName / cuKernelGetName, copied (nullptr: unknown)
   // The gswapd connection (telemetry::connection()) the name was last sent on.
   mutable std::atomic<std::uint32_t> name_sent{0};
+  // The driver knows the handle neither as a function nor as a kernel: a launch of it fails, and
+  // is refused before it can make anything resident. Such answers are not cached.
+  bool invalid_handle = false;
 };
 
 // The layout of f, filling the cache on first use. Never null.

@@ -26,9 +26,10 @@
 //                                cuGraphInstantiate, found with cuGetProcAddress and dlsym
 //   edge MODULE.so capture_fail  a cuStreamEndCapture from the wrong thread fails and leaves the
 //                                capture on; the right thread ends it, and regions swap after
-//   edge MODULE.so bad_calls     stream-ordered allocation and free on a destroyed stream, and
-//                                cuMemGetInfo with a null pointer, fail as without gswap; then
-//                                as swap
+//   edge MODULE.so bad_calls     stream-ordered allocation and free on a destroyed stream,
+//                                cuMemGetInfo with a null pointer, a launch of an unloaded
+//                                module's function and graph launches of no instance and of a
+//                                destroyed one fail as without gswap; then as swap
 //   edge MODULE.so zero_extent   2D and 3D copies between swapped-out regions with a Height,
 //                                Depth, layer height or pitch of 0, which the driver reads as one
 //                                row, one layer, the copy's height and its width: the rows copied
@@ -55,6 +56,7 @@
 namespace {
 
 CUfunction g_add, g_touch3, g_add_indirect, g_add_from, g_add_list;
+const char* g_module_path = nullptr;
 
 struct Three {
   CUdeviceptr p[3];
@@ -289,6 +291,29 @@ int run_bad_calls(unsigned long long region_bytes) {
   size_t free_bytes = 0, total = 0;
   PEXPECT(cuMemGetInfo(nullptr, &total) == CUDA_ERROR_INVALID_VALUE);
   PEXPECT(cuMemGetInfo(&free_bytes, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  // A launch of a function whose module is gone, and graph launches of no instance and of a
+  // destroyed one: refused by the driver, they keep nothing resident (the swap that follows
+  // needs every region free to leave).
+  CUmodule again;
+  CUfunction stale;
+  PCHECK(cuModuleLoad(&again, g_module_path));
+  PCHECK(cuModuleGetFunction(&stale, again, "add"));
+  PCHECK(cuModuleUnload(again));
+  PEXPECT(launch_add(stale, nullptr, b, n, 1) == CUDA_ERROR_INVALID_HANDLE);
+  PEXPECT(cuGraphLaunch(nullptr, nullptr) != CUDA_SUCCESS);
+  CUstream s;
+  CUgraph g;
+  CUgraphExec exec;
+  PCHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  PCHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  PCHECK(launch_add(g_add, s, b, n, 1));
+  PCHECK(cuStreamEndCapture(s, &g));
+  PCHECK(cuGraphInstantiate(&exec, g, 0));
+  PCHECK(cuGraphExecDestroy(exec));
+  PCHECK(cuGraphDestroy(g));
+  PEXPECT(cuGraphLaunch(exec, s) != CUDA_SUCCESS);
+  PCHECK(cuStreamDestroy(s));
+  PEXPECT(all_equal(b, n, 7u, nullptr));
   PCHECK(cuMemFreeAsync(b, nullptr));
   PCHECK(cuCtxSynchronize());
   std::printf("bad_calls: refused as the driver refuses them\n");
@@ -588,6 +613,7 @@ int main(int argc, char** argv) {
   }
   preload_init();
   CUmodule mod;
+  g_module_path = argv[1];
   PCHECK(cuModuleLoad(&mod, argv[1]));
   PCHECK(cuModuleGetFunction(&g_add, mod, "add"));
   PCHECK(cuModuleGetFunction(&g_touch3, mod, "touch3"));
