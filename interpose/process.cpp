@@ -429,7 +429,11 @@ CUresult arena_alloc_pitch(CUdeviceptr* out, std::size_t* pitch, std::size_t wid
 }
 
 CUresult free_any(CUdeviceptr p, CUstream stream, bool async, bool per_thread) {
-  if (ready() && g_res->free_region(p, stream, async, per_thread)) return CUDA_SUCCESS;
+  if (ready()) {
+    bool handled = false;
+    CUresult e = g_res->free_allocation(p, stream, async, per_thread, &handled);
+    if (handled) return e;
+  }
   CUresult e = !async ? real().cuMemFree_v2(p)
                       : (per_thread ? real().cuMemFreeAsync_ptsz(p, stream)
                                     : real().cuMemFreeAsync(p, stream));

@@ -576,11 +576,16 @@ void Residency::take_from(Region* donor) {
     evicting_ -= donor->mapped;
 }
 
-// During a capture, a stream-ordered allocation on the capturing stream becomes graph memory.
-bool Residency::graph_memory(CUstream stream) {
-  if (!stream || !gate_.capturing()) return false;
+// During a capture, a stream-ordered call on a capturing stream becomes a graph node (an
+// allocation on it is graph memory, a free a free node); on the legacy stream while a blocking
+// stream captures the driver refuses it (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, which the query
+// answers too). Either way the call is the driver's to answer. per_thread: a _ptsz entry point,
+// where stream 0 is the calling thread's default stream.
+bool Residency::in_capture(CUstream stream, bool per_thread) {
+  if (!gate_.capturing()) return false;
+  if (!stream) stream = per_thread ? CU_STREAM_PER_THREAD : legacy_stream();
   bool capturing = false;
-  return dev_.is_capturing(stream, &capturing) == CUDA_SUCCESS && capturing;
+  return dev_.is_capturing(stream, &capturing) != CUDA_SUCCESS || capturing;
 }
 
 CUresult Residency::alloc_region(CUdeviceptr* out, std::uint64_t bytes, CUstream stream, bool async,
@@ -591,7 +596,7 @@ CUresult Residency::alloc_region(CUdeviceptr* out, std::uint64_t bytes, CUstream
   // Another context (another device, or none on this thread) is the driver's to answer.
   if (dev_.current() != ctx_) return CUDA_SUCCESS;
   // Graph memory is the driver's, not a region (its address is only valid while the graph runs).
-  if (graph_memory(stream)) return CUDA_SUCCESS;
+  if (async && in_capture(stream, per_thread)) return CUDA_SUCCESS;
   // A size within a granule of 2^64 would round up to 0: it is larger than any budget.
   std::uint64_t mapped = bytes > ~0ull - 2 * granularity_ ? ~0ull : round_up(bytes, granularity_);
   // One unmapped guard granule follows every region, assigned to it in the map, so that a
@@ -669,7 +674,7 @@ CUresult Residency::alloc_arena(std::uint64_t estimate, ForwardAlloc forward, vo
   std::unique_lock<std::mutex> lock(mutex_);
   // Another context's memory, and graph memory, are the driver's: forwarded, not counted against
   // the budget.
-  if (!ensure_device() || dev_.current() != ctx_ || graph_memory(stream)) {
+  if (!ensure_device() || dev_.current() != ctx_ || (stream && in_capture(stream, false))) {
     std::uint64_t ignored = 0;
     return forward(fctx, out, &ignored);
   }
@@ -698,6 +703,18 @@ void Residency::forget_arena(CUdeviceptr p) {
   if (it == arena_.end()) return;
   arena_bytes_ -= it->second;
   arena_.erase(it);
+}
+
+CUresult Residency::free_allocation(CUdeviceptr p, CUstream stream, bool async, bool per_thread,
+                                    bool* handled) {
+  *handled = false;
+  // On a capturing stream the driver makes the free a free node, which must name a graph
+  // allocation: a region never is one. The driver answers (CUDA_ERROR_INVALID_VALUE, the capture
+  // going on) and the region stays: freed here, its memory would go to other allocations at the
+  // capture's end while the graph still reads it.
+  if (async && in_capture(stream, per_thread)) return CUDA_SUCCESS;
+  *handled = free_region(p, stream, async, per_thread);
+  return CUDA_SUCCESS;
 }
 
 bool Residency::free_region(CUdeviceptr p, CUstream stream, bool async, bool per_thread) {

@@ -641,6 +641,29 @@ TEST(Residency, FreesDuringACaptureWaitForItsEnd) {
   EXPECT_EQ(env.res.stats().freeing, 0u);
 }
 
+// During a capture a free on a capturing stream is a graph free node, which must name a graph
+// allocation: the driver answers it and the region stays. On another stream it is a free (that
+// waits for the capture's end).
+TEST(Residency, AFreeOnACapturingStreamIsTheDriversToAnswer) {
+  Env env(4 * kMiB);
+  CUdeviceptr a = env.alloc(kMiB);
+  Device::Stream other = env.dev.user_stream();
+  env.res.capture_begin();
+  env.dev.set_capturing(env.stream, true);
+  bool handled = true;
+  EXPECT_EQ(env.res.free_allocation(a, env.stream, true, false, &handled), CUDA_SUCCESS);
+  EXPECT_FALSE(handled);
+  EXPECT_EQ(env.state(a), kRegionResident);
+  EXPECT_EQ(env.res.stats().freeing, 0u);
+  EXPECT_EQ(env.res.free_allocation(a, other, true, false, &handled), CUDA_SUCCESS);
+  EXPECT_TRUE(handled);
+  EXPECT_EQ(env.res.stats().freeing, kMiB);
+  env.dev.set_capturing(env.stream, false);
+  env.res.capture_end();
+  env.res.drain();
+  EXPECT_EQ(env.res.stats().freeing, 0u);
+}
+
 TEST(Residency, PerThreadStreamsAreOrderedThroughTheLegacyStream) {
   Env env(2 * kMiB);
   CUdeviceptr a = env.alloc(kMiB);

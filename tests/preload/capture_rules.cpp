@@ -1,0 +1,114 @@
+// capture_rules.cpp: frees and allocations of regions answered as the driver answers them, during
+// stream captures and outside them. One mode per run; each ends by swapping (the test wants bytes
+// swapped out).
+//
+//   capture_rules MODULE.so free_in_capture [region-MiB]
+//       cuMemFreeAsync of a region on a capturing stream is refused with CUDA_ERROR_INVALID_VALUE
+//       (during a capture a free must name a graph allocation) and frees nothing: the graph that
+//       reads the region replays right while other allocations fill the budget; the same free on a
+//       stream that is not capturing succeeds
+//
+// The budget comes from GSWAP_BUDGET (16 MiB in the tests); regions are region-MiB (default 4).
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "preload_common.h"
+
+namespace {
+
+CUfunction g_add, g_add_from;
+
+bool expect_code(const char* what, CUresult got, CUresult want) {
+  if (got == want) return true;
+  std::fprintf(stderr, "%s: %d, want %d\n", what, (int)got, (int)want);
+  return false;
+}
+
+CUdeviceptr region(unsigned long long bytes, unsigned value) {
+  CUdeviceptr p = 0;
+  PCHECK(cuMemAlloc(&p, bytes));
+  PCHECK(cuMemsetD32(p, value, bytes / 4));
+  return p;
+}
+
+// Six regions through the budget, each touched twice: bytes are swapped out and back.
+int swap_through(unsigned long long bytes) {
+  unsigned long long n = bytes / 4;
+  std::vector<CUdeviceptr> r;
+  for (int k = 0; k < 6; ++k) r.push_back(region(bytes, 10u + k));
+  for (int round = 0; round < 2; ++round)
+    for (CUdeviceptr p : r) PCHECK(launch_add(g_add, nullptr, p, n, 1));
+  PCHECK(cuCtxSynchronize());
+  for (int k = 0; k < 6; ++k) PEXPECT(all_equal(r[k], n, 12u + k, nullptr));
+  for (CUdeviceptr p : r) PCHECK(cuMemFree(p));
+  return 0;
+}
+
+int run_free_in_capture(unsigned long long bytes) {
+  unsigned long long n = bytes / 4;
+  CUstream s, other;
+  PCHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  PCHECK(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr a = region(bytes, 1u), b = region(bytes, 2u), d = region(bytes, 3u);
+  bool ok = true;
+  for (CUstreamCaptureMode mode : {CU_STREAM_CAPTURE_MODE_RELAXED, CU_STREAM_CAPTURE_MODE_GLOBAL}) {
+    PCHECK(cuStreamBeginCapture(s, mode));
+    PCHECK(launch_add_from(g_add_from, s, b, a, n));  // b += a, in every replay
+    ok &= expect_code("cuMemFreeAsync(region, capturing stream)", cuMemFreeAsync(a, s),
+                      CUDA_ERROR_INVALID_VALUE);
+    CUgraph g = nullptr;
+    ok &= expect_code("cuStreamEndCapture", cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+    if (!ok) return 1;
+    CUgraphExec x;
+    PCHECK(cuGraphInstantiate(&x, g, 0));
+    // Had a been freed, these would take its memory.
+    std::vector<CUdeviceptr> fill;
+    for (int k = 0; k < 3; ++k) fill.push_back(region(bytes, 99u));
+    for (int k = 0; k < 3; ++k) PCHECK(cuGraphLaunch(x, s));
+    PCHECK(cuStreamSynchronize(s));
+    for (CUdeviceptr p : fill) PCHECK(cuMemFree(p));
+    PCHECK(cuGraphExecDestroy(x));
+    PCHECK(cuGraphDestroy(g));
+  }
+  unsigned got = 0;
+  if (!all_equal(b, n, 2u + 6u, &got) || !all_equal(a, n, 1u, nullptr)) {
+    std::fprintf(stderr, "free_in_capture: b holds %u, want 8, or a changed\n", got);
+    return 1;
+  }
+  // A stream-ordered free on a stream that is not capturing is no free node: it succeeds.
+  PCHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  PCHECK(launch_add(g_add, s, b, n, 1));
+  ok &= expect_code("cuMemFreeAsync(region, other stream)", cuMemFreeAsync(d, other), CUDA_SUCCESS);
+  CUgraph g = nullptr;
+  ok &= expect_code("cuStreamEndCapture", cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+  if (!ok) return 1;
+  PCHECK(cuGraphDestroy(g));
+  PCHECK(cuMemFree(a));  // still a live allocation
+  PCHECK(cuMemFree(b));
+  if (swap_through(bytes)) return 1;
+  std::printf("free_in_capture: refused with CUDA_ERROR_INVALID_VALUE, nothing freed\n");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr,
+                 "usage: capture_rules MODULE.so free_in_capture "
+                 "[region-MiB]\n");
+    return 2;
+  }
+  std::string mode = argv[2];
+  unsigned long long bytes = (argc > 3 ? std::strtoull(argv[3], nullptr, 10) : 4ull) << 20;
+  preload_init();
+  CUmodule mod;
+  PCHECK(cuModuleLoad(&mod, argv[1]));
+  PCHECK(cuModuleGetFunction(&g_add, mod, "add"));
+  PCHECK(cuModuleGetFunction(&g_add_from, mod, "add_from"));
+  if (mode == "free_in_capture") return run_free_in_capture(bytes);
+  std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
+  return 2;
+}
