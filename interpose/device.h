@@ -79,12 +79,25 @@ class Device {
   virtual CUresult elapsed(Event from, Event to, float* ms) = 0;
   // Whether s is capturing into a graph now (fact 8: never record on such a stream).
   virtual CUresult is_capturing(Stream s, bool* capturing) = 0;
+  // Makes one potentially unsafe call of gswap's own (cuThreadExchangeStreamCaptureMode in
+  // cuda.h: an allocation, then its free), so that the driver judges the calling thread by the
+  // capture rules now: it refuses the call exactly when it would refuse the application's own
+  // cuMemAlloc or cuMemFree, and does to the captures what it does then (invalidates them).
+  // Returns that refusal (capture_refusal), else the free's result: the free waits for the
+  // context's work as cuMemFree does. An allocation that fails otherwise (no memory even for one
+  // byte) is logged and answers CUDA_SUCCESS, without that wait.
+  virtual CUresult unsafe_call() = 0;
 
   // --- copies (asynchronous, on s) -------------------------------------------------------------
   // Pre: the device range is mapped; host is pinned (or ordinary memory the copy may wait on).
   virtual CUresult copy_d2h(void* host, std::uint64_t dev, std::uint64_t bytes, Stream s) = 0;
   virtual CUresult copy_h2d(std::uint64_t dev, const void* host, std::uint64_t bytes, Stream s) = 0;
 };
+
+// A stream capture's refusal of a call (CUDA_ERROR_STREAM_CAPTURE_*, CUDA_ERROR_CAPTURED_EVENT).
+inline bool capture_refusal(CUresult e) {
+  return e >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && e <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+}
 
 // The special stream handles of cuda.h, named for residency's use.
 inline CUstream legacy_stream() {

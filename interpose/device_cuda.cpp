@@ -158,6 +158,18 @@ class CudaDevice final : public Device {
     return e;
   }
 
+  CUresult unsafe_call() override {
+    CUdeviceptr p = 0;
+    CUresult e = real().cuMemAlloc_v2(&p, 1);
+    if (capture_refusal(e)) return e;  // the application's answer, not a failure of gswap's
+    if (driver_checked(e, "cuMemAlloc_v2(1 byte)", __FILE__, __LINE__) != CUDA_SUCCESS)
+      return CUDA_SUCCESS;
+    e = real().cuMemFree_v2(p);
+    // Refused only when a capture began meanwhile on another thread: the byte is left behind.
+    if (capture_refusal(e)) return e;
+    return driver_checked(e, "cuMemFree_v2(1 byte)", __FILE__, __LINE__);
+  }
+
   CUresult copy_d2h(void* host, std::uint64_t dev, std::uint64_t bytes, Stream s) override {
     return GSWAP_CU(real().cuMemcpyDtoHAsync_v2(host, dev, bytes, s));
   }

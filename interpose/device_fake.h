@@ -49,6 +49,11 @@ class FakeDevice final : public Device {
     std::lock_guard<std::mutex> l(m_);
     capturing_[s] = on;
   }
+  // What unsafe_call() answers: a capture's refusal, or CUDA_SUCCESS (the default).
+  void set_unsafe_answer(CUresult e) {
+    std::lock_guard<std::mutex> l(m_);
+    unsafe_answer_ = e;
+  }
   // Bytes of the device at [va, va + n) through its mappings; false if any byte is unmapped.
   bool read(std::uint64_t va, void* out, std::uint64_t n) {
     std::lock_guard<std::mutex> l(m_);
@@ -235,6 +240,13 @@ class FakeDevice final : public Device {
     *capturing = capturing_[s];
     return CUDA_SUCCESS;
   }
+  // Allowed, it waits for everything, as the driver's cuMemFree does.
+  CUresult unsafe_call() override {
+    std::lock_guard<std::mutex> l(m_);
+    ++counts_["unsafe_call"];
+    if (unsafe_answer_ == CUDA_SUCCESS) run_locked();
+    return unsafe_answer_;
+  }
   CUresult copy_d2h(void* host, std::uint64_t dev, std::uint64_t bytes, Stream s) override {
     std::lock_guard<std::mutex> l(m_);
     if (CUresult e = injected("copy_d2h")) return e;
@@ -351,6 +363,7 @@ class FakeDevice final : public Device {
   std::map<Stream, std::deque<Op>> queues_;
   std::map<Stream, bool> held_;
   std::map<Stream, bool> capturing_;
+  CUresult unsafe_answer_ = CUDA_SUCCESS;
   std::map<Event, EventState> events_;
   std::map<std::string, Failure> failures_;
   std::map<std::string, int> counts_;

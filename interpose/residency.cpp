@@ -588,6 +588,20 @@ bool Residency::in_capture(CUstream stream, bool per_thread) {
   return dev_.is_capturing(stream, &capturing) != CUDA_SUCCESS || capturing;
 }
 
+// Whether the calling thread's capture mode is relaxed (cuThreadExchangeStreamCaptureMode).
+bool Residency::relaxed_thread() {
+  unsigned mode = 0;
+  dev_.relax_capture_mode(&mode);
+  dev_.restore_capture_mode(mode);
+  return mode == CU_STREAM_CAPTURE_MODE_RELAXED;
+}
+
+// Whether p is a live region's base (no lock: free_region decides under the mutex).
+bool Residency::is_region(CUdeviceptr p) {
+  Region* r = fast_.map.find(p);
+  return r && r->base == p && r->state.load() != kRegionFree;
+}
+
 CUresult Residency::alloc_region(CUdeviceptr* out, std::uint64_t bytes, CUstream stream, bool async,
                                  bool per_thread, bool* handled) {
   *handled = false;
@@ -597,6 +611,17 @@ CUresult Residency::alloc_region(CUdeviceptr* out, std::uint64_t bytes, CUstream
   if (dev_.current() != ctx_) return CUDA_SUCCESS;
   // Graph memory is the driver's, not a region (its address is only valid while the graph runs).
   if (async && in_capture(stream, per_thread)) return CUDA_SUCCESS;
+  // cuMemAlloc is potentially unsafe during a capture: the driver judges this thread by the
+  // capture modes, and its refusal (the capture invalidated) is the answer. A relaxed thread may.
+  if (!async && gate_.capturing() && !relaxed_thread()) {
+    lock.unlock();
+    CUresult e = dev_.unsafe_call();
+    if (e != CUDA_SUCCESS) {
+      *handled = true;
+      return e;
+    }
+    lock.lock();
+  }
   // A size within a granule of 2^64 would round up to 0: it is larger than any budget.
   std::uint64_t mapped = bytes > ~0ull - 2 * granularity_ ? ~0ull : round_up(bytes, granularity_);
   // One unmapped guard granule follows every region, assigned to it in the map, so that a
@@ -713,6 +738,16 @@ CUresult Residency::free_allocation(CUdeviceptr p, CUstream stream, bool async, 
   // going on) and the region stays: freed here, its memory would go to other allocations at the
   // capture's end while the graph still reads it.
   if (async && in_capture(stream, per_thread)) return CUDA_SUCCESS;
+  if (!async && gate_.capturing() && is_region(p)) {
+    // cuMemFree is potentially unsafe during a capture: the driver judges this thread by the
+    // capture modes, and its refusal (the capture invalidated, nothing freed) is the answer.
+    // Allowed, the driver's own free waits for the context's work, as cuMemFree does.
+    CUresult e = dev_.unsafe_call();
+    if (e != CUDA_SUCCESS) {
+      *handled = true;
+      return e;
+    }
+  }
   *handled = free_region(p, stream, async, per_thread);
   return CUDA_SUCCESS;
 }

@@ -95,8 +95,8 @@ class Residency {
   CUresult alloc_arena(std::uint64_t estimate, ForwardAlloc forward, void* ctx, CUdeviceptr* out,
                        CUstream stream = nullptr);
   // cuMemFree (async false) and cuMemFreeAsync: a region is freed as the driver would free the
-  // allocation, then by free_region. *handled = false: not a region, or a call the driver must
-  // answer (a free on a capturing stream): the caller forwards it.
+  // allocation (by a capture's rules), then by free_region. *handled = false: not a region, or a
+  // call the driver must answer (a free on a capturing stream): the caller forwards it.
   CUresult free_allocation(CUdeviceptr p, CUstream stream, bool async, bool per_thread,
                            bool* handled);
   // Frees a region stream-ordered (true), else forgets an arena allocation (false: the caller
@@ -192,6 +192,8 @@ class Residency {
   // During a capture, whether a stream-ordered call on `stream` (0: the legacy stream, or with
   // per_thread the thread's default stream) is the driver's to answer: a graph node, or refused.
   bool in_capture(CUstream stream, bool per_thread);
+  bool relaxed_thread();
+  bool is_region(CUdeviceptr p);
   enum class CommandType : std::uint8_t { kEvict, kFree, kPlanEvict, kPlanDrop, kPrefetch };
   struct Command {
     CommandType type;

@@ -664,6 +664,38 @@ TEST(Residency, AFreeOnACapturingStreamIsTheDriversToAnswer) {
   EXPECT_EQ(env.res.stats().freeing, 0u);
 }
 
+// During a capture cuMemAlloc and cuMemFree are potentially unsafe calls: the driver judges the
+// thread (unsafe_call), and a refusal is the call's answer, nothing allocated or freed.
+// Stream-ordered calls are not judged.
+TEST(Residency, UnsafeCallsDuringACaptureAreJudgedByTheDriver) {
+  Env env(4 * kMiB);
+  CUdeviceptr a = env.alloc(kMiB);
+  env.res.capture_begin();
+  env.dev.set_unsafe_answer(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  CUdeviceptr p = 0;
+  bool handled = false;
+  EXPECT_EQ(env.res.alloc_region(&p, kMiB, nullptr, false, false, &handled),
+            CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  EXPECT_TRUE(handled);
+  EXPECT_EQ(env.res.free_allocation(a, nullptr, false, false, &handled),
+            CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  EXPECT_TRUE(handled);
+  EXPECT_EQ(env.state(a), kRegionResident);
+  EXPECT_EQ(env.res.stats().used, kMiB);
+  EXPECT_EQ(env.dev.count("unsafe_call"), 2);
+  EXPECT_EQ(env.res.alloc_region(&p, kMiB, env.stream, true, false, &handled), CUDA_SUCCESS);
+  EXPECT_TRUE(handled);
+  EXPECT_EQ(env.dev.count("unsafe_call"), 2);
+  env.dev.set_unsafe_answer(CUDA_SUCCESS);
+  EXPECT_EQ(env.res.free_allocation(a, nullptr, false, false, &handled), CUDA_SUCCESS);
+  EXPECT_TRUE(handled);
+  EXPECT_EQ(env.dev.count("unsafe_call"), 3);
+  env.res.capture_end();
+  env.res.drain();
+  EXPECT_EQ(env.res.stats().freeing, 0u);
+  EXPECT_EQ(env.res.stats().resident, kMiB);
+}
+
 TEST(Residency, PerThreadStreamsAreOrderedThroughTheLegacyStream) {
   Env env(2 * kMiB);
   CUdeviceptr a = env.alloc(kMiB);

@@ -7,11 +7,18 @@
 //       (during a capture a free must name a graph allocation) and frees nothing: the graph that
 //       reads the region replays right while other allocations fill the budget; the same free on a
 //       stream that is not capturing succeeds
+//   capture_rules MODULE.so unsafe_calls [region-MiB]
+//       cuMemAlloc and cuMemFree of regions during captures follow the capture mode rules
+//       (cuThreadExchangeStreamCaptureMode): refused with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+//       the capture invalidated and the region kept, where the driver refuses them; allowed where
+//       it allows them (relaxed mode, a thread-local capture of another thread)
 //
 // The budget comes from GSWAP_BUDGET (16 MiB in the tests); regions are region-MiB (default 4).
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "preload_common.h"
@@ -19,6 +26,7 @@
 namespace {
 
 CUfunction g_add, g_add_from;
+CUcontext g_ctx;
 
 bool expect_code(const char* what, CUresult got, CUresult want) {
   if (got == want) return true;
@@ -92,23 +100,110 @@ int run_free_in_capture(unsigned long long bytes) {
   return 0;
 }
 
+int run_unsafe_calls(unsigned long long bytes) {
+  unsigned long long n = bytes / 4;
+  CUstream s, s2;
+  PCHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  PCHECK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr keep = region(bytes, 7u);
+  bool ok = true;
+  CUgraph g = nullptr;
+  CUdeviceptr p = 0;
+
+  // This thread's own global-mode capture: both calls refused, the capture invalidated.
+  PCHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  ok &= expect_code("global: cuMemAlloc", cuMemAlloc(&p, bytes),
+                    CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  ok &= expect_code("global: cuMemFree", cuMemFree(keep), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  ok &= expect_code("global: cuStreamEndCapture", cuStreamEndCapture(s, &g),
+                    CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  ok &= g == nullptr;
+  if (!ok) return 1;
+  PEXPECT(all_equal(keep, n, 7u, nullptr));  // the refused free freed nothing
+
+  // Relaxed mode: both allowed, the capture goes on.
+  PCHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+  PCHECK(launch_add(g_add, s, keep, n, 1));
+  ok &= expect_code("relaxed: cuMemAlloc", cuMemAlloc(&p, bytes), CUDA_SUCCESS);
+  ok &= expect_code("relaxed: cuMemFree", cuMemFree(p), CUDA_SUCCESS);
+  ok &= expect_code("relaxed: cuStreamEndCapture", cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+  if (!ok) return 1;
+  CUgraphExec x;
+  PCHECK(cuGraphInstantiate(&x, g, 0));
+  PCHECK(cuGraphLaunch(x, s));
+  PCHECK(cuStreamSynchronize(s));
+  PCHECK(cuGraphExecDestroy(x));
+  PCHECK(cuGraphDestroy(g));
+  PEXPECT(all_equal(keep, n, 8u, nullptr));
+
+  // A thread-local capture prohibits only its own thread's calls: another thread (global mode)
+  // allocates and frees; this thread's allocation is refused.
+  PCHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  CUresult other_alloc = CUDA_ERROR_UNKNOWN, other_free = CUDA_ERROR_UNKNOWN;
+  std::thread([&] {
+    CUdeviceptr q = 0;
+    if (cuCtxSetCurrent(g_ctx) != CUDA_SUCCESS) return;
+    other_alloc = cuMemAlloc(&q, bytes);
+    if (other_alloc == CUDA_SUCCESS) other_free = cuMemFree(q);
+  }).join();
+  ok &= expect_code("thread-local, other thread: cuMemAlloc", other_alloc, CUDA_SUCCESS);
+  ok &= expect_code("thread-local, other thread: cuMemFree", other_free, CUDA_SUCCESS);
+  ok &= expect_code("thread-local: cuMemAlloc", cuMemAlloc(&p, bytes),
+                    CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  ok &= expect_code("thread-local: cuStreamEndCapture", cuStreamEndCapture(s, &g),
+                    CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  if (!ok) return 1;
+
+  // Another thread's global-mode capture: this thread (global mode) is refused and invalidates
+  // it; in relaxed mode it may allocate and free.
+  std::atomic<int> step{0};
+  CUresult other_end = CUDA_ERROR_UNKNOWN;
+  std::thread capturer([&] {
+    if (cuCtxSetCurrent(g_ctx) != CUDA_SUCCESS) return;
+    step = cuStreamBeginCapture(s2, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS ? 1 : -1;
+    while (step.load() == 1) std::this_thread::yield();
+    CUgraph g2 = nullptr;
+    other_end = cuStreamEndCapture(s2, &g2);
+  });
+  while (step.load() == 0) std::this_thread::yield();
+  PEXPECT(step.load() == 1);
+  ok &= expect_code("other's global: cuMemFree", cuMemFree(keep),
+                    CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  PCHECK(cuThreadExchangeStreamCaptureMode(&mode));
+  ok &= expect_code("other's global, relaxed: cuMemAlloc", cuMemAlloc(&p, bytes), CUDA_SUCCESS);
+  ok &= expect_code("other's global, relaxed: cuMemFree", cuMemFree(p), CUDA_SUCCESS);
+  PCHECK(cuThreadExchangeStreamCaptureMode(&mode));
+  step = 2;
+  capturer.join();
+  ok &= expect_code("other's global: cuStreamEndCapture", other_end,
+                    CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  if (!ok) return 1;
+  PEXPECT(all_equal(keep, n, 8u, nullptr));
+  PCHECK(cuMemFree(keep));
+  if (swap_through(bytes)) return 1;
+  std::printf("unsafe_calls: refused and allowed as the capture modes say\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr,
-                 "usage: capture_rules MODULE.so free_in_capture "
+                 "usage: capture_rules MODULE.so free_in_capture|unsafe_calls "
                  "[region-MiB]\n");
     return 2;
   }
   std::string mode = argv[2];
   unsigned long long bytes = (argc > 3 ? std::strtoull(argv[3], nullptr, 10) : 4ull) << 20;
-  preload_init();
+  g_ctx = preload_init();
   CUmodule mod;
   PCHECK(cuModuleLoad(&mod, argv[1]));
   PCHECK(cuModuleGetFunction(&g_add, mod, "add"));
   PCHECK(cuModuleGetFunction(&g_add_from, mod, "add_from"));
   if (mode == "free_in_capture") return run_free_in_capture(bytes);
+  if (mode == "unsafe_calls") return run_unsafe_calls(bytes);
   std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
   return 2;
 }
