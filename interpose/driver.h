@@ -33,7 +33,6 @@ namespace gswap::interpose {
   X(cuMemGetAllocationGranularity) \
   X(cuMemAllocHost_v2)             \
   X(cuMemFreeHost)                 \
-  X(cuStreamCreate)                \
   X(cuStreamWaitEvent)             \
   X(cuStreamSynchronize)           \
   X(cuStreamIsCapturing)           \

@@ -241,6 +241,19 @@ CUresult hook_cuIpcGetMemHandle(CUipcMemHandle* h, CUdeviceptr p) {
   return keep_resident_at(p, "cuIpcGetMemHandle");
 }
 
+// Non-blocking streams are remembered: a cuMemFree of a region waits for them (residency.cpp).
+CUresult hook_cuStreamCreate(CUstream* s, unsigned int flags) {
+  CUresult e = real().cuStreamCreate(s, flags);
+  if (e == CUDA_SUCCESS) stream_created(*s, flags);
+  return e;
+}
+
+CUresult hook_cuStreamCreateWithPriority(CUstream* s, unsigned int flags, int priority) {
+  CUresult e = real().cuStreamCreateWithPriority(s, flags, priority);
+  if (e == CUDA_SUCCESS) stream_created(*s, flags);
+  return e;
+}
+
 CUresult hook_cuStreamDestroy_v2(CUstream s) {
   stream_destroyed(s);
   return real().cuStreamDestroy_v2(s);

@@ -576,6 +576,10 @@ CUresult keep_resident_at(CUdeviceptr addr, const char* why) {
   return g_res->keep_resident(t);
 }
 
+void stream_created(CUstream stream, unsigned flags) {
+  if (ready()) g_res->stream_created(stream, flags);
+}
+
 void stream_destroyed(CUstream stream) {
   g_res->stream_destroyed(stream);
 }

@@ -67,6 +67,8 @@ void release_graph(const std::vector<std::uint64_t>& ids);
 CUresult keep_all_resident(const char* why);
 CUresult keep_resident_at(CUdeviceptr addr, const char* why);
 
+// cuStreamCreate*: the application's non-blocking streams, which cuMemFree of a region waits for.
+void stream_created(CUstream stream, unsigned flags);
 void stream_destroyed(CUstream stream);
 // Stream capture (fact 8): capture_begin is called before the real cuStreamBeginCapture, and
 // capture_end after cuStreamEndCapture or a failed begin.

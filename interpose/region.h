@@ -71,6 +71,7 @@ struct Region {
   std::uint64_t handle = 0;     // CUmemGenericAllocationHandle while physical memory is held
   HostBuffer host;              // host copy while swapped out (kept for reuse until freed)
   bool must_stay = false;       // accesses gswap cannot see: never evicted
+  bool stream_ordered = false;  // from cuMemAllocAsync: cuMemFree of it does not wait
   // Captured graphs that replay it (and the capture still open): it stays while any is alive.
   std::uint32_t graph_holds = 0;
   std::uint64_t capture_period = 0;  // the last capture period that held it (no double hold)

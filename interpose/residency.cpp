@@ -237,6 +237,7 @@ Region* Residency::new_region() {
   r->handle = 0;
   r->host = HostBuffer{};
   r->must_stay = untrackable_seen_;
+  r->stream_ordered = false;
   r->free_requested = r->evict_issued = r->free_issued = r->swapper_busy = false;
   r->handle_given = r->stale_mapping = false;
   r->name[0] = '\0';
@@ -596,12 +597,6 @@ bool Residency::relaxed_thread() {
   return mode == CU_STREAM_CAPTURE_MODE_RELAXED;
 }
 
-// Whether p is a live region's base (no lock: free_region decides under the mutex).
-bool Residency::is_region(CUdeviceptr p) {
-  Region* r = fast_.map.find(p);
-  return r && r->base == p && r->state.load() != kRegionFree;
-}
-
 CUresult Residency::alloc_region(CUdeviceptr* out, std::uint64_t bytes, CUstream stream, bool async,
                                  bool per_thread, bool* handled) {
   *handled = false;
@@ -679,6 +674,7 @@ CUresult Residency::alloc_region(CUdeviceptr* out, std::uint64_t bytes, CUstream
     return e;
   }
   r->handle = h;
+  r->stream_ordered = async;
   resident_ += mapped;
   note_peak();
   r->streams.store(
@@ -738,18 +734,85 @@ CUresult Residency::free_allocation(CUdeviceptr p, CUstream stream, bool async, 
   // going on) and the region stays: freed here, its memory would go to other allocations at the
   // capture's end while the graph still reads it.
   if (async && in_capture(stream, per_thread)) return CUDA_SUCCESS;
-  if (!async && gate_.capturing() && is_region(p)) {
-    // cuMemFree is potentially unsafe during a capture: the driver judges this thread by the
-    // capture modes, and its refusal (the capture invalidated, nothing freed) is the answer.
-    // Allowed, the driver's own free waits for the context's work, as cuMemFree does.
-    CUresult e = dev_.unsafe_call();
+  if (!async) {
+    bool region = false, waits = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      Region* r = fast_.map.find(p);
+      region = r && r->base == p && r->state.load() != kRegionFree;
+      // cuda.h: cuMemFree of memory from cuMemAllocAsync does not synchronise.
+      waits = region && !r->stream_ordered;
+    }
+    CUresult e = CUDA_SUCCESS;
+    if (region && gate_.capturing()) {
+      // cuMemFree is potentially unsafe during a capture: the driver judges this thread by the
+      // capture modes, and its refusal (the capture invalidated, nothing freed) is the answer.
+      // Allowed, the driver's own free waits for the context's work, as cuMemFree does.
+      e = dev_.unsafe_call();
+    } else if (waits) {
+      e = wait_like_free();
+    }
     if (e != CUDA_SUCCESS) {
-      *handled = true;
+      *handled = true;  // nothing freed
       return e;
     }
   }
   *handled = free_region(p, stream, async, per_thread);
   return CUDA_SUCCESS;
+}
+
+// cuMemFree of a region returns, as the driver's cuMemFree does, once the work the application
+// queued before it has run: the host waits for an event on the legacy stream (which follows every
+// blocking stream, per-thread default streams included) and one on each non-blocking stream the
+// application made in the regions' context. Not cuCtxSynchronize, the driver's own wait: that
+// would also wait for gswap's copies in flight (swap-outs, prefetches), which no work of the
+// application waits for. The host waits with no lock held (a host function queued on those
+// streams may call the driver, and so gswap), in relaxed capture mode (a capture begun meanwhile
+// on another thread must not take gswap's wait for an unsafe call of the application's). When the
+// events cannot be recorded (a capture began meanwhile, a failure) the driver's own wait is used.
+CUresult Residency::wait_like_free() {
+  Context ctx(*this);  // the legacy stream and the events are the regions' context's
+  std::vector<Device::Event> events;
+  bool capture = false, whole = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    CaptureGate::ForeignStreams held(gate_);  // no stream destroyed while it is recorded on
+    capture = !held.ok();
+    std::vector<CUstream> streams;
+    if (!capture) streams.push_back(legacy_stream());
+    for (const AppStream& s : nonblocking_)
+      if (!capture && s.ctx == ctx_) streams.push_back(s.stream);
+    for (CUstream s : streams) {
+      Device::Event ev = nullptr;
+      if (dev_.event_create(&ev, false) != CUDA_SUCCESS) {
+        whole = true;
+        break;
+      }
+      events.push_back(ev);
+      if (dev_.record(ev, s) != CUDA_SUCCESS) {
+        // Destroyed where gswap did not see it, or a failing driver: never recorded on again,
+        // and this free waits for the whole context instead.
+        nonblocking_.erase(std::remove_if(nonblocking_.begin(), nonblocking_.end(),
+                                          [&](const AppStream& a) { return a.stream == s; }),
+                           nonblocking_.end());
+        whole = true;
+        break;
+      }
+    }
+  }
+  CUresult e = CUDA_SUCCESS;
+  if (capture) {
+    e = dev_.unsafe_call();
+  } else {
+    unsigned mode = 0;
+    dev_.relax_capture_mode(&mode);
+    if (whole) e = dev_.synchronize_context();
+    for (std::size_t i = 0; i < events.size() && !whole && e == CUDA_SUCCESS; ++i)
+      e = dev_.synchronize(events[i]);
+    dev_.restore_capture_mode(mode);
+  }
+  for (Device::Event ev : events) dev_.event_destroy(ev);
+  return e;
 }
 
 bool Residency::free_region(CUdeviceptr p, CUstream stream, bool async, bool per_thread) {
@@ -1137,7 +1200,21 @@ bool Residency::name_region(std::uint64_t ptr, const char* name) {
 
 // --- streams, captures, budget ----------------------------------------------------------------
 
+void Residency::stream_created(CUstream stream, unsigned flags) {
+  if (!(flags & CU_STREAM_NON_BLOCKING)) return;  // the legacy stream follows it
+  CUcontext ctx = dev_.current();
+  std::lock_guard<std::mutex> lock(mutex_);
+  nonblocking_.push_back({stream, ctx});
+}
+
 void Residency::stream_destroyed(CUstream stream) {
+  {
+    // Before the real destroy: a synchronous free records on the streams listed here.
+    std::lock_guard<std::mutex> lock(mutex_);
+    nonblocking_.erase(std::remove_if(nonblocking_.begin(), nonblocking_.end(),
+                                      [&](const AppStream& a) { return a.stream == stream; }),
+                       nonblocking_.end());
+  }
   if (!device_ready() || !stream) return;
   auto exclusive = gate_.exclusive();  // no swapper record on this handle from here on
   Context ctx(*this);

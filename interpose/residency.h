@@ -129,6 +129,9 @@ class Residency {
                          int num_sources, double cost_us, gswap_recompute_fn fn, void* ctx);
   int unregister_recompute(std::uint64_t ptr);
 
+  // A stream the application made (cuStreamCreate*); non-blocking ones are remembered, as a
+  // synchronous free waits for them.
+  void stream_created(CUstream stream, unsigned flags);
   void stream_destroyed(CUstream stream);
   void capture_begin();
   void capture_aborted();  // the real cuStreamBeginCapture failed
@@ -193,7 +196,7 @@ class Residency {
   // per_thread the thread's default stream) is the driver's to answer: a graph node, or refused.
   bool in_capture(CUstream stream, bool per_thread);
   bool relaxed_thread();
-  bool is_region(CUdeviceptr p);
+  CUresult wait_like_free();
   enum class CommandType : std::uint8_t { kEvict, kFree, kPlanEvict, kPlanDrop, kPrefetch };
   struct Command {
     CommandType type;
@@ -382,11 +385,16 @@ class Residency {
 
   // Work between application threads and the swapper.
   CommandQueue<Command, 4096> queue_;
-  std::vector<Command> overflow_;            // pushes the full queue refused (mutex_ held)
-  std::vector<InFlight> evict_flight_;       // D2H copies and frees, in evict-stream order
-  std::vector<InFlight> restore_flight_;     // H2D copies, in restore-stream order
-  std::vector<Wanted> wanted_;               // restores asked for, waiting for room
-  std::vector<Region*> deferred_frees_;      // freed during a capture
+  std::vector<Command> overflow_;         // pushes the full queue refused (mutex_ held)
+  std::vector<InFlight> evict_flight_;    // D2H copies and frees, in evict-stream order
+  std::vector<InFlight> restore_flight_;  // H2D copies, in restore-stream order
+  std::vector<Wanted> wanted_;            // restores asked for, waiting for room
+  std::vector<Region*> deferred_frees_;   // freed during a capture
+  struct AppStream {
+    CUstream stream;
+    CUcontext ctx;
+  };
+  std::vector<AppStream> nonblocking_;       // the application's non-blocking streams
   std::vector<Prefetch> prefetches_wanted_;  // planned prefetches waiting for room, by due
   // Call numbers at which allocations wait for memory now (one per waiting call).
   std::vector<std::uint64_t> allocations_waiting_;

@@ -696,6 +696,44 @@ TEST(Residency, UnsafeCallsDuringACaptureAreJudgedByTheDriver) {
   EXPECT_EQ(env.res.stats().resident, kMiB);
 }
 
+// cuMemFree of a region waits, as the driver's does, for the work queued before it on the
+// application's streams: the legacy stream (which follows the blocking ones) and every
+// non-blocking stream made in the context; never for the whole context, where gswap's own copies
+// run. A wait that fails frees nothing. A region from cuMemAllocAsync is freed without a wait, as
+// the driver frees such memory.
+TEST(Residency, ASynchronousFreeWaitsForTheApplicationsStreams) {
+  Env env(4 * kMiB);
+  CUdeviceptr a = env.alloc(kMiB);
+  Device::Stream s = env.dev.user_stream(), gone = env.dev.user_stream();
+  env.res.stream_created(s, CU_STREAM_NON_BLOCKING);
+  env.res.stream_created(gone, CU_STREAM_NON_BLOCKING);
+  env.res.stream_created(env.stream, CU_STREAM_DEFAULT);  // followed by the legacy stream
+  env.res.stream_destroyed(gone);
+  env.dev.hold(s);  // a long kernel on s
+  int legacy = env.dev.count("record_legacy"), records = env.dev.count("record");
+  bool handled = false;
+  EXPECT_EQ(env.res.free_allocation(a, nullptr, false, false, &handled), CUDA_ERROR_NOT_READY);
+  EXPECT_TRUE(handled);
+  EXPECT_EQ(env.state(a), kRegionResident);  // the fake's wait failed: nothing freed
+  EXPECT_EQ(env.dev.count("record_legacy"), legacy + 1);
+  EXPECT_EQ(env.dev.count("record"), records + 2);  // the legacy stream and s
+  env.dev.release_stream(s);
+  EXPECT_EQ(env.res.free_allocation(a, nullptr, false, false, &handled), CUDA_SUCCESS);
+  EXPECT_TRUE(handled);
+  EXPECT_EQ(env.dev.count("synchronize_context"), 0);
+
+  CUdeviceptr b = 0;
+  ASSERT_EQ(env.res.alloc_region(&b, kMiB, env.stream, true, false, &handled), CUDA_SUCCESS);
+  env.dev.hold(s);
+  records = env.dev.count("record_legacy");
+  EXPECT_EQ(env.res.free_allocation(b, nullptr, false, false, &handled), CUDA_SUCCESS);
+  EXPECT_TRUE(handled);
+  EXPECT_EQ(env.dev.count("record_legacy"), records);
+  env.dev.release_stream(s);
+  env.res.drain();
+  EXPECT_EQ(env.res.stats().freeing, 0u);
+}
+
 TEST(Residency, PerThreadStreamsAreOrderedThroughTheLegacyStream) {
   Env env(2 * kMiB);
   CUdeviceptr a = env.alloc(kMiB);

@@ -1,13 +1,13 @@
 // stream_free_test: freed memory is not reused while a kernel that uses it still runs.
 //
 // Frees are stream-ordered (design brief, fact 7): cuMemFreeAsync only orders after the stream,
-// and an emulated cuMemFree that skips the driver's device-wide synchronisation must not hand the
-// physical pages to the next allocation until every stream that used them has passed the free.
+// so gswap must not hand the physical pages to the next allocation until every stream that used
+// them has passed the free.
 // This program starts a kernel that spins, then reads allocation A and checks its contents; while
 // it spins, A is freed, allocations of the same size are made on another stream and overwritten.
 // If any of them got A's pages too early, the spinning kernel reads garbage and the check fails.
-// It runs three variants: cuMemFreeAsync on the kernel's stream, cuMemFree (synchronous in the real
-// driver, emulated by gswap), and cuMemFreeAsync followed by a plain cuMemAlloc.
+// It runs three variants: cuMemFreeAsync on the kernel's stream, cuMemFree (which waits for the
+// kernel, on the real driver as under gswap), and cuMemFreeAsync followed by a plain cuMemAlloc.
 //
 // Usage: stream_free_test [--size 256MiB] [--spin-ms 300] [--reallocs 4]
 #include <vector>
@@ -76,11 +76,15 @@ void run(Variant v, std::uint64_t size, std::uint64_t spin_ns, int reallocs, CUs
       name(v), free_us, kernel_running ? "yes" : "no", reused_address ? "yes" : "no");
   GT_CHECK(mismatches == 0, name(v),
            fmt("%llu of %llu words the kernel read were overwritten", mismatches, size / 4));
-  // A synchronous cuMemFree on the bare driver waits for the kernel; otherwise the kernel must
-  // still be running, or this variant did not test what it claims to.
-  if (!(v == Variant::kFreeSync && !under_gswap()))
+  // cuMemFree waits for the kernel, on the bare driver as under gswap (which waits for the
+  // program's streams, not for its own copies); after a stream-ordered free the kernel must still
+  // be running, or that variant did not test what it claims to.
+  if (v != Variant::kFreeSync)
     GT_CHECK(kernel_running, "the kernel was still running during the free and reallocations",
              "raise --spin-ms if this fails");
+  else if (under_gswap())
+    GT_CHECK(!kernel_running, "cuMemFree waited for the kernel, as the driver's does",
+             "the kernel was still running after cuMemFree");
   for (CUdeviceptr o : others) GT_CU(cuMemFree(o));
 }
 

@@ -12,9 +12,17 @@
 //       (cuThreadExchangeStreamCaptureMode): refused with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
 //       the capture invalidated and the region kept, where the driver refuses them; allowed where
 //       it allows them (relaxed mode, a thread-local capture of another thread)
+//   capture_rules MODULE.so free_waits [region-MiB]
+//       cuMemFree of a region returns only once the work queued before it has run, on a
+//       non-blocking stream that uses no region and on a blocking one, as the driver's cuMemFree
+//       does; under gswap without a device-wide synchronisation
 //
 // The budget comes from GSWAP_BUDGET (16 MiB in the tests); regions are region-MiB (default 4).
+#include <dlfcn.h>
+#include <simcuda.h>
+
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -186,12 +194,62 @@ int run_unsafe_calls(unsigned long long bytes) {
   return 0;
 }
 
+unsigned long long counter(const char* name) {
+  unsigned long long v = 0;
+  PEXPECT(simcudaGetCounter(name, &v) == 0);
+  return v;
+}
+
+int run_free_waits(unsigned long long bytes) {
+  constexpr unsigned long long kWords = 1024;
+  const bool under_gswap = dlsym(RTLD_DEFAULT, "gswap_api_version") != nullptr;
+  void* host = nullptr;
+  PCHECK(cuMemHostAlloc(&host, 2 * kWords * 4 + 64, CU_MEMHOSTALLOC_DEVICEMAP));
+  auto* words = static_cast<volatile unsigned*>(host);
+  auto* flag = reinterpret_cast<std::atomic<unsigned>*>(static_cast<char*>(host) + 2 * kWords * 4);
+  for (unsigned long long i = 0; i < 2 * kWords; ++i) words[i] = 0;
+  CUstream nonblocking, blocking;
+  PCHECK(cuStreamCreate(&nonblocking, CU_STREAM_NON_BLOCKING));
+  PCHECK(cuStreamCreate(&blocking, CU_STREAM_DEFAULT));
+  unsigned long long syncs = counter("device_wide_syncs");
+  int k = 0;
+  for (CUstream s : {nonblocking, blocking}) {
+    CUdeviceptr freed = region(bytes, 1u);
+    flag->store(0);
+    // The stream's work (which names no region) runs only once another thread sets the flag.
+    CUdeviceptr words_dev = reinterpret_cast<CUdeviceptr>(host) + k * kWords * 4;
+    PCHECK(cuStreamWaitValue32(s, reinterpret_cast<CUdeviceptr>(flag), 1, CU_STREAM_WAIT_VALUE_EQ));
+    PCHECK(launch_add(g_add, s, words_dev, kWords, 5));
+    std::thread setter([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      flag->store(1);
+    });
+    PCHECK(cuMemFree(freed));
+    unsigned seen = words[k * kWords];
+    setter.join();
+    if (seen != 5) {
+      std::fprintf(stderr, "free_waits: %s stream's work had not run after cuMemFree (%u)\n",
+                   k == 0 ? "a non-blocking" : "a blocking", seen);
+      return 1;
+    }
+    ++k;
+  }
+  syncs = counter("device_wide_syncs") - syncs;
+  if (under_gswap && syncs != 0) {
+    std::fprintf(stderr, "free_waits: %llu device-wide synchronisations\n", syncs);
+    return 1;
+  }
+  if (swap_through(bytes)) return 1;
+  std::printf("free_waits: cuMemFree waited for the work queued before it\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr,
-                 "usage: capture_rules MODULE.so free_in_capture|unsafe_calls "
+                 "usage: capture_rules MODULE.so free_in_capture|unsafe_calls|free_waits "
                  "[region-MiB]\n");
     return 2;
   }
@@ -204,6 +262,7 @@ int main(int argc, char** argv) {
   PCHECK(cuModuleGetFunction(&g_add_from, mod, "add_from"));
   if (mode == "free_in_capture") return run_free_in_capture(bytes);
   if (mode == "unsafe_calls") return run_unsafe_calls(bytes);
+  if (mode == "free_waits") return run_free_waits(bytes);
   std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
   return 2;
 }
