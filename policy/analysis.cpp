@@ -208,6 +208,13 @@ Analysis analyze(const Trace& trace) {
     prev_start = s;
     a.ideal_step_us = std::max(a.ideal_step_us, a.end_us[i]);
   }
+  a.stream_index.assign(a.n, 0);
+  std::unordered_map<std::uint32_t, std::uint32_t> dense;
+  for (std::size_t i = 0; i < a.n; ++i)
+    a.stream_index[i] =
+        dense.try_emplace(trace.launches[i].stream, static_cast<std::uint32_t>(dense.size()))
+            .first->second;
+  a.streams = dense.size();
   a.next_on_stream.assign(a.n, a.n);
   std::unordered_map<std::uint32_t, std::size_t> later;  // per stream: its first launch after j
   for (std::size_t j = a.n; j-- > 0;) {

@@ -79,6 +79,10 @@ struct Analysis {
   // ended, and so does every launch issued after it; launches issued in between, on other
   // streams, may run while this one does.
   std::vector<std::size_t> next_on_stream;
+  // Per launch: its stream as a dense index, 0 to streams - 1 in order of first use (stream ids
+  // may be any 32-bit value; the simulator keeps per-stream state in a flat array by this index).
+  std::vector<std::uint32_t> stream_index;
+  std::size_t streams = 0;
 
   // A region carried over from the previous iteration that this one never touches and does not
   // free (a small one stays resident: it is never evicted). Once it has

@@ -113,17 +113,13 @@ class Sim {
     // Demand evictions that made room for what is live at the start hold their memory until
     // their copies end: the first launch starts no earlier.
     const double start_ready = T;
-    std::vector<std::pair<std::uint32_t, double>> stream_end;  // per stream: its last launch's end
-    auto stream_slot = [&](std::uint32_t stream) -> double& {
-      for (auto& [id, end] : stream_end)
-        if (id == stream) return end;
-      return stream_end.emplace_back(stream, 0.0).second;
-    };
+    // Per stream (Analysis::stream_index): its last launch's end.
+    std::vector<double> stream_end(a_.streams, 0.0);
     double prev_start = start_ready, prev_end = 0, last_end = 0;
     for (std::size_t i = 0; i < a_.n; ++i) {
       const Launch& l = t_.launches[i];
       stamp_ = i + 1;
-      double& on_stream = stream_slot(l.stream);
+      double& on_stream = stream_end[a_.stream_index[i]];
       const double t0 = std::max(prev_start, on_stream);
       T = t0;
       waited_for_ = kNoLaunch;
