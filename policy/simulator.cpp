@@ -135,8 +135,16 @@ class Sim {
       for (std::size_t e : trigger_at_[i]) deferred_.push_back(e);
       try_prefetches(T, need);
       for (std::size_t r : allocs_[i]) {
-        if (!acquire(t_.regions[r].bytes, T))
-          return fail("allocation at launch " + std::to_string(i));
+        // The program allocates before it launches: where the allocation fits only in place of
+        // what the launch itself touches, it takes that memory, as the library does, and the
+        // launch brings those regions back on demand below.
+        bool got = acquire(t_.regions[r].bytes, T);
+        if (!got) {
+          for (std::size_t k : a_.touched[i]) rs_[k].protect = 0;
+          got = acquire(t_.regions[r].bytes, T);
+          for (std::size_t k : a_.touched[i]) rs_[k].protect = stamp_;
+        }
+        if (!got) return fail("allocation at launch " + std::to_string(i));
         rs_[r].st = St::kResident;
         rs_[r].occupying = true;
         lru_push(r);
