@@ -143,16 +143,27 @@ std::optional<PeriodResult> detect_iteration_period(std::span<const std::uint64_
 }
 
 Trace last_marked_iteration(const Trace& trace) {
-  if (trace.iterations.size() < 2) return trace;
+  if (trace.iterations.empty()) return trace;
   Trace out;
   out.device = trace.device;
+  // Launches in increasing seq (as a trace file must list them) are found by binary search, so
+  // that marks selecting nothing cost no scan each.
+  const auto& ls = trace.launches;
+  const bool sorted = std::is_sorted(
+      ls.begin(), ls.end(), [](const Launch& x, const Launch& y) { return x.seq < y.seq; });
   // The last mark that selects launches: one opened as the recording stopped may select none.
   IterationMark m{};
   for (auto it = trace.iterations.rbegin(); it != trace.iterations.rend() && out.launches.empty();
        ++it) {
     m = *it;
-    for (const Launch& l : trace.launches)
-      if (l.seq >= m.first_seq && l.seq <= m.last_seq) out.launches.push_back(l);
+    if (sorted) {
+      auto first = std::lower_bound(ls.begin(), ls.end(), m.first_seq,
+                                    [](const Launch& l, std::uint64_t s) { return l.seq < s; });
+      for (; first != ls.end() && first->seq <= m.last_seq; ++first) out.launches.push_back(*first);
+    } else {
+      for (const Launch& l : ls)
+        if (l.seq >= m.first_seq && l.seq <= m.last_seq) out.launches.push_back(l);
+    }
   }
   if (out.launches.empty()) return trace;
   for (const Region& r : trace.regions)

@@ -28,10 +28,10 @@ struct PeriodResult {
 std::optional<PeriodResult> detect_iteration_period(std::span<const std::uint64_t> symbols,
                                                     const PeriodOptions& options = {});
 
-// The iteration a trace's planners and simulator work on: with two or more iteration marks, the
-// launches of the last one that selects any (its first_seq to last_seq) and the regions live
-// during it, which keep their allocation and free positions (allocated before it: live at its
-// start); otherwise (one mark, or none selecting a launch) the trace as it is.
+// The iteration a trace's planners and simulator work on: with iteration marks, the launches of
+// the last one that selects any (its first_seq to last_seq) and the regions live during it, which
+// keep their allocation and free positions (allocated before it: live at its start); otherwise
+// (no mark, or none selecting a launch) the trace as it is.
 Trace last_marked_iteration(const Trace& trace);
 
 }  // namespace gswap::policy
