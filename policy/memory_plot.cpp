@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "policy/printable_text.h"
+
 namespace gswap::policy {
 namespace {
 
@@ -24,9 +26,11 @@ constexpr const char* kInColor = "#2ca02c";
 // until it passes the end must also end where that step is lost to rounding or the end is huge.
 constexpr int kMaxTicks = 64;
 
-std::string xml_escape(const std::string& s) {
+// Text from outside (a trace's path or name) is made printable first: valid UTF-8 with no control
+// character, as XML requires.
+std::string xml_escape(const std::string& raw) {
   std::string out;
-  for (char c : s) {
+  for (char c : printable_text(raw)) {
     switch (c) {
       case '&':
         out += "&amp;";

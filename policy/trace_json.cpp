@@ -326,7 +326,7 @@ std::string write_plan_json(const Plan& plan) {
                {"version", kPlanVersion},
                {"policy", plan.policy},
                {"entries", entries}};
-  return root.dump(1);
+  return root.dump(1, ' ', false, json::error_handler_t::replace);
 }
 
 bool parse_trace_json(std::string_view text, Trace* out, std::string* error) {

@@ -57,9 +57,13 @@ std::string plot_svg(const Trace& trace, std::optional<std::uint64_t> budget_or_
   p.budget = budget;
   p.curves = memory_curves(a, events, s.step_time_us);
   p.traffic = swap_traffic(a, events, s.step_time_us, 60);
-  p.title = fmt::format("{}: memory over one iteration at a budget of {} ({:.0f}% of the peak)",
-                        name, mib(budget),
-                        100.0 * static_cast<double>(budget) / static_cast<double>(a.peak_bytes));
+  // A trace with nothing live has no peak to compare the budget with.
+  const std::string share =
+      a.peak_bytes ? fmt::format("{:.0f}% of the peak", 100.0 * static_cast<double>(budget) /
+                                                            static_cast<double>(a.peak_bytes))
+                   : std::string("nothing is live in the trace");
+  p.title =
+      fmt::format("{}: memory over one iteration at a budget of {} ({})", name, mib(budget), share);
   p.subtitle = fmt::format(
       "{} launches, peak live {}; {} plan, simulated: step {} (ideal {}), stall {}, "
       "{} out, {} in, {} recomputed",

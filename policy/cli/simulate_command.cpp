@@ -335,7 +335,10 @@ void run(const Options& o) {
     simulate(a, ev.plan, budget, &events);
     chrome::Timeline t = simulated_timeline(a, ev.plan, events, budget);
     t.other["trace"] = o.trace;
-    write_file(o.timeline, chrome::to_json(t).dump() + "\n");
+    // The trace's path may hold any bytes: what is not UTF-8 is replaced.
+    write_file(
+        o.timeline,
+        chrome::to_json(t).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
     if (!o.json)
       std::cout << fmt::format("wrote the simulated timeline to {} (open it in ui.perfetto.dev)\n",
                                o.timeline);
