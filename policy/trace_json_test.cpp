@@ -128,6 +128,13 @@ TEST(TraceJsonTest, RejectsWithJsonPath) {
       "launches[0].regions[1]: region 7 is used before it was allocated (alloc_seq 12)");
   expect_rejected(mutate("\"seq\": 12", "\"seq\": 480"),
                   "launches[0].regions[1]: region 7 is used after it was freed (free_seq 480)");
+  // A field given twice says two things; neither is taken.
+  expect_rejected(mutate("\"dur_us\": 21.0", "\"dur_us\": 21.0, \"dur_us\": 99999.0"),
+                  "launches[0].dur_us: given more than once");
+  expect_rejected(mutate("\"version\": 1", "\"version\": 1, \"version\": 1"),
+                  "version: given more than once");
+  expect_rejected(mutate("\"sources\": [3]", "\"sources\": [3], \"sources\": [3]"),
+                  "regions[1].recompute.sources: given more than once");
   expect_rejected("{\"format\": ", "$: not valid JSON");
   expect_rejected("[1,2]", "$: expected an object");
   // A NUL byte would end the reader's input, and the text after it go unread.
@@ -260,6 +267,9 @@ TEST(PlanJsonTest, RoundTripAndChecksAgainstTheTrace) {
   rejects(head + R"({"region": 3, "kind": "drop", "evict_after": 0, "trigger": null,
           "back_access": null}]})",
           "entries[0].kind");
+  rejects(head + R"({"region": 3, "kind": "swap", "evict_after": 0, "trigger": null,
+          "back_access": null}, {"region": 3, "region": 3, "kind": "swap"}]})",
+          "entries[1].region: given more than once");
   rejects(head + R"({"region": 3, "kind": "recompute", "evict_after": 0, "trigger": null,
           "back_access": null}]})",
           "entries[0].kind: region 3 is not recomputable");
