@@ -228,13 +228,24 @@ class DuplicateKeys {
 }  // namespace
 
 bool read_config_file(const std::string& path, std::string* text, std::string* error) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return *error = fmt::format("cannot read the file: {}", std::strerror(errno)), false;
+  // A device is refused before it is opened (/dev/zero never ends, and opening some devices does
+  // something); a directory opens, and reading it fails with EISDIR, which is the reason to give.
   struct stat st {};
-  if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode)) {
+    const int e = S_ISDIR(st.st_mode) ? EISDIR : 0;
+    *error = e ? fmt::format("cannot read the file: {}", std::strerror(e))
+               : std::string("cannot read the file: it is not a regular file or a pipe");
+    return false;
+  }
+  // O_NONBLOCK: a FIFO that nobody writes to opens at once (and then reads as empty) rather than
+  // waiting for a writer forever. It is cleared before reading.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) return *error = fmt::format("cannot read the file: {}", std::strerror(errno)), false;
+  // The path may have changed between stat and open: what was opened is checked again.
+  if (::fstat(fd, &st) != 0 || (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode)) ||
+      ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
     ::close(fd);
-    // open(2) accepts a directory; reading it fails with EISDIR, which is the reason to give.
-    return *error = fmt::format("cannot read the file: {}", std::strerror(EISDIR)), false;
+    return *error = "cannot read the file: it is not a regular file or a pipe", false;
   }
   text->clear();
   char buf[1 << 16];
@@ -246,6 +257,14 @@ bool read_config_file(const std::string& path, std::string* text, std::string* e
       int e = errno;
       ::close(fd);
       return *error = fmt::format("cannot read the file: {}", std::strerror(e)), false;
+    }
+    if (text->size() + static_cast<std::size_t>(n) > kMaxConfigBytes) {
+      ::close(fd);
+      text->clear();
+      return *error = fmt::format(
+                 "cannot read the file: it is larger than {} MiB, the most a config file may hold",
+                 kMaxConfigBytes >> 20),
+             false;
     }
     text->append(buf, static_cast<std::size_t>(n));
   }

@@ -3,6 +3,7 @@
 // declaration; every problem is reported naming the key (or the environment variable).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -25,8 +26,8 @@ class Config {
   // Merges a JSON document. Returns one message per problem ("key: what is wrong"); keys with
   // problems keep their previous value. A key given twice is a problem ("key: duplicate key").
   std::vector<std::string> merge_json(std::string_view text);
-  // Reads and merges a file; a missing or unreadable file (or a directory) is one error naming
-  // the path and the OS reason.
+  // Reads and merges a file (read_config_file); a file that cannot be read (missing, a
+  // directory, a device, too long) is one error naming the path and the reason.
   std::vector<std::string> merge_file(const std::string& path);
   // Merges environment variables; lookup returns nullptr when a variable is unset.
   std::vector<std::string> merge_env(const std::function<const char*(const char*)>& lookup);
@@ -55,8 +56,13 @@ class Config {
   std::vector<std::uint32_t> allow_uids_, allow_gids_;
 };
 
-// Reads a whole config file. On failure *error says why, with the OS reason ("cannot read the
-// file: Is a directory"), without the path.
+// The most a config file may hold. Config files are a few hundred bytes; the bound stops a wrong
+// path (a log, a pipe that never ends) from filling memory.
+inline constexpr std::size_t kMaxConfigBytes = std::size_t{1} << 20;
+
+// Reads a whole config file: a regular file or a pipe of at most kMaxConfigBytes (a device, a
+// socket or anything longer is refused without reading it through). On failure *error says why,
+// with the OS reason ("cannot read the file: Is a directory"), without the path.
 bool read_config_file(const std::string& path, std::string* text, std::string* error);
 
 // The runtime directory: GSWAP_RUNTIME_DIR (from config/environment), else $XDG_RUNTIME_DIR/gswap,

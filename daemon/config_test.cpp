@@ -3,10 +3,16 @@
 #include "daemon/config.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
+#include <thread>
+#include <vector>
 
 namespace gswap::daemon {
 namespace {
@@ -150,6 +156,61 @@ TEST(Config, DirectoryIsNotReadable) {
   std::string text, why;
   EXPECT_FALSE(read_config_file("/nonexistent/gswap.json", &text, &why));
   EXPECT_EQ(why, "cannot read the file: No such file or directory");
+}
+
+// /dev/zero never ends: a device is refused without being read, and a pipe or file is read up to
+// kMaxConfigBytes, not until memory runs out.
+TEST(Config, DevicesAndEndlessInputAreRefused) {
+  std::string text, why;
+  EXPECT_FALSE(read_config_file("/dev/zero", &text, &why));
+  EXPECT_EQ(why, "cannot read the file: it is not a regular file or a pipe");
+  Config c;
+  auto e = c.merge_file("/dev/null");
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0], "/dev/null: cannot read the file: it is not a regular file or a pipe");
+
+  // A pipe whose writer never stops.
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  std::thread writer([w = fds[1]] {
+    std::signal(SIGPIPE, SIG_IGN);
+    std::vector<char> spaces(1 << 16, ' ');
+    while (write(w, spaces.data(), spaces.size()) > 0) {
+    }
+    close(w);
+  });
+  const std::string pipe_path = "/proc/self/fd/" + std::to_string(fds[0]);
+  EXPECT_FALSE(read_config_file(pipe_path, &text, &why));
+  EXPECT_EQ(why, "cannot read the file: it is larger than 1 MiB, the most a config file may hold");
+  close(fds[0]);  // the writer's next write fails with EPIPE
+  writer.join();
+
+  // A regular file one byte over the bound; at the bound it is read (and is JSON).
+  char dir_template[] = "/tmp/gswap-config-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template, big = dir + "/big.json";
+  {
+    std::ofstream f(big, std::ios::binary);
+    f << "{}" << std::string(kMaxConfigBytes - 2, ' ');
+  }
+  EXPECT_TRUE(read_config_file(big, &text, &why)) << why;
+  EXPECT_EQ(text.size(), kMaxConfigBytes);
+  EXPECT_TRUE(Config().merge_file(big).empty());
+  {
+    std::ofstream f(big, std::ios::binary | std::ios::app);
+    f << ' ';
+  }
+  EXPECT_FALSE(read_config_file(big, &text, &why));
+  EXPECT_NE(why.find("larger than 1 MiB"), std::string::npos) << why;
+
+  // A FIFO that nobody writes to reads as empty at once, rather than waiting for a writer.
+  const std::string fifo = dir + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_TRUE(read_config_file(fifo, &text, &why)) << why;
+  EXPECT_EQ(text, "");
+  std::remove(fifo.c_str());
+  std::remove(big.c_str());
+  rmdir(dir.c_str());
 }
 
 TEST(Config, ExampleConfigIsValid) {

@@ -3,14 +3,16 @@
 #
 #   gswapctl_test.sh config GSWAPCTL
 #       `config check` names a repeated key, calls a directory unreadable with the OS reason,
-#       names a missing file once, and refuses a value the library would refuse at cuInit
+#       names a missing file once, refuses a device and a pipe past 1 MiB in one line (as `run`
+#       does), and refuses a value the library would refuse at cuInit
 #   gswapctl_test.sh run GSWAPCTL GSWAPD LIBGSWAP MINITRAIN   (LD_LIBRARY_PATH reaches simcuda)
 #       `gswapctl run` refuses a bad --budget or library setting before starting anything; it
 #       starts gswapd only when none serves the GPU: not when a daemon's socket
 #       answers, nor when its lock is held; a program it runs registers with the running daemon;
 #       it leaves framework allocator variables the user set untouched
 #   gswapctl_test.sh open GSWAPD   (LD_LIBRARY_PATH reaches simcuda)
-#       a detached gswapd says why it failed after letting go of the terminal; a runtime directory
+#       a detached gswapd says why it failed after letting go of the terminal; a config that is a
+#       device is refused in one line; a runtime directory
 #       that is a file is refused; an existing one keeps its mode, a new one is made 0700
 #   gswapctl_test.sh views GSWAPCTL TESTS_DIR
 #       `simulate --timeline` writes a valid timeline holding the swaps the simulation counts;
@@ -50,6 +52,19 @@ case $mode in
     out=$("$ctl" config check "$RT/none.json" 2>&1) && fail "a missing file was accepted"
     [[ $out == "$RT/none.json: cannot read the file: No such file or directory" ]] ||
       fail "missing file: got '$out'"
+    # A device is refused without being read (/dev/zero never ends); so is a pipe past 1 MiB.
+    out=$(timeout 20 "$ctl" config check /dev/zero 2>&1) && fail "/dev/zero was accepted"
+    [[ $out == "/dev/zero: cannot read the file: it is not a regular file or a pipe" ]] ||
+      fail "/dev/zero: got '$out'"
+    out=$(timeout 20 "$ctl" config check <(yes) 2>&1) && fail "an endless pipe was accepted"
+    [[ $out == *": cannot read the file: it is larger than 1 MiB, the most a config file may hold" ]] ||
+      fail "endless pipe: got '$out'"
+    out=$(GSWAP_CONFIG=/dev/zero GSWAP_DAEMON=off timeout 20 "$ctl" run -- true 2>&1) &&
+      fail "run took /dev/zero"
+    [[ $out == "gswapctl: config: /dev/zero: cannot read the file: it is not a regular file or a pipe" ]] ||
+      fail "run with GSWAP_CONFIG=/dev/zero: got '$out'"
+    printf '{"budget": "50%%"}\n' >"$RT/ok.json"
+    out=$("$ctl" config check <(cat "$RT/ok.json") 2>&1) || fail "a config from a pipe was refused: $out"
     # Values the parsers take but the library refuses (every cuInit would fail under run).
     printf '{"staging_bytes": "1KiB"}\n' >"$RT/lib.json"
     out=$("$ctl" config check "$RT/lib.json" 2>&1) && fail "a value the library refuses was accepted"
@@ -67,6 +82,15 @@ case $mode in
     out=$(GSWAP_RUNTIME_DIR=$RT/run timeout 20 "$gswapd" --gpu 0 --log-file "$RT/file/x.log" 2>&1) &&
       fail "a detached gswapd started with a log file under a regular file"
     grep -q "Not a directory" <<<"$out" || fail "the detached failure said: '$out'"
+    # A config that is a device is refused in one line, whichever way it is named.
+    out=$(GSWAP_RUNTIME_DIR=$RT/run timeout 20 "$gswapd" --gpu 0 --foreground --config /dev/zero 2>&1) &&
+      fail "gswapd took /dev/zero for its config"
+    [[ $out == "gswapd: config: /dev/zero: cannot read the file: it is not a regular file or a pipe" ]] ||
+      fail "gswapd --config /dev/zero: got '$out'"
+    out=$(GSWAP_CONFIG=/dev/zero GSWAP_RUNTIME_DIR=$RT/run timeout 20 "$gswapd" --gpu 0 2>&1) &&
+      fail "gswapd took GSWAP_CONFIG=/dev/zero"
+    [[ $out == "gswapd: config: /dev/zero: cannot read the file: it is not a regular file or a pipe" ]] ||
+      fail "GSWAP_CONFIG=/dev/zero gswapd: got '$out'"
     # A runtime directory that is a file is refused, the file left as it was.
     out=$(GSWAP_RUNTIME_DIR=$RT/file timeout 20 "$gswapd" --gpu 0 --foreground 2>&1) &&
       fail "a regular file was taken for the runtime directory"
