@@ -354,6 +354,11 @@ std::vector<std::string> Config::merge_env(const std::function<const char*(const
   return errors;
 }
 
+std::string Config::merge_value(std::string_view ident, std::string_view value,
+                                const std::string& origin) {
+  return printable_text(set_text(must_find(ident), value, origin));
+}
+
 const std::string& Config::text(std::string_view ident) const {
   auto it = values_.find(ident);
   if (it == values_.end()) must_find(ident);  // aborts on an undeclared identifier

@@ -31,6 +31,11 @@ class Config {
   std::vector<std::string> merge_file(const std::string& path);
   // Merges environment variables; lookup returns nullptr when a variable is unset.
   std::vector<std::string> merge_env(const std::function<const char*(const char*)>& lookup);
+  // Sets one setting from a value in the environment's text form (a command-line option, such as
+  // gswapctl run --budget), checked as the environment's is; `origin` names where it came from.
+  // Returns "" when it was set, else why not (its bytes made printable), the setting unchanged.
+  std::string merge_value(std::string_view ident, std::string_view value,
+                          const std::string& origin);
 
   // Typed access by declaration identifier (a unknown identifier is a programming error: aborts).
   const std::string& text(std::string_view ident) const;

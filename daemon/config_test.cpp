@@ -126,6 +126,21 @@ TEST(Config, EnvironmentOverridesFileAndIsValidated) {
   EXPECT_EQ(e[1].rfind("GSWAP_ALLOW_UIDS:", 0), 0u) << e[1];
 }
 
+// A command-line value (gswapctl run --budget) is checked as its environment variable is.
+TEST(Config, MergeValueChecksAsTheEnvironmentDoes) {
+  Config c;
+  EXPECT_EQ(c.merge_value("budget", "0.5", "--budget"),
+            "'0.5' is not a budget: it must be above 0 bytes");
+  EXPECT_EQ(c.merge_value("budget", "0", "--budget"),
+            "'0' is not a budget: it must be above 0 bytes");
+  EXPECT_EQ(c.merge_value("budget", "\xff", "--budget"),
+            "'\\xff' is not a size (bytes with a unit such as 6GiB, or 1-100%)");
+  EXPECT_EQ(c.origin("budget"), "default");
+  EXPECT_EQ(c.merge_value("budget", "6GiB", "--budget"), "");
+  EXPECT_EQ(c.origin("budget"), "--budget");
+  EXPECT_EQ(c.size("budget").bytes, 6ull << 30);
+}
+
 TEST(Config, MissingFileIsOneError) {
   Config c;
   auto e = c.merge_file("/nonexistent/gswap.json");

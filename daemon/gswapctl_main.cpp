@@ -554,14 +554,13 @@ int cmd_run(const std::string& budget, const std::string& config_file,
   if (command.empty())
     throw Failure("run: no command given after -- (gswapctl run [--budget B] -- CMD...)");
   Config config = load_config(config_file);
-  // Every bad value is refused before anything starts (a daemon included).
+  // Every bad value is refused before anything starts (a daemon included): --budget is checked
+  // as GSWAP_BUDGET is, then with the rest by the library's own rules.
+  if (!budget.empty())
+    if (std::string why = config.merge_value("budget", budget, "--budget"); !why.empty())
+      throw Failure("--budget: " + why);
   if (std::string refusal = library_refusal(config); !refusal.empty())
     throw Failure("config: the library would refuse it: " + refusal);
-  if (!budget.empty()) {
-    settings::Size s;
-    if (!settings::parse_size(budget, &s))
-      throw Failure(fmt::format("--budget: '{}' is not a size", budget));
-  }
   std::string dir = self_dir();
   std::string lib = find_first(
       {dir + "/../interpose/libgswap.so", dir + "/../lib/libgswap.so", dir + "/libgswap.so"});

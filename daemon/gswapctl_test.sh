@@ -6,14 +6,14 @@
 #       names a missing file once, refuses a device and a pipe past 1 MiB in one line (as `run`
 #       does), and refuses a value the library would refuse at cuInit
 #   gswapctl_test.sh run GSWAPCTL GSWAPD LIBGSWAP MINITRAIN   (LD_LIBRARY_PATH reaches simcuda)
-#       `gswapctl run` refuses a bad --budget or library setting before starting anything; it
-#       starts gswapd only when none serves the GPU: not when a daemon's socket
+#       `gswapctl run` refuses a bad --budget (0 included) or library setting before starting
+#       anything; it starts gswapd only when none serves the GPU: not when a daemon's socket
 #       answers, nor when its lock is held; a program it runs registers with the running daemon;
 #       it leaves framework allocator variables the user set untouched
 #   gswapctl_test.sh open GSWAPD   (LD_LIBRARY_PATH reaches simcuda)
 #       a detached gswapd says why it failed after letting go of the terminal; a config that is a
-#       device is refused in one line; a runtime directory
-#       that is a file is refused; an existing one keeps its mode, a new one is made 0700
+#       device is refused in one line; a runtime directory that is a file is refused; an existing
+#       one keeps its mode, a new one is made 0700
 #   gswapctl_test.sh views GSWAPCTL TESTS_DIR
 #       `simulate --timeline` writes a valid timeline holding the swaps the simulation counts;
 #       `plot` writes an SVG whose budget line and live peak read as the trace's numbers; bad
@@ -127,6 +127,13 @@ case $mode in
 
     # A bad --budget, or a setting the library refuses, is refused before a daemon starts.
     out=$("$RT/bin/gswapctl" run --budget 12parsecs -- true 2>&1) && fail "a bad --budget ran: $out"
+    [[ $out == "gswapctl: --budget: '12parsecs' is not a size"* ]] || fail "--budget 12parsecs: got '$out'"
+    # Sizes that round to 0 bytes are refused as GSWAP_BUDGET=0 is, not handed to the library.
+    for b in 0 0.5 0B 0GiB; do
+      out=$("$RT/bin/gswapctl" run --budget "$b" -- true 2>&1) && fail "--budget $b ran: $out"
+      [[ $out == "gswapctl: --budget: '$b' is not a budget: it must be above 0 bytes" ]] ||
+        fail "--budget $b: got '$out'"
+    done
     out=$(GSWAP_PINNED_CAP=50% "$RT/bin/gswapctl" run -- true 2>&1) &&
       fail "a setting the library refuses ran: $out"
     [[ $(starts) == 0 ]] || fail "run started gswapd for a command it refused"
