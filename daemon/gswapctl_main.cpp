@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -356,8 +357,14 @@ std::string top_table(const TopSample& now, const TopSample* before) {
   return now.clients.empty() ? std::string("no clients\n") : t.render("");
 }
 
+// `top --interval`'s bounds: shorter would ask the daemons without pause (a duration under a
+// nanosecond sleeps not at all), longer is no live view; infinity and NaN are no durations.
+constexpr double kMinTopInterval = 0.01, kMaxTopInterval = 3600;
+
 int cmd_top(bool json, double interval, long count) {
-  if (!(interval > 0)) throw Failure("top: --interval must be a positive number of seconds");
+  if (!std::isfinite(interval) || interval < kMinTopInterval || interval > kMaxTopInterval)
+    throw Failure(fmt::format("top: --interval must be from {:g} to {:g} seconds, not {}",
+                              kMinTopInterval, kMaxTopInterval, interval));
   if (count < 0) throw Failure("top: --count must not be negative");
   auto sleep = [&] { std::this_thread::sleep_for(std::chrono::duration<double>(interval)); };
   if (json) {
@@ -652,7 +659,8 @@ int main(int argc, char** argv) {
   double top_interval = 1;
   long top_count = 0;
   top->add_flag("--json", json, "print one sample (rates over one interval) as JSON and exit");
-  top->add_option("--interval", top_interval, "seconds between samples")->capture_default_str();
+  top->add_option("--interval", top_interval, "seconds between samples, from 0.01 to 3600")
+      ->capture_default_str();
   top->add_option("--count", top_count, "stop after this many tables (0: until Ctrl-C)")
       ->capture_default_str();
 

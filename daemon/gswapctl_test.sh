@@ -5,6 +5,9 @@
 #       `config check` names a repeated key, calls a directory unreadable with the OS reason,
 #       names a missing file once, refuses a device and a pipe past 1 MiB in one line (as `run`
 #       does), and refuses a value the library would refuse at cuInit
+#   gswapctl_test.sh options GSWAPCTL
+#       numeric options out of range (infinite, NaN, absurd) are one line and exit status 1,
+#       before any daemon is asked
 #   gswapctl_test.sh run GSWAPCTL GSWAPD LIBGSWAP MINITRAIN   (LD_LIBRARY_PATH reaches simcuda)
 #       `gswapctl run` refuses a bad --budget (0 included) or library setting before starting
 #       anything; it starts gswapd only when none serves the GPU: not when a daemon's socket
@@ -71,6 +74,27 @@ case $mode in
     [[ $out == "$RT/lib.json: the library would refuse it: GSWAP_STAGING_BYTES=\"1KiB\""* ]] ||
       fail "library refusal: got '$out'"
     echo "PASS config"
+    ;;
+  options)
+    ctl=$1
+    # No daemon runs here: a refusal must come from the option, not from finding none.
+    export GSWAP_RUNTIME_DIR=$RT/run
+    unset GSWAP_CONFIG XDG_RUNTIME_DIR
+    for v in inf -inf nan 1e300 3601 0 -1 1e-300 0.001; do
+      err=$(timeout 20 "$ctl" top --count 2 --interval "$v" 2>&1 >/dev/null)
+      rc=$?
+      [[ $rc == 1 ]] || fail "top --interval $v: exit status $rc ($err)"
+      [[ $(wc -l <<<"$err") == 1 && $err == "gswapctl: top: --interval must be from 0.01 to 3600 seconds, not "* ]] ||
+        fail "top --interval $v: got '$err'"
+      err=$(timeout 20 "$ctl" top --json --interval "$v" 2>&1 >/dev/null) &&
+        fail "top --json --interval $v was taken"
+      [[ $err == "gswapctl: top: --interval must be from 0.01 to 3600 seconds, not "* ]] ||
+        fail "top --json --interval $v: got '$err'"
+    done
+    # In range, the option is taken: the one line says no daemon runs.
+    err=$(timeout 20 "$ctl" top --count 1 --interval 3600 2>&1 >/dev/null)
+    [[ $err == "gswapctl: no gswapd is running (runtime dir $RT/run)" ]] || fail "top --interval 3600: got '$err'"
+    echo "PASS options"
     ;;
   open)
     gswapd=$1
