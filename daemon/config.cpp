@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "daemon/gpu_probe.h"
 #include "daemon/untrusted_text.h"
 
 #include "proto/rendezvous.h"
@@ -185,6 +186,9 @@ std::string Config::set_text(const settings::Declaration& d, std::string_view va
     (std::string_view(d.ident) == "allow_uids" ? allow_uids_ : allow_gids_) = std::move(v);
   } else if (type != "String") {
     return fmt::format("unknown declared type '{}'", type);
+  } else if (std::string_view(d.ident) == "gpu") {
+    // gswapd names its log file after it: a path must not come of it.
+    if (std::string bad = gpu_selector_error(value); !bad.empty()) return bad;
   }
   values_[d.ident] = std::string(value);
   origins_[d.ident] = origin;

@@ -1,7 +1,9 @@
 // config_test.cpp: every error path of config validation names the key, environment variables
 // override the file, and good files pass.
 #include "daemon/config.h"
+#include "daemon/gpu_probe.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -139,6 +141,43 @@ TEST(Config, MergeValueChecksAsTheEnvironmentDoes) {
   EXPECT_EQ(c.merge_value("budget", "6GiB", "--budget"), "");
   EXPECT_EQ(c.origin("budget"), "--budget");
   EXPECT_EQ(c.size("budget").bytes, 6ull << 30);
+}
+
+// gswapd names its log file after the GPU it serves: a selector that could name a path is
+// refused wherever it comes from.
+TEST(Config, GpuIsAnOrdinalOrAUuid) {
+  for (const char* good : {"0", "12", "GPU-01234567-89ab-cdef-0123-456789abcdef",
+                           "0123456789abcdef0123456789ABCDEF", "01234567890123456789012345678901"})
+    EXPECT_EQ(gpu_selector_error(good), "") << good;
+  for (const char* bad : {"", " 0", "0 ", "-1", "0/../x", "GPU-../../x", "..", "GPU-", "a",
+                          "GPU-01234567-89ab-cdef-0123-456789abcdef/..", "99999999999999999999"}) {
+    EXPECT_NE(gpu_selector_error(bad), "") << bad;
+    Config c;
+    auto e =
+        c.merge_env([&](const char* n) { return std::string(n) == "GSWAP_GPU" ? bad : nullptr; });
+    ASSERT_EQ(e.size(), 1u) << bad;
+    EXPECT_EQ(e[0], fmt::format("GSWAP_GPU: '{}' is neither a GPU ordinal (0, 1, ...) nor a GPU "
+                                "UUID (GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx, as nvidia-smi -L "
+                                "prints it)",
+                                bad));
+    EXPECT_EQ(c.text("gpu"), "0");
+  }
+  // A NUL would cut the UUID short where the path is made.
+  std::string with_nul = "GPU-01234567-89ab-cdef-0123-456789abcdef";
+  with_nul += '\0';
+  with_nul += "/x";
+  EXPECT_NE(gpu_selector_error(with_nul), "");
+  auto e = check(R"({"gpu": "GPU-01234567-89ab-cdef-0123-456789abcdef\u0000/../x"})");
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].rfind("gpu: out of range: 'GPU-01234567-89ab-cdef-0123-456789abcdef\\x00/../x' is "
+                       "neither",
+                       0),
+            0u)
+      << e[0];
+  Config c;
+  EXPECT_NE(c.merge_value("gpu", "../../x", "--gpu"), "");
+  EXPECT_EQ(c.merge_value("gpu", "3", "--gpu"), "");
+  EXPECT_EQ(c.text("gpu"), "3");
 }
 
 TEST(Config, MissingFileIsOneError) {

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "daemon/untrusted_text.h"
+
 #include "proto/settings.h"
 #include "proto/wire.h"
 
@@ -22,7 +24,22 @@ using CuDeviceTotalMem = int (*)(std::size_t*, int);
 
 }  // namespace
 
+std::string gpu_selector_error(std::string_view which) {
+  // Digits only: parse_uint would also take surrounding blanks. A UUID may be 32 decimal digits.
+  const bool digits = !which.empty() && which.find_first_not_of("0123456789") == which.npos;
+  std::uint64_t ordinal = 0;
+  std::uint8_t uuid[16];
+  if ((digits && settings::parse_uint(which, &ordinal)) ||
+      (which.find('\0') == which.npos && proto::parse_uuid(std::string(which).c_str(), uuid)))
+    return "";
+  return printable_text(
+      fmt::format("'{}' is neither a GPU ordinal (0, 1, ...) nor a GPU UUID "
+                  "(GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx, as nvidia-smi -L prints it)",
+                  which));
+}
+
 bool probe_gpu(const std::string& which, GpuIdentity* out, std::string* error) {
+  if (*error = gpu_selector_error(which); !error->empty()) return false;
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     *error = fmt::format("cannot load libcuda.so.1: {}", dlerror());
@@ -50,11 +67,8 @@ bool probe_gpu(const std::string& which, GpuIdentity* out, std::string* error) {
   }
   std::uint64_t ordinal = 0;
   std::uint8_t want[16];
-  bool by_ordinal = settings::parse_uint(which, &ordinal);
-  if (!by_ordinal && !proto::parse_uuid(which.c_str(), want)) {
-    *error = fmt::format("'{}' is neither a GPU ordinal nor a GPU UUID", which);
-    return false;
-  }
+  const bool by_ordinal = settings::parse_uint(which, &ordinal);
+  if (!by_ordinal) proto::parse_uuid(which.c_str(), want);  // checked above
   for (int i = 0; i < n; ++i) {
     if (by_ordinal && static_cast<std::uint64_t>(i) != ordinal) continue;
     int dev = 0;

@@ -15,8 +15,9 @@
 #       it leaves framework allocator variables the user set untouched
 #   gswapctl_test.sh open GSWAPD   (LD_LIBRARY_PATH reaches simcuda)
 #       a detached gswapd says why it failed after letting go of the terminal; a config that is a
-#       device is refused in one line; a runtime directory that is a file is refused; an existing
-#       one keeps its mode, a new one is made 0700
+#       device is refused in one line; so is a GPU selector that could name a path, before any
+#       path is made; a runtime directory that is a file is refused; an existing one keeps its
+#       mode, a new one is made 0700
 #   gswapctl_test.sh views GSWAPCTL TESTS_DIR
 #       `simulate --timeline` writes a valid timeline holding the swaps the simulation counts;
 #       `plot` writes an SVG whose budget line and live peak read as the trace's numbers; bad
@@ -115,6 +116,25 @@ case $mode in
       fail "gswapd took GSWAP_CONFIG=/dev/zero"
     [[ $out == "gswapd: config: /dev/zero: cannot read the file: it is not a regular file or a pipe" ]] ||
       fail "GSWAP_CONFIG=/dev/zero gswapd: got '$out'"
+    # A GPU selector that could name a path (the detached daemon's log file is named after it)
+    # is refused in one line, from --gpu, GSWAP_GPU or the config, before anything is made.
+    printf '{"gpu": "GPU-../../x"}\n' >"$RT/gpu.json"
+    for sel in 'GPU-../../x' '../x' '0/..' ''; do
+      out=$(GSWAP_RUNTIME_DIR=$RT/gpu timeout 20 "$gswapd" --gpu "$sel" 2>&1) &&
+        fail "gswapd took --gpu '$sel'"
+      [[ $out == "gswapd: --gpu: '$sel' is neither a GPU ordinal (0, 1, ...) nor a GPU UUID "* ]] ||
+        fail "--gpu '$sel': got '$out'"
+      out=$(GSWAP_GPU=$sel GSWAP_RUNTIME_DIR=$RT/gpu timeout 20 "$gswapd" 2>&1) &&
+        fail "gswapd took GSWAP_GPU='$sel'"
+      [[ $out == "gswapd: config: GSWAP_GPU: '$sel' is neither a GPU ordinal"* ]] ||
+        fail "GSWAP_GPU='$sel': got '$out'"
+    done
+    out=$(GSWAP_RUNTIME_DIR=$RT/gpu timeout 20 "$gswapd" --config "$RT/gpu.json" 2>&1) &&
+      fail "gswapd took a config's gpu GPU-../../x"
+    [[ $out == "gswapd: config: gpu: out of range: 'GPU-../../x' is neither a GPU ordinal"* ]] ||
+      fail "config gpu GPU-../../x: got '$out'"
+    [[ ! -e $RT/gpu && ! -e $RT/x.log && ! -e $RT/x ]] ||
+      fail "a bad GPU selector made paths: $(find "$RT" -newer "$RT/gpu.json")"
     # A runtime directory that is a file is refused, the file left as it was.
     out=$(GSWAP_RUNTIME_DIR=$RT/file timeout 20 "$gswapd" --gpu 0 --foreground 2>&1) &&
       fail "a regular file was taken for the runtime directory"
@@ -160,6 +180,9 @@ case $mode in
     done
     out=$(GSWAP_PINNED_CAP=50% "$RT/bin/gswapctl" run -- true 2>&1) &&
       fail "a setting the library refuses ran: $out"
+    out=$(GSWAP_GPU=GPU-../../x "$RT/bin/gswapctl" run -- true 2>&1) && fail "GSWAP_GPU=GPU-../../x ran: $out"
+    [[ $out == "gswapctl: config: GSWAP_GPU: 'GPU-../../x' is neither a GPU ordinal"* ]] ||
+      fail "run with GSWAP_GPU=GPU-../../x: got '$out'"
     [[ $(starts) == 0 ]] || fail "run started gswapd for a command it refused"
 
     # No daemon: run starts one.

@@ -124,7 +124,13 @@ int main(int argc, char** argv) {
       for (const auto& e : errors) std::cerr << "gswapd: config: " << e << "\n";
       return 1;
     }
-    if (gpu.empty()) gpu = config.text("gpu");
+    // Checked as GSWAP_GPU is, before the log file's path is made from it.
+    if (app.count("--gpu"))
+      if (std::string why = config.merge_value("gpu", gpu, "--gpu"); !why.empty()) {
+        std::cerr << "gswapd: --gpu: " << why << "\n";
+        return 1;
+      }
+    gpu = config.text("gpu");
 
     ready_fd = foreground ? -1 : daemonize();
     std::shared_ptr<spdlog::logger> log;
