@@ -61,6 +61,12 @@ Config load_config(const std::string& file) {
   return config;
 }
 
+// The JSON text of a value, never an exception: strings that are not UTF-8 (none should reach
+// here: requests hold no user text, and responses parsed as JSON) are written with U+FFFD.
+std::string json_text(const nlohmann::json& j, int indent = -1) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 // Sockets of every daemon in the runtime directory.
 std::vector<std::string> daemon_sockets(const std::string& dir) {
   std::vector<std::string> out;
@@ -83,7 +89,7 @@ std::vector<nlohmann::json> ask_all(const nlohmann::json& request) {
   std::string last_error;
   for (const std::string& path : daemon_sockets(dir)) {
     std::string body, error;
-    if (!control_request(path, request.dump(), &body, &error)) {
+    if (!control_request(path, json_text(request), &body, &error)) {
       last_error = error;
       continue;
     }
@@ -113,7 +119,7 @@ int cmd_status(bool json) {
   if (json) {
     nlohmann::json out = {{"gpus", answers}};
     for (auto& g : out["gpus"]) g.erase("ok");
-    std::cout << out.dump(2) << "\n";
+    std::cout << json_text(out, 2) << "\n";
     return 0;
   }
   for (const auto& a : answers) {
@@ -159,7 +165,7 @@ int cmd_policy(std::optional<long> pid, bool json) {
   }
   if (pid && clients.empty()) throw Failure(error.empty() ? "no such client" : error);
   if (json) {
-    std::cout << nlohmann::json{{"clients", clients}}.dump(2) << "\n";
+    std::cout << json_text({{"clients", clients}}, 2) << "\n";
     return 0;
   }
   for (const auto& c : clients) {
@@ -252,7 +258,7 @@ int cmd_trace(long pid, const std::string& out, const std::string& plan_out,
   }
   if (!timeline.empty()) {
     nlohmann::json a = ask_for_client({{"cmd", "timeline"}}, pid);
-    write_text(timeline, a["timeline"].dump() + "\n");
+    write_text(timeline, json_text(a["timeline"]) + "\n");
     std::cout << fmt::format(
         "wrote the timeline of pid {} to {} (open it in ui.perfetto.dev or chrome://tracing)\n",
         pid, timeline);
@@ -378,8 +384,7 @@ int cmd_top(bool json, double interval, long count) {
       x["rates"] = top_rates(c, before, now.t);
       clients.push_back(std::move(x));
     }
-    std::cout << nlohmann::json{{"interval_s", now.t - before.t}, {"clients", clients}}.dump(2)
-              << "\n";
+    std::cout << json_text({{"interval_s", now.t - before.t}, {"clients", clients}}, 2) << "\n";
     return 0;
   }
   const bool tty = isatty(STDOUT_FILENO);
@@ -492,7 +497,7 @@ bool daemon_serves(const std::string& dir, const std::string& gpu) {
   if (!by_ordinal && proto::parse_uuid(gpu.c_str(), want)) uuid = proto::format_uuid(want, text);
   for (const std::string& path : daemon_sockets(dir)) {
     std::string body, error;
-    if (!control_request(path, nlohmann::json{{"cmd", "status"}}.dump(), &body, &error)) continue;
+    if (!control_request(path, json_text({{"cmd", "status"}}), &body, &error)) continue;
     nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
     if (j.is_discarded() || !j.contains("gpu") || !j["gpu"].is_object()) continue;
     const nlohmann::json& g = j["gpu"];

@@ -16,7 +16,8 @@
 #   gswapctl_test.sh open GSWAPD   (LD_LIBRARY_PATH reaches simcuda)
 #       a detached gswapd says why it failed after letting go of the terminal; a config that is a
 #       device is refused in one line; so is a GPU selector that could name a path, before any
-#       path is made; a runtime directory that is a file is refused; an existing one keeps its
+#       path is made; a log file named with bytes that are not UTF-8 is used as given, and such a
+#       log level is refused in one line; a runtime directory that is a file is refused; an existing one keeps its
 #       mode, a new one is made 0700
 #   gswapctl_test.sh views GSWAPCTL TESTS_DIR
 #       `simulate --timeline` writes a valid timeline holding the swaps the simulation counts;
@@ -135,6 +136,17 @@ case $mode in
       fail "config gpu GPU-../../x: got '$out'"
     [[ ! -e $RT/gpu && ! -e $RT/x.log && ! -e $RT/x ]] ||
       fail "a bad GPU selector made paths: $(find "$RT" -newer "$RT/gpu.json")"
+    # Command-line values need not be UTF-8: a log file's name is a path, used as given; a bad
+    # log level gets the usual one line, its byte escaped.
+    log=$RT/log$'\xff'.txt
+    GSWAP_RUNTIME_DIR=$RT/run timeout -s TERM 3 "$gswapd" --gpu 0 --foreground --log-file "$log" \
+      --log-level info >"$RT/utf8.out" 2>&1
+    grep -q "gswapd serving GPU 0" "$log" ||
+      fail "no log in a file named with a byte that is not UTF-8: $(cat "$RT/utf8.out"; ls "$RT")"
+    out=$(GSWAP_RUNTIME_DIR=$RT/run timeout 20 "$gswapd" --gpu 0 --foreground --log-level $'\xff' 2>&1) &&
+      fail "gswapd took --log-level \\xff"
+    [[ $out == "gswapd: --log-level: '\xff' is not one of off|error|warn|info|debug|trace" ]] ||
+      fail "--log-level \\xff: got '$out'"
     # A runtime directory that is a file is refused, the file left as it was.
     out=$(GSWAP_RUNTIME_DIR=$RT/file timeout 20 "$gswapd" --gpu 0 --foreground 2>&1) &&
       fail "a regular file was taken for the runtime directory"

@@ -115,21 +115,20 @@ int main(int argc, char** argv) {
     if (!config_file.empty()) errors = config.merge_file(config_file);
     auto env_errors = config.merge_env([](const char* name) { return std::getenv(name); });
     errors.insert(errors.end(), env_errors.begin(), env_errors.end());
-    if (!log_file.empty()) config.merge_json(nlohmann::json{{"log_file", log_file}}.dump());
-    if (!log_level.empty()) {
-      auto e = config.merge_json(nlohmann::json{{"log_level", log_level}}.dump());
-      errors.insert(errors.end(), e.begin(), e.end());
-    }
+    for (std::string& e : errors) e = "config: " + e;
+    // The options are set as they are given, not through JSON: a path need not be UTF-8. Each
+    // is checked as its environment variable is; --gpu before the log file's path is made of it.
+    if (!log_file.empty()) config.merge_value("log_file", log_file, "--log-file");  // any path
+    if (!log_level.empty())
+      if (std::string why = config.merge_value("log_level", log_level, "--log-level"); !why.empty())
+        errors.push_back("--log-level: " + why);
+    if (app.count("--gpu"))
+      if (std::string why = config.merge_value("gpu", gpu, "--gpu"); !why.empty())
+        errors.push_back("--gpu: " + why);
     if (!errors.empty()) {
-      for (const auto& e : errors) std::cerr << "gswapd: config: " << e << "\n";
+      for (const auto& e : errors) std::cerr << "gswapd: " << e << "\n";
       return 1;
     }
-    // Checked as GSWAP_GPU is, before the log file's path is made from it.
-    if (app.count("--gpu"))
-      if (std::string why = config.merge_value("gpu", gpu, "--gpu"); !why.empty()) {
-        std::cerr << "gswapd: --gpu: " << why << "\n";
-        return 1;
-      }
     gpu = config.text("gpu");
 
     ready_fd = foreground ? -1 : daemonize();
