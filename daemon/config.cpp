@@ -15,6 +15,7 @@
 
 #include "daemon/gpu_probe.h"
 #include "daemon/untrusted_text.h"
+#include "policy/json_duplicates.h"
 
 #include "proto/rendezvous.h"
 
@@ -195,42 +196,6 @@ std::string Config::set_text(const settings::Declaration& d, std::string_view va
   return "";
 }
 
-namespace {
-
-// JSON allows repeated keys and nlohmann keeps the last one silently; a config that sets a key
-// twice is almost always a merge mistake, so every repeated key is reported by its path
-// ("weights.train"). Runs as the parser's callback: one set of seen keys per open object.
-class DuplicateKeys {
- public:
-  bool operator()(int /*depth*/, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-    using E = nlohmann::json::parse_event_t;
-    if (event == E::object_start) {
-      std::string parent = objects_.empty() ? "" : objects_.back().path_of_last;
-      objects_.push_back({std::move(parent), {}, ""});
-    } else if (event == E::object_end) {
-      if (!objects_.empty()) objects_.pop_back();
-    } else if (event == E::key && !objects_.empty()) {
-      Object& o = objects_.back();
-      std::string key = parsed.get<std::string>();
-      o.path_of_last = o.path.empty() ? key : o.path + "." + key;
-      if (!o.seen.insert(key).second) repeated_.push_back(o.path_of_last);
-    }
-    return true;  // keep everything; the repeats are reported, not dropped here
-  }
-  const std::vector<std::string>& repeated() const { return repeated_; }
-
- private:
-  struct Object {
-    std::string path;  // path of the key that holds this object ("" at the top)
-    std::set<std::string> seen;
-    std::string path_of_last;  // path of the last key read in this object
-  };
-  std::vector<Object> objects_;
-  std::vector<std::string> repeated_;
-};
-
-}  // namespace
-
 bool read_config_file(const std::string& path, std::string* text, std::string* error) {
   // A device is refused before it is opened (/dev/zero never ends, and opening some devices does
   // something); a directory opens, and reading it fails with EISDIR, which is the reason to give.
@@ -284,7 +249,7 @@ std::vector<std::string> Config::merge_json(std::string_view text) {
     errors.push_back(fmt::format("not valid JSON: a NUL byte at offset {}", nul));
     return errors;
   }
-  DuplicateKeys duplicates;
+  policy::DuplicateKeys duplicates;
   nlohmann::json doc;
   try {
     // nlohmann throws even with allow_exceptions=false (out_of_range.406 for a number that

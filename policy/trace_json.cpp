@@ -7,13 +7,14 @@
 
 #include <cmath>
 #include <cstdio>
-#include <set>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "policy/json_duplicates.h"
 
 namespace gswap::policy {
 namespace {
@@ -280,62 +281,6 @@ Plan parse_plan(const json& root, const Trace& trace) {
   return plan;
 }
 
-// JSON allows a key twice in one object and the reader keeps the last silently; a trace or plan
-// that says two things about one field ("dur_us": 10, "dur_us": 999999) is refused instead. Runs
-// as the reader's callback, keeping the path of what is read ("launches[3].dur_us").
-class DuplicateKeys {
- public:
-  bool operator()(int /*depth*/, json::parse_event_t event, json& parsed) {
-    using E = json::parse_event_t;
-    switch (event) {
-      case E::object_start:
-      case E::array_start:
-        frames_.push_back({value_path(), event == E::array_start, 0, {}, ""});
-        break;
-      case E::key:
-        if (!frames_.empty()) {
-          Frame& f = frames_.back();
-          f.key = parsed.get<std::string>();
-          if (!f.keys.insert(f.key).second && first_.empty())
-            first_ = f.path.empty() ? f.key : f.path + "." + f.key;
-        }
-        break;
-      case E::object_end:
-      case E::array_end:
-        if (!frames_.empty()) frames_.pop_back();
-        element_done();
-        break;
-      case E::value:
-        element_done();
-        break;
-    }
-    return true;
-  }
-  // The first key given twice, by its path ("" when none).
-  const std::string& first() const { return first_; }
-
- private:
-  struct Frame {
-    std::string path;  // of this object or array
-    bool array;
-    std::size_t index;           // arrays: the element being read
-    std::set<std::string> keys;  // objects: the keys read
-    std::string key;             // objects: the last key read
-  };
-  // The path of the value being read now.
-  std::string value_path() const {
-    if (frames_.empty()) return "";
-    const Frame& f = frames_.back();
-    if (f.array) return f.path + "[" + std::to_string(f.index) + "]";
-    return f.path.empty() ? f.key : f.path + "." + f.key;
-  }
-  void element_done() {
-    if (!frames_.empty() && frames_.back().array) ++frames_.back().index;
-  }
-  std::vector<Frame> frames_;
-  std::string first_;
-};
-
 // Parses text and runs parse_root on it; every exception becomes (false, message): nothing else
 // leaves the public parsers.
 template <class Parse>
@@ -354,8 +299,9 @@ bool guarded_parse(std::string_view text, std::string* error, Parse&& parse_root
     if (error) *error = std::string("$: not valid JSON: ") + e.what();
     return false;
   }
-  if (!duplicates.first().empty()) {
-    if (error) *error = duplicates.first() + ": given more than once";
+  // A key given twice says two things about one field: neither is taken.
+  if (!duplicates.repeated().empty()) {
+    if (error) *error = duplicates.repeated().front() + ": given more than once";
     return false;
   }
   try {
