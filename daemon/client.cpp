@@ -258,12 +258,19 @@ std::string Client::name_of_region(std::uint64_t id) const {
 }
 
 void Client::maybe_detect_iteration() {
-  // Library iteration marks are authoritative when present.
+  // Library iteration marks are authoritative when present. A mark takes the seq of the call
+  // after it, which may be an allocation, a free or a copy: the iteration starts at the first
+  // launch at or after the mark, where the library finds it and a plan counts from. What the
+  // iteration allocates before that launch is still its own: its trace has it allocated before
+  // its first launch, live from there.
   if (marks_.size() >= 2) {
-    std::uint64_t first = marks_[marks_.size() - 2], next = marks_.back();
-    std::uint64_t count = 0, last = first;
-    for (const LaunchInfo& l : launches_)
-      if (l.seq >= first && l.seq < next) ++count, last = l.seq;
+    const std::uint64_t mark = marks_[marks_.size() - 2], next = marks_.back();
+    std::uint64_t count = 0, first = 0, last = 0;
+    for (const LaunchInfo& l : launches_) {
+      if (l.seq < mark || l.seq >= next) continue;
+      if (!count++) first = l.seq;
+      last = l.seq;
+    }
     if (count > 0) iteration_ = {count, first, last, 1.0, "marks"};
     return;  // marks and launches bump window_changes_ as they come
   }

@@ -116,6 +116,13 @@ struct FakeLibrary {
     e.w[0] = id;
     ASSERT_TRUE(push(e));
   }
+  // An iteration mark, as gswap_mark_iteration sends it: at the seq the next call takes.
+  void mark() {
+    proto::EventRecord e{};
+    e.type = static_cast<std::uint16_t>(proto::EventType::kIterationMark);
+    e.seq = seq;
+    ASSERT_TRUE(push(e));
+  }
   // A launch of `function` touching regions a and b, timed 100 us; a copy (function
   // kCopyFunction) is an upload into a.
   void access(std::uint64_t function, std::uint64_t a, std::uint64_t b) {
@@ -873,6 +880,69 @@ TEST_F(ServerTest, ARegionUploadedBeforeTheSignatureIsBoundWhereAKernelReadsIt) 
     input_planned = input_planned || (e.bind_offset == 2 && e.bind_slot == 0);
   }
   EXPECT_TRUE(input_planned) << log_text.str();
+  close(shm);
+  close(fd);
+}
+
+// A program that marks each iteration at the top of its loop, before the iteration allocates its
+// input (as a Python loop does before PyTorch allocates): the iteration starts at the first launch
+// after the mark, and the input allocated between the two is the iteration's own, planned and
+// bound as without marks.
+TEST_F(ServerTest, AnIterationMarkedBeforeItsAllocationsStartsAtItsFirstLaunch) {
+  FakeLibrary lib;
+  int fd = -1, shm = -1;
+  ASSERT_NO_FATAL_FAILURE(connect_library(192ull << 20, &lib, &fd, &shm));
+  lib.regions(3);  // B, C, D: ids 1 to 3
+  // Each iteration: a mark; a new input A (128 MiB), uploaded; an upload into B; a kernel reading
+  // A and B; ten kernels on C and D; a kernel reading A and B again; A freed.
+  constexpr std::uint64_t kLength = 14;
+  proto::PlanHeader ph{};
+  std::vector<proto::PlanEntry> entries;
+  std::uint64_t input = 100, first_launch = 0;
+  for (int it = 0; it < 200 && ph.mode != static_cast<std::uint32_t>(proto::PlanMode::kGuided);
+       ++it) {
+    ASSERT_NO_FATAL_FAILURE(lib.mark());
+    ++input;
+    ASSERT_NO_FATAL_FAILURE(lib.alloc(input, 128ull << 20));
+    first_launch = lib.seq;
+    lib.access(proto::kCopyFunction, input, input);
+    lib.access(proto::kCopyFunction, 1, 1);
+    lib.access(301, input, 1);
+    for (int k = 0; k < 10; ++k) lib.access(303 + 2 * (k % 2), 2, 3);
+    lib.access(309, input, 1);
+    ASSERT_NO_FATAL_FAILURE(lib.free(input));
+    for (int i = 0; i < 5; ++i) server_->tick(2);
+    ASSERT_TRUE(lib.plan(&ph, &entries));
+  }
+  nlohmann::json st = server_->status_json();
+  ASSERT_EQ(ph.mode, static_cast<std::uint32_t>(proto::PlanMode::kGuided)) << st.dump();
+  EXPECT_EQ(st["clients"][0]["iteration_source"], "marks");
+  EXPECT_EQ(ph.iteration_length, kLength);
+  // Offsets count from the first upload, where the library finds the signature; the iteration
+  // spans the calls from it to the next iteration's first upload.
+  EXPECT_EQ(ph.signature[0], proto::kCopyFunction);
+  EXPECT_EQ(ph.seq_length, kLength + 2);  // with the free and the next input's allocation
+  EXPECT_EQ((ph.iteration_first_seq - first_launch) % ph.seq_length, 0u);
+  // The input is the iteration's own: bound at the first kernel that reads it, not by its id.
+  bool input_planned = false;
+  for (const proto::PlanEntry& e : entries)
+    input_planned = input_planned || (e.bind_offset == 2 && e.bind_slot == 0);
+  EXPECT_TRUE(input_planned) << server_->handle_request({{"cmd", "policy"}}).dump();
+  // The trace dump: the iteration's launches from the first upload, with its input allocated
+  // before them and freed after them.
+  policy::Trace trace;
+  ASSERT_NO_FATAL_FAILURE(trace_of_client(&trace));
+  ASSERT_EQ(trace.launches.size(), kLength);
+  EXPECT_EQ(trace.launches.front().kernel, "memcpy");
+  ASSERT_EQ(trace.iterations.size(), 1u);
+  EXPECT_EQ(trace.iterations[0].first_seq, trace.launches.front().seq);
+  const policy::Region* a = nullptr;
+  for (const policy::Region& r : trace.regions)
+    if (r.bytes == 128ull << 20) a = &r;
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->alloc_seq + 1, trace.launches.front().seq);
+  ASSERT_TRUE(a->free_seq.has_value());
+  EXPECT_EQ(*a->free_seq, trace.launches.back().seq + 1);
   close(shm);
   close(fd);
 }
