@@ -5,7 +5,7 @@
 // memory, instant events ("ph": "i") for iteration starts, and metadata events naming the
 // processes and threads. Every timestamp is in microseconds on the device's axis. Written with
 // snprintf into a stack buffer and write(2): no allocation besides the ring itself (made once, at
-// configure) and the sort at exit.
+// configure) and the sort at exit. The file is valid UTF-8 whatever the names (see safe()).
 #include "interpose/timeline.h"
 
 #include <fcntl.h>
@@ -64,8 +64,54 @@ void add(const Record& r) {
   ++st.next;
 }
 
+// Length of the valid UTF-8 sequence that starts at s[0] (n bytes available), or 0 when none
+// does (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF); *cp: its code point.
+std::size_t utf8_sequence(const unsigned char* s, std::size_t n, std::uint32_t* cp) {
+  std::size_t len;
+  std::uint32_t c;
+  if (s[0] < 0x80) return *cp = s[0], 1;
+  if (s[0] >= 0xc2 && s[0] <= 0xdf) {
+    len = 2, c = s[0] & 0x1f;
+  } else if (s[0] >= 0xe0 && s[0] <= 0xef) {
+    len = 3, c = s[0] & 0x0f;
+  } else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+    len = 4, c = s[0] & 0x07;
+  } else {
+    return 0;
+  }
+  if (len > n) return 0;
+  for (std::size_t k = 1; k < len; ++k) {
+    if ((s[k] & 0xc0) != 0x80) return 0;
+    c = (c << 6) | (s[k] & 0x3f);
+  }
+  if ((len == 3 && c < 0x800) || (len == 4 && (c < 0x10000 || c > 0x10ffff)) ||
+      (c >= 0xd800 && c <= 0xdfff))
+    return 0;
+  return *cp = c, len;
+}
+
+// Keeps the longest start of `name` that fits the record and does not end inside a character: a
+// valid UTF-8 sequence that the record's length would cut is left out whole.
 void set_name(Record* r, const char* name) {
-  if (name) std::snprintf(r->name, sizeof r->name, "%s", name);
+  if (!name) return;
+  const std::size_t room = sizeof r->name - 1;
+  const auto* s = reinterpret_cast<const unsigned char*>(name);
+  const std::size_t n = ::strnlen(name, room + 4);  // enough to see the character at the cut
+  std::size_t keep = std::min(n, room);
+  if (n > room) {
+    // The character that holds byte `room` starts at most three bytes before it.
+    for (std::size_t back = 1; back <= 3 && back <= room; ++back) {
+      const std::size_t start = room - back;
+      std::uint32_t cp;
+      if (utf8_sequence(s + start, n - start, &cp) > back) {
+        keep = start;
+        break;
+      }
+      if ((s[start] & 0xc0) != 0x80) break;  // starts no character that reaches the cut
+    }
+  }
+  std::memcpy(r->name, name, keep);
+  r->name[keep] = '\0';
 }
 
 // Appends to a file with a fixed buffer, flushing as it fills.
@@ -74,7 +120,7 @@ class Out {
   explicit Out(int fd) : fd_(fd) {}
   ~Out() { flush(); }
   void printf(const char* fmt, ...) __attribute__((format(printf, 2, 3))) {
-    char line[512];
+    char line[1024];  // the longest event, with a name of escaped bytes, needs about 500
     va_list ap;
     va_start(ap, fmt);
     int n = std::vsnprintf(line, sizeof line, fmt, ap);
@@ -101,12 +147,42 @@ class Out {
   std::size_t used_ = 0;
 };
 
-// JSON-safe copy of a name (no quotes, backslashes or control characters).
+// A name as text for a JSON string, as gswapd makes the names clients send printable
+// (policy/printable_text.h, which this library cannot link): valid UTF-8 is kept, a control
+// character becomes `\xNN` (`\u0085` for C1 characters), and so does every byte that is not part
+// of a valid UTF-8 sequence; then `"` and `\` are escaped for JSON. The file is therefore UTF-8
+// whatever bytes a program names its allocations or kernels with. `out` holds 5 bytes per byte of
+// `in` and the terminator.
 void safe(char* out, const char* in, std::size_t size) {
+  const auto* s = reinterpret_cast<const unsigned char*>(in);
+  const std::size_t n = std::strlen(in);
   std::size_t k = 0;
-  for (std::size_t i = 0; in[i] && k + 1 < size; ++i) {
-    unsigned char c = static_cast<unsigned char>(in[i]);
-    out[k++] = (c < 0x20 || c == '"' || c == '\\') ? '_' : static_cast<char>(c);
+  auto put = [&](const char* text, std::size_t len) {
+    if (k + len >= size) return false;
+    std::memcpy(out + k, text, len);
+    k += len;
+    return true;
+  };
+  for (std::size_t i = 0; i < n;) {
+    std::uint32_t cp = 0;
+    std::size_t len = utf8_sequence(s + i, n - i, &cp);
+    char esc[8];
+    bool ok;
+    if (len == 0) {
+      ok = put(esc, static_cast<std::size_t>(std::snprintf(esc, sizeof esc, "\\\\x%02x", s[i])));
+      len = 1;
+    } else if (cp < 0x20 || cp == 0x7f) {
+      ok = put(esc, static_cast<std::size_t>(std::snprintf(esc, sizeof esc, "\\\\x%02x", cp)));
+    } else if (cp >= 0x80 && cp <= 0x9f) {
+      ok = put(esc, static_cast<std::size_t>(std::snprintf(esc, sizeof esc, "\\\\u%04x", cp)));
+    } else if (cp == '"' || cp == '\\') {
+      esc[0] = '\\', esc[1] = static_cast<char>(cp);
+      ok = put(esc, 2);
+    } else {
+      ok = put(in + i, len);
+    }
+    if (!ok) break;
+    i += len;
   }
   out[k] = '\0';
 }
@@ -314,7 +390,7 @@ void write() {
   std::uint32_t last_stream = ~0u, last_thread = ~0u;
   for (const Item& it : items) {
     const Record& r = *it.r;
-    char name[64];
+    char name[5 * sizeof r.name];  // every byte escaped at most as `\\xNN`
     safe(name, r.name, sizeof name);
     if (r.kind == kKernel && it.tid != last_stream) {
       last_stream = it.tid;

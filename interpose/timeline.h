@@ -6,6 +6,9 @@
 // restores, recomputations, host waits on the thread that waited, and counters for resident
 // bytes, budget and pinned host bytes. Device times (kernels, copies) and host times (waits,
 // counters) are put on one axis by the offset measured when the first device timestamp is taken.
+// Names (kernels, regions) keep their first 39 bytes, cut before a character the limit would split;
+// in the file, control characters and bytes that are not valid UTF-8 are written as the text
+// `\xNN` (`\u0085` for C1 characters), as gswapd shows the names clients send.
 //
 // Bounded: the last GSWAP_TIMELINE_EVENTS records are kept (a ring); older ones are dropped.
 // Threads: records come from the swapper thread and from application threads on slow paths

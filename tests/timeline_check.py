@@ -8,12 +8,12 @@ that writes one (libgswap's GSWAP_TIMELINE, `gswapctl trace dump --timeline`, `g
   timeline_check.py --covers A B         validate both; A has every device track of B (and maybe
                                          more), and the same counters
 
-Rules checked: the document is {"traceEvents": [...]} (plus optional fields); every event has name,
-ph and pid; every event but metadata has ts; every event but metadata and counters has tid (a
-counter belongs to its process: libgswap's writer leaves tid out there, as the format allows);
-X events have a non-negative dur; B and E events match per track; timestamps never go back on a
-track (pid, tid), nor on a counter (pid, name); counter args are numbers; every track that holds
-events is named by a thread_name metadata event.
+Rules checked: the file is UTF-8 JSON; the document is {"traceEvents": [...]} (plus optional
+fields); every event has name, ph and pid; every event but metadata has ts; every event but
+metadata and counters has tid (a counter belongs to its process: libgswap's writer leaves tid out
+there, as the format allows); X events have a non-negative dur; B and E events match per track;
+timestamps never go back on a track (pid, tid), nor on a counter (pid, name); counter args are
+numbers; every track that holds events is named by a thread_name metadata event.
 
 Host threads (process "host") are named by OS thread ids, which a simulation cannot know, so
 --same-tracks compares the device process's tracks and the counters only.
@@ -30,7 +30,7 @@ def fail(msg):
 
 def validate(path):
     try:
-        with open(path) as f:
+        with open(path, encoding="utf-8") as f:
             doc = json.load(f)
     except (OSError, ValueError) as e:
         fail(f"{path}: not JSON: {e}")

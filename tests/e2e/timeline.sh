@@ -7,11 +7,28 @@
 #   the trace's peak where they belong;
 # - an unknown pid and an unwritable output are one clear line and exit status 1;
 # - at exit, the library's own timeline is valid and holds the restores its summary counts (and the
-#   swap-outs that completed: one cancelled while its copy ran is counted, not reported).
+#   swap-outs that completed: one cancelled while its copy ran is counted, not reported);
+# - first, with no daemon: a timeline of allocations named with bytes that are not UTF-8, quotes
+#   and control characters, and a name its record cuts, is UTF-8 JSON with the names escaped.
 source "$(dirname "$0")/lib.sh"
+: "${API_PROGRAM:?}" "${PRELOAD_MODULE:?}"
 TESTS=$(cd "$(dirname "$0")/.." && pwd)
 # A slow link makes the run last long enough (a few seconds) to be looked at while it runs.
 export SIMCUDA_GRANULARITY=64KiB SIMCUDA_H2D_BPS=200e6 SIMCUDA_D2H_BPS=200e6
+
+# Names as a program may give them (tests/preload/api.c): the timeline stays UTF-8 JSON.
+GSWAP_DAEMON=off GSWAP_BUDGET=8MiB GSWAP_TIMELINE="$RT/names.json" LD_PRELOAD="$LIBGSWAP" \
+  "$API_PROGRAM" present "$PRELOAD_MODULE" >"$RT/names.out" 2>&1 ||
+  fail "the C API program failed: $(tail -n 5 "$RT/names.out")"
+python3 "$TESTS/timeline_check.py" "$RT/names.json" >/dev/null ||
+  fail "GSWAP_TIMELINE with odd allocation names is not valid"
+python3 - "$RT/names.json" <<'PY' || fail "GSWAP_TIMELINE wrote the allocation names wrong"
+import json, sys
+doc = json.load(open(sys.argv[1], encoding="utf-8"))
+names = {e["name"].split(" ", 1)[1] for e in doc["traceEvents"] if e.get("cat") in ("swap_out", "restore")}
+want = {"weights", 'bad \\xff\\xfe "q" \\ \\x0a end', "x" * 38}  # the cut leaves U+00E9 out whole
+assert want <= names, names
+PY
 TRAIN_ARGS=(--layers 3 --width 256 --batch 2048 --iters 60 --streams 2)
 ref=$(reference_checksum)
 peak=$(awk '/^peak_bytes:/ {print $2}' "$RT/ref.out")

@@ -5,13 +5,15 @@
  *   api present MODULE.so run under gswap (GSWAP_BUDGET set by the test): the version check
  *                         accepts this header's version and refuses a newer one (one log line),
  *                         registrations are validated and end with unregister or free, names and
- *                         iteration marks are accepted, and three regions above the budget are
- *                         still swapped and right.
+ *                         iteration marks are accepted (names that are not UTF-8 too, for
+ *                         tests/e2e/timeline.sh), and three regions above the budget are still
+ *                         swapped and right.
  */
 #include <cuda.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "include/gswap.h"
 
@@ -92,6 +94,13 @@ int main(int argc, char** argv) {
   CHECK(unreg(r[2]) == GSWAP_ERROR_INVALID);
   CHECK(reg(r[2], bytes / 2, src, 1, 0, never_called, NULL) == GSWAP_OK);
   CHECK(name_allocation(r[0], "weights") == GSWAP_OK);
+  /* Names a timeline must still write as UTF-8 JSON (tests/e2e/timeline.sh): bytes that are not
+   * UTF-8, quotes, a backslash, a newline; a character the 39 bytes a timeline keeps would cut. */
+  CHECK(name_allocation(r[1], "bad \xff\xfe \"q\" \\ \n end") == GSWAP_OK);
+  char cut[48];
+  memset(cut, 'x', 38);
+  strcpy(cut + 38, "\xc3\xa9\xc3\xa9"); /* U+00E9 twice: bytes 38-39, then 40-41 */
+  CHECK(name_allocation(r[2], cut) == GSWAP_OK);
   CHECK(name_allocation(0x10, "nowhere") == GSWAP_ERROR_INVALID);
   CHECK(mark_iteration() == GSWAP_OK);
   /* Three regions over a budget of two: swapped, and right (never recomputed: no plan). */
