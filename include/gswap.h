@@ -79,14 +79,16 @@ typedef int (*gswap_recompute_fn)(void* ctx, unsigned long long dst, unsigned lo
  * of it. The sources must stay allocated while the registration lasts; freeing one first makes
  * gswap bring back (recompute) the dependent allocation if it was dropped, and ends the
  * registration. Refused (GSWAP_ERROR_INVALID) when a range overlaps another registration, lies
- * outside one allocation, names its own allocation or would close a cycle of sources. */
+ * outside one allocation, names its own allocation, names a source that is no device memory, or
+ * would close a cycle of sources or make a chain deeper than 16. */
 int gswap_register_recompute(unsigned long long ptr, unsigned long long bytes,
                              const unsigned long long* sources, int num_sources, double cost_us,
                              gswap_recompute_fn fn, void* ctx);
 
 /* Ends the registration of the range that starts at `ptr`. If its allocation was dropped, it is
  * recomputed first (the callback runs on this thread, on the legacy default stream). Freeing the
- * allocation ends its registrations too. */
+ * allocation ends its registrations too. Refused (GSWAP_ERROR_INVALID) from inside a
+ * recomputation callback. */
 int gswap_unregister_recompute(unsigned long long ptr);
 
 #ifdef __cplusplus

@@ -87,6 +87,9 @@ class Device {
   // context's work as cuMemFree does. An allocation that fails otherwise (no memory even for one
   // byte) is logged and answers CUDA_SUCCESS, without that wait.
   virtual CUresult unsafe_call() = 0;
+  // Whether addr lies in device memory the driver knows (an allocation gswap left to it): a query
+  // whose failure is the answer, not logged.
+  virtual bool is_device_memory(std::uint64_t addr) = 0;
 
   // --- copies (asynchronous, on s) -------------------------------------------------------------
   // Pre: the device range is mapped; host is pinned (or ordinary memory the copy may wait on).

@@ -170,6 +170,14 @@ class CudaDevice final : public Device {
     return driver_checked(e, "cuMemFree_v2(1 byte)", __FILE__, __LINE__);
   }
 
+  bool is_device_memory(std::uint64_t addr) override {
+    unsigned type = 0;
+    return addr && real().cuPointerGetAttribute &&
+           real().cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                        static_cast<CUdeviceptr>(addr)) == CUDA_SUCCESS &&
+           (type == CU_MEMORYTYPE_DEVICE || type == CU_MEMORYTYPE_UNIFIED);
+  }
+
   CUresult copy_d2h(void* host, std::uint64_t dev, std::uint64_t bytes, Stream s) override {
     return GSWAP_CU(real().cuMemcpyDtoHAsync_v2(host, dev, bytes, s));
   }

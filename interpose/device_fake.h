@@ -247,6 +247,8 @@ class FakeDevice final : public Device {
     if (unsafe_answer_ == CUDA_SUCCESS) run_locked();
     return unsafe_answer_;
   }
+  // Any address but 0 stands for memory the driver keeps (small allocations are not modelled).
+  bool is_device_memory(std::uint64_t addr) override { return addr != 0; }
   CUresult copy_d2h(void* host, std::uint64_t dev, std::uint64_t bytes, Stream s) override {
     std::lock_guard<std::mutex> l(m_);
     if (CUresult e = injected("copy_d2h")) return e;

@@ -2,6 +2,7 @@
 // regions back through the framework's callbacks.
 #include <algorithm>
 #include <cmath>
+#include <unordered_map>
 
 #include "interpose/check.h"
 #include "interpose/clock.h"
@@ -49,13 +50,44 @@ void announce_recomputable(const Region& r) {
 
 // --- registrations -----------------------------------------------------------------------------
 
-bool Residency::recompute_reaches(const Region* from, const Region* target, int depth) const {
-  if (from == target || depth > kMaxChain) return true;
-  if (!from->recompute) return false;
+// The longest chain of live sources below `from` (edges), capped at kMaxChain + 1, or -1 when
+// `target` is among them (a cycle). Each region is walked once: the sources form a DAG (cycles
+// are refused), and a dense one (every region reading every region of the layer before) has
+// exponentially many paths.
+int Residency::chain_below(const Region* from, const Region* target,
+                           std::unordered_map<const Region*, int>* memo) const {
+  if (from == target) return -1;
+  if (!from->recompute) return 0;
+  if (auto it = memo->find(from); it != memo->end()) return it->second;
+  int height = 0;
   for (const RecomputeRange& g : from->recompute->ranges)
-    for (const RecomputeSource& s : g.sources)
-      if (source_alive(s) && recompute_reaches(s.region, target, depth + 1)) return true;
-  return false;
+    for (const RecomputeSource& s : g.sources) {
+      if (!source_alive(s)) continue;
+      const int h = chain_below(s.region, target, memo);
+      if (h < 0) return (*memo)[from] = -1;
+      height = std::max(height, std::min(h + 1, kMaxChain + 1));
+    }
+  return (*memo)[from] = height;
+}
+
+// The longest chain of live dependents above `r` (edges), capped at kMaxChain + 1: registrations
+// made from the top of a chain down are checked too. Only regions some registration reads are
+// looked up (`dependents`), so a chain registered from its sources up costs nothing here.
+int Residency::chain_above(const Region* r, std::unordered_map<const Region*, int>* memo,
+                           int depth) const {
+  if (r->dependents == 0) return 0;
+  if (depth > kMaxChain) return kMaxChain + 1;
+  if (auto it = memo->find(r); it != memo->end()) return it->second;
+  int up = 0;
+  for (const Region* d : live_) {
+    if (!d->recompute || d == r) continue;
+    bool reads = false;
+    for (const RecomputeRange& g : d->recompute->ranges)
+      for (const RecomputeSource& s : g.sources)
+        reads = reads || (source_alive(s) && s.region == r);
+    if (reads) up = std::max(up, std::min(chain_above(d, memo, depth + 1) + 1, kMaxChain + 1));
+  }
+  return (*memo)[r] = up;
 }
 
 int Residency::register_recompute(std::uint64_t ptr, std::uint64_t bytes,
@@ -77,13 +109,21 @@ int Residency::register_recompute(std::uint64_t ptr, std::uint64_t bytes,
   range.fn = fn;
   range.ctx = ctx;
   range.cost_us = cost_us;
+  std::unordered_map<const Region*, int> below, above;
+  const int up = chain_above(r, &above, 0);
   for (int i = 0; i < num_sources; ++i) {
     Region* s = fast_.map.find(sources[i]);
-    if (!s) continue;  // memory gswap never moves (small allocations): always there
+    if (!s) {
+      // Memory gswap never moves (a small allocation the driver keeps) is always there; anything
+      // else (no allocation at all) is not a source.
+      if (!dev_.is_device_memory(sources[i])) return GSWAP_ERROR_INVALID;
+      continue;
+    }
     if (s == r || s->state.load() == kRegionFree || sources[i] < s->base ||
         sources[i] >= s->base + s->size)
       return GSWAP_ERROR_INVALID;
-    if (recompute_reaches(s, r, 0)) {
+    const int down = chain_below(s, r, &below);
+    if (down < 0 || up + 1 + down > kMaxChain) {
       GSWAP_LOG(kWarn,
                 "gswap_register_recompute: region %llu reads region %llu, which is computed from "
                 "it (a cycle) or through a chain deeper than %d: refused",
@@ -162,6 +202,14 @@ int Residency::unregister_recompute(std::uint64_t ptr) {
   if (!device_ready()) return GSWAP_ERROR_NOT_READY;
   Region* r = fast_.map.find(ptr);
   if (!r) return GSWAP_ERROR_INVALID;
+  // From a recomputation callback: the registration may be the one running, and ending it would
+  // recompute (or restore over) the region being written. Refused: end it after the callback.
+  if (in_recompute()) {
+    GSWAP_LOG_ONCE(kWarn,
+                   "gswap_unregister_recompute called from a recomputation callback: refused "
+                   "(end the registration after the callback returns)");
+    return GSWAP_ERROR_INVALID;
+  }
   RestorerLock one_restorer(*this);
   std::unique_lock<std::mutex> lock(mutex_);
   Context ctx(*this);
@@ -325,7 +373,10 @@ CUresult Residency::recompute(std::unique_lock<std::mutex>& lock, Region* r, CUs
     timings_.give_back(t1);
     t0 = t1 = nullptr;
   }
-  if (rc != 0) {
+  // Freed meanwhile (the callback freed it, against the contract, or another thread did): its
+  // bytes are nobody's, and its host copy may be gone with it; nothing is copied back.
+  const bool freed = r->state.load() == kRegionFree;
+  if (rc != 0 && !freed) {
     if (!has_copy) {
       GSWAP_LOG(kError,
                 "region %llu (%s, %llu bytes) was dropped to be recomputed, and its callback "
@@ -337,8 +388,9 @@ CUresult Residency::recompute(std::unique_lock<std::mutex>& lock, Region* r, CUs
       GSWAP_CHECK(!"a recomputation callback failed with no copy to fall back on");
     }
     // The host copy, in stream order after whatever the callback enqueued.
-    CUresult c = r->host.pinned ? dev_.copy_h2d(r->base, r->host.ptr, r->size, s)
-                                : host_.staged_h2d(r->base, r->host.ptr, r->size, s);
+    CUresult c = !r->host.ptr     ? CUDA_ERROR_INVALID_VALUE
+                 : r->host.pinned ? dev_.copy_h2d(r->base, r->host.ptr, r->size, s)
+                                  : host_.staged_h2d(r->base, r->host.ptr, r->size, s);
     if (c != CUDA_SUCCESS) {
       GSWAP_LOG(kError,
                 "region %llu: its recomputation failed and so did the copy back (CUresult %d)",

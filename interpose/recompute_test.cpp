@@ -24,8 +24,11 @@ struct Recipe {
   CUdeviceptr src = 0;
   std::uint32_t src_seed = 0, out_seed = 0;
   int calls = 0;
-  int fail_at = 0;      // the call (1-based) from which it fails; 0: never
-  bool nested = false;  // launches over dst and src itself, as a framework's kernel would
+  int fail_at = 0;           // the call (1-based) from which it fails; 0: never
+  bool nested = false;       // launches over dst and src itself, as a framework's kernel would
+  bool kept = false;         // its launch is one gswap keeps resident (a launch during a capture)
+  bool unregisters = false;  // calls gswap_unregister_recompute on dst (refused from here)
+  int unregister_result = 1;
   std::vector<Recipe*>* order = nullptr;  // appends itself when called
 };
 
@@ -37,6 +40,12 @@ int recompute_fn(void* ctx, unsigned long long dst, unsigned long long bytes, vo
   if (stream != r->env->stream) return 8;  // the stream of the access that needs the bytes
   if (r->src && !r->env->holds(r->src, bytes, r->src_seed)) return 9;
   if (r->nested && r->env->launch({dst, r->src}) != CUDA_SUCCESS) return 10;
+  if (r->kept) {
+    TouchSet t;
+    t.add(r->env->region(dst));
+    if (r->env->res.keep_resident(t, /*for_capture=*/true) != CUDA_SUCCESS) return 11;
+  }
+  if (r->unregisters) r->unregister_result = r->env->res.unregister_recompute(dst);
   r->env->fill(dst, bytes, r->out_seed);
   return 0;
 }
@@ -200,6 +209,69 @@ TEST(Recompute, TheCallbacksOwnLaunchesReachTheRegionBeingRecomputed) {
   EXPECT_EQ(recipe.calls, 2);
 }
 
+// A launch gswap keeps resident (during a capture, every launch is) from inside a callback finds
+// the region being recomputed still dropped: it goes on instead of waiting for it forever.
+TEST(Recompute, ACallbacksLaunchThatIsKeptResidentDoesNotWaitForItsOwnRegion) {
+  Env env(8 * kMiB);
+  CUdeviceptr src = env.alloc(kMiB), d = env.alloc(kMiB);
+  env.fill(src, kMiB, 1);
+  Recipe recipe{&env, src, 1, 2};
+  recipe.kept = true;
+  ASSERT_EQ(reg(env, d, kMiB, {src}, &recipe), GSWAP_OK);
+  drop(env, d);
+  ASSERT_EQ(env.launch({d}), CUDA_SUCCESS);
+  EXPECT_TRUE(env.holds(d, kMiB, 2));
+  EXPECT_EQ(recipe.calls, 1);
+}
+
+// Ending the registration that is running would recompute, or restore over, the region being
+// written: refused from a callback; the recomputation ends as usual.
+TEST(Recompute, UnregisteringFromACallbackIsRefused) {
+  Env env(8 * kMiB);
+  CUdeviceptr src = env.alloc(kMiB), d = env.alloc(kMiB);
+  env.fill(src, kMiB, 1);
+  Recipe recipe{&env, src, 1, 2};
+  recipe.unregisters = true;
+  ASSERT_EQ(reg(env, d, kMiB, {src}, &recipe), GSWAP_OK);
+  drop(env, d);
+  ASSERT_EQ(env.launch({d}), CUDA_SUCCESS);
+  EXPECT_EQ(recipe.unregister_result, GSWAP_ERROR_INVALID);
+  EXPECT_TRUE(env.holds(d, kMiB, 2));
+  EXPECT_EQ(env.res.unregister_recompute(d), GSWAP_OK);  // after the callback, it ends
+}
+
+// A chain deeper than 16 is refused whichever end it is registered from, and a dense graph (each
+// region read by every region of the next layer) registers at once (its paths are exponentially
+// many; each region is walked once).
+TEST(Recompute, ChainsAreLimitedFromEitherEndAndDenseGraphsRegisterAtOnce) {
+  for (bool from_top : {false, true}) {
+    Env env(256 * kMiB);
+    std::vector<CUdeviceptr> x;
+    for (int k = 0; k < 20; ++k) x.push_back(env.alloc(2 * kMiB));
+    Recipe recipe{&env};
+    int accepted = 0;
+    for (int i = 0; i < 19; ++i) {
+      const int k = from_top ? 19 - i : i + 1;  // x[k] from x[k - 1]
+      accepted += reg(env, x[k], 2 * kMiB, {x[k - 1]}, &recipe) == GSWAP_OK;
+    }
+    EXPECT_LT(accepted, 19) << (from_top ? "from the top" : "from the bottom");
+  }
+  Env env(1024 * kMiB);
+  constexpr int kLayers = 24, kWidth = 8;
+  std::vector<std::vector<CUdeviceptr>> layer(kLayers);
+  Recipe recipe{&env};
+  for (int l = 0; l < kLayers; ++l)
+    for (int w = 0; w < kWidth; ++w) {
+      layer[l].push_back(env.alloc(2 * kMiB));
+      if (l == 0) continue;
+      std::vector<unsigned long long> s(layer[l - 1].begin(), layer[l - 1].end());
+      const int e = env.res.register_recompute(layer[l][w], 2 * kMiB, s.data(), kWidth, 0,
+                                               recompute_fn, &recipe);
+      // Layer 17 would make chains of 17: refused, so layer 18 starts chains anew.
+      EXPECT_EQ(e, l == 17 ? GSWAP_ERROR_INVALID : GSWAP_OK) << "layer " << l;
+    }
+}
+
 TEST(Recompute, AFailingCallbackWithACopyRestoresTheBytesAndTheRegionIsSwappedFromThen) {
   Env env(8 * kMiB);
   CUdeviceptr src = env.alloc(kMiB), d = env.alloc(kMiB);
@@ -352,7 +424,10 @@ TEST(Recompute, RegistrationsAreValidated) {
   EXPECT_EQ(res.register_recompute(b, kMiB, srcs, 1, 0.0 / 0.0, recompute_fn, &recipe),
             GSWAP_ERROR_INVALID);
   EXPECT_EQ(res.register_recompute(0x1000, kMiB, srcs, 1, 0, recompute_fn, &recipe),
-            GSWAP_ERROR_INVALID);  // not gswap's
+            GSWAP_ERROR_INVALID);       // not gswap's
+  unsigned long long nowhere[1] = {0};  // a source that is no device memory at all
+  EXPECT_EQ(res.register_recompute(b, kMiB, nowhere, 1, 0, recompute_fn, &recipe),
+            GSWAP_ERROR_INVALID);
   unsigned long long self[1] = {b};
   EXPECT_EQ(res.register_recompute(b, kMiB, self, 1, 0, recompute_fn, &recipe),
             GSWAP_ERROR_INVALID);

@@ -1116,7 +1116,9 @@ CUresult Residency::keep_resident(TouchSet& t, bool for_capture) {
     bool again = false;
     for (std::size_t i = 0; i < t.n && e == CUDA_SUCCESS; ++i)
       again = again || t.regions[i]->state.load() == kRegionDropped;
-    if (!again) break;
+    // From a recomputation callback, the region being recomputed stays dropped until the
+    // callback returns (as in prepare).
+    if (!again || in_recompute()) break;
   }
   if (e == CUDA_SUCCESS && !cfg_.debug_skip_restore) {
     lock.unlock();

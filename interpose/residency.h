@@ -346,7 +346,9 @@ class Residency {
   // Ends the registrations that read `source`, which is being freed, bringing back any of them
   // that was dropped.
   void release_dependents(Region* source);
-  bool recompute_reaches(const Region* from, const Region* target, int depth) const;
+  int chain_below(const Region* from, const Region* target,
+                  std::unordered_map<const Region*, int>* memo) const;
+  int chain_above(const Region* r, std::unordered_map<const Region*, int>* memo, int depth) const;
   bool complete_recomputes();  // swapper
   static void* swapper_main(void* self);
   void calibrate_link();
