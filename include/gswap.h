@@ -25,7 +25,7 @@ extern "C" {
 #define GSWAP_OK 0
 #define GSWAP_ERROR_VERSION (-1)     /* the library does not serve this API version */
 #define GSWAP_ERROR_INVALID (-2)     /* a bad argument (NULL, unknown allocation, ...) */
-#define GSWAP_ERROR_NOT_READY (-3)   /* called before gswap manages any memory */
+#define GSWAP_ERROR_NOT_READY (-3)   /* called before cuInit, or before gswap manages any memory */
 #define GSWAP_ERROR_UNSUPPORTED (-4) /* not available in this library (see the log line) */
 #define GSWAP_ERROR_DEVICE (-5)      /* a driver call failed or memory ran out (see the log) */
 #define GSWAP_MAX_RECOMPUTE_SOURCES 8
@@ -37,11 +37,15 @@ int gswap_api_version(void);
 int gswap_check_version(int caller_version);
 
 /* Marks an iteration boundary: the next kernel launch starts a training iteration. Optional:
- * gswapd detects the repeating iteration by itself; marks make it exact. */
+ * gswapd detects the repeating iteration by itself; marks make it exact. GSWAP_ERROR_NOT_READY
+ * (the mark is not taken) before the process's first successful cuInit, and in a forked child
+ * until the child's own cuInit. */
 int gswap_mark_iteration(void);
 
 /* Names the allocation that contains `ptr` (a device pointer). The name (at most 63 bytes are
- * kept) appears in gswapd's traces, plan dumps and timelines. */
+ * kept) appears in gswapd's traces, plan dumps and timelines. GSWAP_ERROR_INVALID for a NULL
+ * `ptr` or `name`, or a pointer in no allocation gswap manages; GSWAP_ERROR_NOT_READY before cuInit
+ * as for gswap_mark_iteration. */
 int gswap_name_allocation(unsigned long long ptr, const char* name);
 
 /* --- Recomputation (API version 2) -------------------------------------------------------------

@@ -25,13 +25,12 @@ int api_gswap_check_version(int caller_version) {
 }
 
 int api_gswap_mark_iteration() {
-  mark_iteration();
-  return GSWAP_OK;
+  return mark_iteration();
 }
 
 int api_gswap_name_allocation(unsigned long long ptr, const char* name) {
   if (!ptr || !name) return GSWAP_ERROR_INVALID;
-  return name_region(ptr, name) ? GSWAP_OK : GSWAP_ERROR_INVALID;
+  return name_region(ptr, name);
 }
 
 int api_gswap_register_recompute(unsigned long long ptr, unsigned long long bytes,

@@ -591,13 +591,16 @@ void capture_end() {
   g_res->capture_end();
 }
 
-void mark_iteration() {
+int mark_iteration() {
+  if (!ready()) return GSWAP_ERROR_NOT_READY;
   telemetry::iteration_mark(g_fast->seq.load(std::memory_order_relaxed));
   timeline::iteration(monotonic_ns());
+  return GSWAP_OK;
 }
 
-bool name_region(std::uint64_t ptr, const char* name) {
-  return g_res->name_region(ptr, name);
+int name_region(std::uint64_t ptr, const char* name) {
+  if (!ready()) return GSWAP_ERROR_NOT_READY;
+  return g_res->name_region(ptr, name) ? GSWAP_OK : GSWAP_ERROR_INVALID;
 }
 
 int register_recompute(std::uint64_t ptr, std::uint64_t bytes, const unsigned long long* sources,

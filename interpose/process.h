@@ -93,9 +93,10 @@ void plan_after(PlanStep* step);
 void send_kernel_name(std::uint64_t function_id, const char* name,
                       std::atomic<std::uint32_t>* sent);
 
-// The public API's (api.cpp) ways in.
-void mark_iteration();
-bool name_region(std::uint64_t ptr, const char* name);
+// The public API's (api.cpp) ways in: GSWAP_OK or a GSWAP_ERROR_* code (include/gswap.h), and
+// GSWAP_ERROR_NOT_READY until this process's cuInit has succeeded (in a forked child: its own).
+int mark_iteration();
+int name_region(std::uint64_t ptr, const char* name);
 int register_recompute(std::uint64_t ptr, std::uint64_t bytes, const unsigned long long* sources,
                        int num_sources, double cost_us, gswap_recompute_fn fn, void* ctx);
 int unregister_recompute(std::uint64_t ptr);

@@ -4,6 +4,8 @@
  *   api absent            run without gswap: every gswap_* lookup is NULL (the program skips them)
  *   api present MODULE.so run under gswap (GSWAP_BUDGET set by the test): the version check
  *                         accepts this header's version and refuses a newer one (one log line),
+ *                         marks and names are GSWAP_ERROR_NOT_READY before cuInit and in a
+ *                         forked child,
  *                         registrations are validated and end with unregister or free, names and
  *                         iteration marks are accepted (names that are not UTF-8 too, for
  *                         tests/e2e/timeline.sh), and three regions above the budget are still
@@ -14,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "include/gswap.h"
 
@@ -58,6 +62,11 @@ int main(int argc, char** argv) {
   CHECK(check_version(GSWAP_API_VERSION) == GSWAP_OK);
   CHECK(check_version(1) == GSWAP_OK);
   CHECK(check_version(GSWAP_API_VERSION + 1) == GSWAP_ERROR_VERSION); /* the one log line */
+  /* Before cuInit: not ready (a bad argument is still a bad argument). */
+  CHECK(mark_iteration() == GSWAP_ERROR_NOT_READY);
+  CHECK(name_allocation(0x7f0000000000ull, "early") == GSWAP_ERROR_NOT_READY);
+  CHECK(name_allocation(0, "early") == GSWAP_ERROR_INVALID);
+  CHECK(name_allocation(0x7f0000000000ull, NULL) == GSWAP_ERROR_INVALID);
 
   CU(cuInit(0));
   CUdevice dev;
@@ -101,6 +110,21 @@ int main(int argc, char** argv) {
   memset(cut, 'x', 38);
   strcpy(cut + 38, "\xc3\xa9\xc3\xa9"); /* U+00E9 twice: bytes 38-39, then 40-41 */
   CHECK(name_allocation(r[2], cut) == GSWAP_OK);
+  /* A forked child has no CUDA until its own cuInit: not ready either. */
+  fflush(stdout);
+  fflush(stderr);
+  pid_t child = fork();
+  CHECK(child >= 0);
+  if (child == 0) {
+    int marked = mark_iteration(), named = name_allocation(r[0], "child");
+    if (marked != GSWAP_ERROR_NOT_READY || named != GSWAP_ERROR_NOT_READY)
+      fprintf(stderr, "forked child: mark_iteration %d, name_allocation %d (expected %d)\n", marked,
+              named, GSWAP_ERROR_NOT_READY);
+    _exit(marked == GSWAP_ERROR_NOT_READY && named == GSWAP_ERROR_NOT_READY ? 0 : 1);
+  }
+  int status = 0;
+  CHECK(waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   CHECK(name_allocation(0x10, "nowhere") == GSWAP_ERROR_INVALID);
   CHECK(mark_iteration() == GSWAP_OK);
   /* Three regions over a budget of two: swapped, and right (never recomputed: no plan). */
