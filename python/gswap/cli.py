@@ -50,8 +50,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"gswap: {e}", file=sys.stderr)
             return 1
     if command == "whatif":
-        from .whatif.cli import main as whatif_main
-        return whatif_main(argv[1:])
+        # gswap.whatif records models with PyTorch, an optional dependency (the `whatif` extra).
+        try:
+            from .whatif.cli import main as whatif_main
+            return whatif_main(argv[1:])
+        except ModuleNotFoundError as e:
+            if (e.name or "").split(".")[0] not in ("torch", "torchvision"):
+                raise
+            print(f"gswap whatif: needs PyTorch and torchvision ({e}): "
+                  "pip install 'gswap[whatif]'", file=sys.stderr)
+            return 1
     print(f"gswap: unknown command '{command}'\n\n{USAGE}", file=sys.stderr, end="")
     return 2
 
