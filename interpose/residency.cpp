@@ -1196,6 +1196,17 @@ bool Residency::name_region(std::uint64_t ptr, const char* name) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (r->state.load() == kRegionFree || ptr < r->base || ptr >= r->base + r->size) return false;
   std::snprintf(r->name, sizeof r->name, "%s", name);
+  // A name cut to fit is cut before a character the cut would split (UTF-8).
+  std::size_t kept = std::strlen(r->name);
+  if (name[kept] != '\0') {
+    std::size_t lead = kept;
+    while (lead > 0 && (static_cast<unsigned char>(r->name[lead - 1]) & 0xc0) == 0x80) --lead;
+    if (lead > 0) {
+      const auto b = static_cast<unsigned char>(r->name[lead - 1]);
+      const std::size_t len = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 1;
+      if (lead - 1 + len > kept) r->name[lead - 1] = '\0';
+    }
+  }
   telemetry::region_name(r->id, r->name);
   return true;
 }

@@ -805,5 +805,18 @@ TEST(Residency, ConcurrentLaunchesAndEvictions) {
   env.res.stop_swapper();
 }
 
+// A name longer than a region keeps (63 bytes) is cut before a character the cut would split.
+TEST(Residency, ALongNameIsCutBetweenCharacters) {
+  Env env(8 * kMiB);
+  CUdeviceptr p = env.alloc(kMiB);
+  const std::string ascii(62, 'a');
+  ASSERT_TRUE(env.res.name_region(p, (ascii + "\xc3\xa9tail").c_str()));  // e-acute at 62-63
+  EXPECT_EQ(std::string(env.region(p)->name), ascii);
+  ASSERT_TRUE(env.res.name_region(p, (ascii + "b\xc3\xa9").c_str()));
+  EXPECT_EQ(std::string(env.region(p)->name), ascii + "b");
+  ASSERT_TRUE(env.res.name_region(p, "short \xc3\xa9"));
+  EXPECT_EQ(std::string(env.region(p)->name), "short \xc3\xa9");
+}
+
 }  // namespace
 }  // namespace gswap::interpose
