@@ -42,6 +42,8 @@ constexpr std::int64_t kHandshakeTimeoutMs = 5000;
 // many may be under way at once (past that, the oldest is closed).
 constexpr std::int64_t kControlTimeoutMs = 10000;
 constexpr std::size_t kMaxControls = 64;
+// Library connections one process may hold at once (handshake).
+constexpr std::size_t kMaxConnectionsPerProcess = 4;
 // One planning pass stays near-linear in the iteration's length (issue 12); beyond this the
 // trace window could not hold two iterations anyway.
 constexpr std::size_t kMaxPlannedLaunches = 250000;
@@ -507,6 +509,18 @@ void Server::handshake(Pending& p) {
   }
   if (h.kind == static_cast<std::uint32_t>(proto::PeerKind::kControl)) {
     start_control(p.fd, p.pid);
+    return;
+  }
+  // The library connects once per process (a child after fork is a process of its own), and a
+  // reconnection may briefly overlap the connection it replaces: more from one process is not a
+  // library's, and would take the slots (and the budget shares) of other programs.
+  if (std::count_if(clients_.begin(), clients_.end(), [&](const auto& c) {
+        return c->pid() == p.pid;
+      }) >= static_cast<std::ptrdiff_t>(kMaxConnectionsPerProcess)) {
+    std::string msg = fmt::format("pid {} already holds {} connections (a process needs one)",
+                                  p.pid, kMaxConnectionsPerProcess);
+    log_->warn("refused pid {}: {}", p.pid, msg);
+    refuse(p.fd, proto::HelloStatus::kFull, msg);
     return;
   }
   if (clients_.size() >= config_.uint("max_clients")) {

@@ -446,6 +446,40 @@ TEST_F(ServerTest, ClientsShareTheBudgetAndGarbageDropsOnlyTheOffender) {
   close(fd2);
 }
 
+// One process connects once (its library); more connections from it would take the slots and
+// budget shares of other programs: past four, they are refused with a message; a slot freed is
+// taken again.
+TEST_F(ServerTest, OneProcessHoldsAtMostFourConnections) {
+  proto::Hello h = hello();
+  std::vector<int> fds, shms;
+  for (int k = 0; k < 4; ++k) {
+    int fd = connect_raw(), shm = -1;
+    ASSERT_EQ(exchange(fd, &h, sizeof h, &shm).status, 0);
+    fds.push_back(fd);
+    shms.push_back(shm);
+  }
+  int fd = connect_raw(), shm = -1;
+  proto::HelloReply r = exchange(fd, &h, sizeof h, &shm);
+  EXPECT_EQ(r.status, static_cast<std::int32_t>(proto::HelloStatus::kFull));
+  EXPECT_NE(std::string(r.message).find("already holds 4 connections"), std::string::npos)
+      << r.message;
+  EXPECT_EQ(server_->num_clients(), 4u);
+  close(fd);
+  close(fds.back());
+  close(shms.back());
+  fds.pop_back();
+  shms.pop_back();
+  server_->tick(0);
+  EXPECT_EQ(server_->num_clients(), 3u);
+  fd = connect_raw();
+  ASSERT_EQ(exchange(fd, &h, sizeof h, &shm).status, 0);
+  fds.push_back(fd);
+  shms.push_back(shm);
+  EXPECT_EQ(server_->num_clients(), 4u);
+  for (int f : fds) close(f);
+  for (int s : shms) close(s);
+}
+
 TEST_F(ServerTest, ClientExitIsReaped) {
   int fd = connect_raw();
   proto::Hello h = hello();
