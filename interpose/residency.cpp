@@ -25,6 +25,7 @@
 #include "interpose/recompute.h"
 #include "interpose/telemetry.h"
 #include "interpose/timeline.h"
+#include "proto/utf8.h"
 
 namespace gswap::interpose {
 namespace {
@@ -792,9 +793,7 @@ CUresult Residency::wait_like_free() {
       if (dev_.record(ev, s) != CUDA_SUCCESS) {
         // Destroyed where gswap did not see it, or a failing driver: never recorded on again,
         // and this free waits for the whole context instead.
-        nonblocking_.erase(std::remove_if(nonblocking_.begin(), nonblocking_.end(),
-                                          [&](const AppStream& a) { return a.stream == s; }),
-                           nonblocking_.end());
+        forget_app_stream(s);
         whole = true;
         break;
       }
@@ -1195,18 +1194,12 @@ bool Residency::name_region(std::uint64_t ptr, const char* name) {
   if (!r) return false;
   std::lock_guard<std::mutex> lock(mutex_);
   if (r->state.load() == kRegionFree || ptr < r->base || ptr >= r->base + r->size) return false;
-  std::snprintf(r->name, sizeof r->name, "%s", name);
   // A name cut to fit is cut before a character the cut would split (UTF-8).
-  std::size_t kept = std::strlen(r->name);
-  if (name[kept] != '\0') {
-    std::size_t lead = kept;
-    while (lead > 0 && (static_cast<unsigned char>(r->name[lead - 1]) & 0xc0) == 0x80) --lead;
-    if (lead > 0) {
-      const auto b = static_cast<unsigned char>(r->name[lead - 1]);
-      const std::size_t len = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 1;
-      if (lead - 1 + len > kept) r->name[lead - 1] = '\0';
-    }
-  }
+  const std::size_t room = sizeof r->name - 1;
+  const std::size_t keep = proto::utf8_prefix(reinterpret_cast<const unsigned char*>(name),
+                                              ::strnlen(name, room + 4), room);
+  std::memcpy(r->name, name, keep);
+  r->name[keep] = '\0';
   telemetry::region_name(r->id, r->name);
   return true;
 }
@@ -1220,13 +1213,17 @@ void Residency::stream_created(CUstream stream, unsigned flags) {
   nonblocking_.push_back({stream, ctx});
 }
 
+void Residency::forget_app_stream(CUstream stream) {
+  nonblocking_.erase(std::remove_if(nonblocking_.begin(), nonblocking_.end(),
+                                    [&](const AppStream& a) { return a.stream == stream; }),
+                     nonblocking_.end());
+}
+
 void Residency::stream_destroyed(CUstream stream) {
   {
     // Before the real destroy: a synchronous free records on the streams listed here.
     std::lock_guard<std::mutex> lock(mutex_);
-    nonblocking_.erase(std::remove_if(nonblocking_.begin(), nonblocking_.end(),
-                                      [&](const AppStream& a) { return a.stream == stream; }),
-                       nonblocking_.end());
+    forget_app_stream(stream);
   }
   if (!device_ready() || !stream) return;
   auto exclusive = gate_.exclusive();  // no swapper record on this handle from here on

@@ -197,6 +197,7 @@ class Residency {
   bool in_capture(CUstream stream, bool per_thread);
   bool relaxed_thread();
   CUresult wait_like_free();
+  void forget_app_stream(CUstream stream);  // under mutex_: no longer waited for by frees
   enum class CommandType : std::uint8_t { kEvict, kFree, kPlanEvict, kPlanDrop, kPrefetch };
   struct Command {
     CommandType type;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "interpose/log.h"
+#include "proto/utf8.h"
 
 namespace gswap::interpose::timeline {
 namespace {
@@ -64,52 +65,14 @@ void add(const Record& r) {
   ++st.next;
 }
 
-// Length of the valid UTF-8 sequence that starts at s[0] (n bytes available), or 0 when none
-// does (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF); *cp: its code point.
-std::size_t utf8_sequence(const unsigned char* s, std::size_t n, std::uint32_t* cp) {
-  std::size_t len;
-  std::uint32_t c;
-  if (s[0] < 0x80) return *cp = s[0], 1;
-  if (s[0] >= 0xc2 && s[0] <= 0xdf) {
-    len = 2, c = s[0] & 0x1f;
-  } else if (s[0] >= 0xe0 && s[0] <= 0xef) {
-    len = 3, c = s[0] & 0x0f;
-  } else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
-    len = 4, c = s[0] & 0x07;
-  } else {
-    return 0;
-  }
-  if (len > n) return 0;
-  for (std::size_t k = 1; k < len; ++k) {
-    if ((s[k] & 0xc0) != 0x80) return 0;
-    c = (c << 6) | (s[k] & 0x3f);
-  }
-  if ((len == 3 && c < 0x800) || (len == 4 && (c < 0x10000 || c > 0x10ffff)) ||
-      (c >= 0xd800 && c <= 0xdfff))
-    return 0;
-  return *cp = c, len;
-}
-
 // Keeps the longest start of `name` that fits the record and does not end inside a character: a
 // valid UTF-8 sequence that the record's length would cut is left out whole.
 void set_name(Record* r, const char* name) {
   if (!name) return;
   const std::size_t room = sizeof r->name - 1;
-  const auto* s = reinterpret_cast<const unsigned char*>(name);
   const std::size_t n = ::strnlen(name, room + 4);  // enough to see the character at the cut
-  std::size_t keep = std::min(n, room);
-  if (n > room) {
-    // The character that holds byte `room` starts at most three bytes before it.
-    for (std::size_t back = 1; back <= 3 && back <= room; ++back) {
-      const std::size_t start = room - back;
-      std::uint32_t cp;
-      if (utf8_sequence(s + start, n - start, &cp) > back) {
-        keep = start;
-        break;
-      }
-      if ((s[start] & 0xc0) != 0x80) break;  // starts no character that reaches the cut
-    }
-  }
+  const std::size_t keep =
+      proto::utf8_prefix(reinterpret_cast<const unsigned char*>(name), n, room);
   std::memcpy(r->name, name, keep);
   r->name[keep] = '\0';
 }
@@ -165,7 +128,7 @@ void safe(char* out, const char* in, std::size_t size) {
   };
   for (std::size_t i = 0; i < n;) {
     std::uint32_t cp = 0;
-    std::size_t len = utf8_sequence(s + i, n - i, &cp);
+    std::size_t len = proto::utf8_sequence(s + i, n - i, &cp);
     char esc[8];
     bool ok;
     if (len == 0) {
