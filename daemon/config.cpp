@@ -166,6 +166,9 @@ std::string Config::set_text(const settings::Declaration& d, std::string_view va
     const std::string_view ident = d.ident;
     if (ident == "max_clients" && u == 0)
       return fmt::format("'{}' serves no client: it must be at least 1", value);
+    if (ident == "plan_search_threads" && (u == 0 || u > kMaxPlanSearchThreads))
+      return fmt::format("'{}' is not a number of search threads: it must be 1 to {}", value,
+                         kMaxPlanSearchThreads);
     if (ident == "trace_launches" && u < kMinTraceLaunches)
       return fmt::format("'{}' is too few launches to find an iteration in: it must be at least {}",
                          value, kMinTraceLaunches);

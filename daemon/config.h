@@ -17,6 +17,8 @@ namespace gswap::daemon {
 
 // The fewest launches trace_launches may keep per client.
 inline constexpr std::uint64_t kMinTraceLaunches = 16;
+// The most walks plan_search_threads may ask for (policy::SearchOptions::threads' limit).
+inline constexpr std::uint64_t kMaxPlanSearchThreads = 64;
 
 class Config {
  public:

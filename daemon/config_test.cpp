@@ -69,6 +69,16 @@ TEST(Config, SyntaxErrorAndNonObject) {
   EXPECT_NE(e[1].find("trace_launches: out of range: '15' is too few launches"), std::string::npos)
       << e[1];
   EXPECT_TRUE(check(R"({"max_clients": 1, "trace_launches": 16})").empty());
+  // A search with no walk, or more than the search runs.
+  e = check(R"({"plan_search_threads": 0})");
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_NE(e[0].find("plan_search_threads: out of range: '0' is not a number of search threads: "
+                      "it must be 1 to 64"),
+            std::string::npos)
+      << e[0];
+  EXPECT_EQ(check(R"({"plan_search_threads": 65})").size(), 1u);
+  EXPECT_TRUE(check(R"({"plan_search_threads": 1})").empty());
+  EXPECT_TRUE(check(R"({"plan_search_threads": 64})").empty());
   // A value's control characters are escaped in the message, as \xNN.
   e = check(std::string(R"({"gpu_budget": "50%\u0000junk"})"));
   ASSERT_EQ(e.size(), 1u);

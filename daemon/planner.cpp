@@ -114,6 +114,7 @@ void PlannerThread::run() {
       opt.now_ms = now_ms;
       opt.cancel = &cancel_running_;
       opt.allow_recompute = job.allow_recompute;
+      opt.threads = job.threads;
       // The library follows the plan's entries and keeps the rest on demand: a plan that fits
       // (no demand eviction in the simulator) is what it can execute as planned.
       opt.require_fit = true;

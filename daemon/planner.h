@@ -42,6 +42,7 @@ class PlannerThread {
     policy::Trace trace;
     std::uint64_t budget = 0;
     double time_budget_ms = 200;
+    std::size_t threads = 1;  // walks side by side (policy::SearchOptions::threads)
     bool allow_recompute = true;
     Kind kind = Kind::kPlan;
     // A feedback job: the plan being followed and the lateness measured per entry. A refinement

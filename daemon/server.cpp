@@ -25,6 +25,7 @@
 #include "policy/analysis.h"
 #include "policy/capuchin.h"
 #include "daemon/timeline_dump.h"
+#include "policy/search.h"
 #include "policy/trace_json.h"
 #include "proto/fdpass.h"
 
@@ -619,6 +620,7 @@ PlannerThread::Job Server::planner_job(const Client& c) const {
   job.token = c.planned_from().token;
   job.trace = c.planned_from().trace;
   job.budget = plan_budget(c);
+  job.threads = policy::usable_search_threads(config_.uint("plan_search_threads"));
   return job;
 }
 
@@ -669,9 +671,12 @@ void Server::collect_plans() {
       c->set_planning(false);
       const policy::Plan& plan = r.search.plan;
       std::string planner =
-          fmt::format("{} ({} plans simulated in {:.0f} ms)",
+          fmt::format("{} ({} plans simulated in {:.0f} ms{})",
                       r.search.seed_policy.empty() ? "capuchin" : r.search.seed_policy,
-                      r.search.evaluations, r.plan_ms);
+                      r.search.evaluations, r.plan_ms,
+                      r.search.walks > 1
+                          ? fmt::format(", {} walks side by side", r.search.walks)
+                          : std::string());
       if (!plan.feasible) {
         c->set_planner("capuchin: infeasible: " + plan.reason);
         PublishedPlan passive;

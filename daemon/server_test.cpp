@@ -638,6 +638,29 @@ TEST_F(ServerTest, AProgramThatLeftItsPlanForGoodIsMeasuredAgain) {
   close(fd);
 }
 
+// The search runs plan_search_threads walks side by side, no more than the machine's hardware
+// threads, and status says so; with one walk it says nothing of walks.
+TEST_F(ServerTest, TheSearchRunsPlanSearchThreadsWalks) {
+  for (std::uint64_t threads : {1, 2}) {
+    SCOPED_TRACE(threads);
+    if (threads > 1) TearDown(), SetUp();  // a fresh gswapd for the setting
+    config_.merge_json(nlohmann::json{{"plan_search_threads", threads}}.dump());
+    FakeLibrary lib;
+    int fd = -1, shm = -1;
+    proto::PlanHeader ph{};
+    std::vector<proto::PlanEntry> entries;
+    ASSERT_NO_FATAL_FAILURE(guided_client(lib, &fd, &shm, &ph, &entries));
+    const std::string planner = server_->status_json()["clients"][0]["planner"];
+    EXPECT_NE(planner.find(" plans simulated in "), std::string::npos) << planner;
+    const bool side_by_side = threads > 1 && std::thread::hardware_concurrency() > 1;
+    EXPECT_EQ(planner.find(", 2 walks side by side)") != std::string::npos, side_by_side)
+        << planner;
+    EXPECT_EQ(planner.find("walks") == std::string::npos, !side_by_side) << planner;
+    close(shm);
+    close(fd);
+  }
+}
+
 // A plan whose iteration start the library never meets (seen once on an H200, where GPT-2's plan
 // went unfollowed for 14 s without a divergence) is never followed and never diverges: after three
 // iterations' worth of launches without a followed iteration, the daemon measures again.

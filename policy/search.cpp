@@ -8,11 +8,16 @@
 #include "policy/search.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <exception>
 #include <limits>
 #include <memory>
 #include <optional>
+#include <mutex>
 #include <random>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -50,6 +55,18 @@ constexpr double kRequireFitPenalty = 1e6;  // require_fit: any plan that fits c
 // valid plans stay far below this, 1e15 us being 30 years; require_fit's are below 1e24 too).
 constexpr double kInvalidPenalty = 1e30;
 
+// SearchOptions::threads beyond this are taken as this many.
+constexpr std::size_t kMaxThreads = 64;
+
+// Walk i's generator seed (i > 0; walk 0 keeps the search's generator): splitmix64 of the seed
+// and the walk's number, so that nearby seeds and walks give unrelated sequences.
+std::uint64_t walk_seed(std::uint64_t seed, std::size_t walk) {
+  std::uint64_t z = seed + 0x9E3779B97F4A7C15ull * (static_cast<std::uint64_t>(walk) + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
 // A simulated plan fits: it runs within the budget with no demand eviction, reading only data it
 // has.
 bool fits(const SimResult& s) {
@@ -58,8 +75,14 @@ bool fits(const SimResult& s) {
 
 class Search {
  public:
+  struct Best {
+    Plan plan;
+    SimResult sim;
+    std::string seed;
+  };
+
   Search(const Analysis& a, std::uint64_t budget, const SearchOptions& o)
-      : a_(a), t_(*a.trace), budget_(budget), o_(o), rng_(o.seed) {
+      : a_(a), t_(*a.trace), budget_(budget), o_(o), rng_(o.seed), cap_(o.max_evaluations) {
     start_ms_ = o_.now_ms ? o_.now_ms() : 0;
     for (std::size_t r = 0; r < t_.regions.size(); ++r) {
       if (!a_.evictable(r)) continue;
@@ -172,6 +195,24 @@ class Search {
             prune(std::move(*b));
     }
     if (spread) prune(*spread);
+    if (!stop() && !gaps_.empty()) {
+      res.walks = std::clamp<std::size_t>(o_.threads, 1, kMaxThreads);
+      if (res.walks > 1)
+        walk_side_by_side(seed, spread);
+      else
+        walk(seed, spread);
+    }
+    res.plan = best_->plan;
+    res.sim = best_->sim;
+    res.seed_policy = best_->seed;
+    finish(res, true);
+    return res;
+  }
+
+ private:
+  // The walk: local moves from the best plan so far (the sweeps'), accepted by simulated
+  // annealing, with fresh starts from `seed` and `spread` (run, above).
+  void walk(const Best& seed, const std::optional<Best>& spread) {
     Best cur = *best_, walk_best = cur;  // walk_best: the best since the walk last started over
     std::size_t since_best = 0, walked = 0, since_new_best = 0, fresh_starts = 0;
     bool walk_moved = false;  // walk_best bettered since the walk last started
@@ -211,14 +252,76 @@ class Search {
         since_best = 0;
       }
     }
-    res.plan = best_->plan;
-    res.sim = best_->sim;
-    res.seed_policy = best_->seed;
-    finish(res, true);
-    return res;
   }
 
- private:
+  // SearchOptions::threads walks, one on the calling thread (walk 0, with the search's generator)
+  // and the others each on a thread of its own, with a generator seeded from the search's seed and
+  // its number. Each starts from the same plans, so walks differ by their moves only; each takes
+  // an even share of the evaluations left, and only the calling thread reads the clock, stopping
+  // the others when the time is up. The best plan of all wins, ties going to the lower walk, so
+  // the result depends on the seed and the number of walks only.
+  void walk_side_by_side(const Best& seed, const std::optional<Best>& spread) {
+    const std::size_t n = std::clamp<std::size_t>(o_.threads, 1, kMaxThreads);
+    const std::size_t used = evaluations_, left = cap_ > used ? cap_ - used : 0;
+    auto share = [&](std::size_t i) { return used + left / n + (i < left % n ? 1 : 0); };
+    Shared shared;
+    std::vector<Search> others;
+    others.reserve(n - 1);
+    for (std::size_t i = 1; i < n; ++i) {
+      Search& w = others.emplace_back(*this);
+      w.rng_.seed(walk_seed(o_.seed, i));
+      w.cap_ = share(i);
+      w.shared_ = &shared;
+      w.on_other_thread_ = true;
+      w.improvements_ = 0;
+    }
+    cap_ = share(0);
+    shared_ = &shared;
+    std::vector<std::exception_ptr> errors(n - 1);
+    std::vector<std::thread> threads;
+    threads.reserve(n - 1);
+    shared.running = n - 1;
+    for (std::size_t i = 0; i + 1 < n; ++i)
+      threads.emplace_back([&, i] {
+        try {
+          others[i].walk(seed, spread);
+        } catch (...) {
+          errors[i] = std::current_exception();
+          shared.stop.store(true);
+        }
+        std::lock_guard<std::mutex> lock(shared.m);
+        --shared.running;
+        shared.done.notify_all();
+      });
+    std::exception_ptr mine;
+    try {
+      walk(seed, spread);
+      // Done with its share: the others may not be, and only this thread reads the clock.
+      for (;;) {
+        if (stop_walks()) shared.stop.store(true);
+        hear();
+        std::unique_lock<std::mutex> lock(shared.m);
+        if (shared.done.wait_for(lock, std::chrono::milliseconds(1),
+                                 [&] { return shared.running == 0; }))
+          break;
+      }
+    } catch (...) {
+      mine = std::current_exception();
+      shared.stop.store(true);
+    }
+    for (std::thread& t : threads) t.join();
+    shared_ = nullptr;
+    if (mine) std::rethrow_exception(mine);
+    for (const std::exception_ptr& e : errors)
+      if (e) std::rethrow_exception(e);
+    for (Search& w : others) {
+      evaluations_ += w.evaluations_ - used;
+      improvements_ += w.improvements_;
+      if (w.best_ && merit(w.best_->sim) < merit(best_->sim)) best_ = std::move(w.best_);
+    }
+    if (o_.on_improvement) publish(best_->plan, best_->sim);
+  }
+
   // What the walk compares plans by. With require_fit, a plan with demand evictions comes after
   // every plan that fits, in the first walk; the walks after the first fresh start rank it by its
   // step, losing ties only, as without require_fit, so that they can pass through such plans to
@@ -239,12 +342,6 @@ class Search {
                ? sc * kRequireFitPenalty
                : sc;
   }
-
-  struct Best {
-    Plan plan;
-    SimResult sim;
-    std::string seed;
-  };
 
   // A sweep over b's entries, from the last: each is taken out, or failing that traded swap for
   // recompute or back, where the simulator rates the plan no worse; every plan is considered for
@@ -483,7 +580,16 @@ class Search {
   }
 
   bool stop() {
-    if (evaluations_ >= o_.max_evaluations) return true;
+    if (evaluations_ >= cap_) return true;
+    if (on_other_thread_)
+      return shared_->stop.load(std::memory_order_relaxed) ||
+             (o_.cancel && o_.cancel->load(std::memory_order_relaxed));
+    hear();
+    return stop_walks();
+  }
+
+  // The calling thread's checks: the cancellation flag and the clock.
+  bool stop_walks() {
     if (o_.cancel && o_.cancel->load(std::memory_order_relaxed)) return true;
     if (o_.now_ms && o_.now_ms() - start_ms_ > o_.time_budget_ms) {
       out_of_time_ = true;
@@ -510,12 +616,43 @@ class Search {
   void consider(const Plan& p, const SimResult& s, const std::string& seed) {
     if (best_ && rank(s) >= rank(best_->sim)) return;
     best_ = Best{p, s, seed};
-    if (o_.on_improvement) {
-      Plan pub = p;
-      pub.policy = "capuchin";
-      pub.fits = fits(s);
-      o_.on_improvement(pub, s);
+    if (!o_.on_improvement) return;
+    if (on_other_thread_) {  // for the calling thread to hear (hear)
+      std::lock_guard<std::mutex> lock(shared_->m);
+      if (!shared_->posted || merit(s) < merit(shared_->posted->sim)) shared_->posted = best_;
+      return;
     }
+    if (!shared_ || merit(s) < heard_) publish(p, s);
+  }
+
+  // Calls on_improvement with the plan.
+  void publish(const Plan& p, const SimResult& s) {
+    heard_ = merit(s);
+    Plan pub = p;
+    pub.policy = "capuchin";
+    pub.fits = fits(s);
+    o_.on_improvement(pub, s);
+  }
+
+  // On the calling thread, while walks run side by side: on_improvement hears of the best plan
+  // the other walks posted when it is better than every plan it heard of before.
+  void hear() {
+    if (!shared_ || on_other_thread_ || !o_.on_improvement) return;
+    std::optional<Best> b;
+    {
+      std::lock_guard<std::mutex> lock(shared_->m);
+      b.swap(shared_->posted);
+    }
+    if (b && merit(b->sim) < heard_) publish(b->plan, b->sim);
+  }
+
+  // How walks' best plans compare, the same in every walk: rank as in a walk past demand
+  // evictions (rank's order, up to its tie-breaking factors).
+  double merit(const SimResult& s) const {
+    if (!s.feasible) return std::numeric_limits<double>::infinity();
+    if (s.access_violations) return kInvalidPenalty + s.step_time_us;
+    if (s.demand_evictions == 0) return s.step_time_us;
+    return s.step_time_us * (o_.require_fit ? kRequireFitPenalty : kDemandPenalty);
   }
 
   std::size_t pick(std::size_t n) { return static_cast<std::size_t>(rng_() % n); }
@@ -646,6 +783,18 @@ class Search {
   std::vector<Gap> gaps_;
   std::vector<std::vector<std::size_t>> persistent_;  // per persistent region: its gaps
   std::optional<Best> best_;
+  // What walks side by side share (walk_side_by_side).
+  struct Shared {
+    std::atomic<bool> stop{false};  // set by the calling thread: out of time, or cancelled
+    std::mutex m;                   // guards what follows
+    std::condition_variable done;   // signalled as each walk on another thread ends
+    std::size_t running = 0;        // walks on other threads still running
+    std::optional<Best> posted;     // their best plan not yet heard of (with on_improvement)
+  };
+  Shared* shared_ = nullptr;       // while walks run side by side
+  bool on_other_thread_ = false;   // a walk on a thread of its own: never reads the clock
+  std::size_t cap_;                // evaluations at which this walk stops
+  double heard_ = std::numeric_limits<double>::infinity();  // merit of the last plan published
   std::size_t evaluations_ = 0, improvements_ = 0;
   bool out_of_time_ = false;
   bool walk_past_demand_ = false;  // see score
@@ -663,6 +812,11 @@ SearchResult search_plan(const Analysis& a, std::uint64_t budget, const SearchOp
   r.sim = simulate(a, r.plan, budget);
   r.plan.fits = fits(r.sim);
   return r;
+}
+
+std::size_t usable_search_threads(std::uint64_t asked) {
+  const std::uint64_t cores = std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<std::size_t>(std::clamp<std::uint64_t>(std::min(asked, cores), 1, kMaxThreads));
 }
 
 bool refined_plan_replaces(double best_us, double published_us, bool last_step) {

@@ -3,9 +3,11 @@
 // greedy plan and moving one decision at a time).
 //
 // It is anytime: the best plan so far is always available, and `on_improvement` hears of every
-// better one. It is deterministic for a seed: the sequence of moves tried depends on the trace,
-// the budget and the seed only; the clock, the evaluation cap and the cancellation flag decide
-// only where the sequence stops. Single-threaded; a caller runs it on a thread of its own.
+// better one. It is deterministic for a seed and a number of threads: the sequence of moves tried
+// depends on the trace, the budget, the seed and SearchOptions::threads only; the clock, the
+// evaluation cap and the cancellation flag decide only where the sequences stop. A caller runs it
+// on a thread of its own; with threads > 1 it starts that many walks less one on threads of its
+// own, and joins them before it returns.
 #pragma once
 
 #include <atomic>
@@ -30,6 +32,13 @@ struct SearchOptions {
   // Stop after this many simulated plans (seeds included), whatever the clock says.
   std::size_t max_evaluations = 1'000'000;
   std::uint64_t seed = 1;
+  // Walks side by side after the seeds (at most 64): one on the calling thread, the others each
+  // on a thread of its own, all from the same plans, each with a generator of its own (the first
+  // with `seed`'s), each taking an even share of the evaluations left under max_evaluations. The
+  // best plan of all is returned, ties going to the lower walk, so a search is repeatable for a
+  // seed and a number of threads. Only the calling thread reads now_ms and calls on_improvement.
+  // 1: one walk, on the calling thread. gswapd and gswapctl take usable_search_threads (below).
+  std::size_t threads = 1;
   // Checked between evaluations; set from another thread to stop early.
   const std::atomic<bool>* cancel = nullptr;
   // False: swap-only plans, whatever the trace registers as recomputable.
@@ -38,7 +47,9 @@ struct SearchOptions {
   // one otherwise wins, with fits == false). For a caller that wants plans to run as planned.
   // The first walk keeps to plans that fit; later walks may pass through others (search.cpp).
   bool require_fit = false;
-  // Called with every plan better than all before it (the first is the best seed).
+  // Called with every plan better than all before it (the first is the best seed); with threads >
+  // 1, with the best plan of the other walks when it is better than all it was called with, as
+  // the calling thread checks between its simulations.
   std::function<void(const Plan&, const SimResult&)> on_improvement;
   // A plan to go on from, such as the best of an earlier search of the same iteration and budget,
   // which ran the seeds and swept them: it is the only seed (early forms, the sweep and the drops
@@ -58,6 +69,7 @@ struct SearchResult {
   std::string seed_policy;       // the seed it descends from
   std::size_t evaluations = 0;   // plans simulated
   std::size_t improvements = 0;  // accepted moves
+  std::size_t walks = 0;         // walks run side by side after the seeds (0: stopped before)
   bool cancelled = false;        // stopped by the flag
   bool out_of_time = false;      // stopped by the time budget
 };
@@ -81,6 +93,11 @@ struct SearchResult {
 // so a plan it cannot run is returned only when no seed runs (or when cancelled), even with a
 // time budget of zero.
 SearchResult search_plan(const Analysis& a, std::uint64_t budget, const SearchOptions& options);
+
+// The walks to run for `asked` (gswapd's plan_search_threads, gswapctl simulate's
+// --search-threads): no more than the machine's hardware threads (more would only share its
+// cores), 1 to 64.
+std::size_t usable_search_threads(std::uint64_t asked);
 
 // gswapd's refinement of the plan it published (daemon/README.md): searches that go on from the
 // best plan so far (SearchOptions::start), each with the next seed, for kRefineStepMs at most (a

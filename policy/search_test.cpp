@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -202,6 +204,86 @@ TEST(SearchTest, ImprovesOnTheGreedyPlanAndReportsImprovements) {
   EXPECT_LT(r.sim.step_time_us, greedy.step_time_us);
   EXPECT_GT(heard, 1);
   EXPECT_DOUBLE_EQ(last, r.sim.step_time_us);
+}
+
+// Walks side by side (SearchOptions::threads): repeatable for a seed and a number of walks,
+// sharing the evaluation cap, with the first walk the single walk's own.
+TEST(SearchTest, WalksSideBySideAreDeterministicForASeedAndANumberOfThreads) {
+  const Trace t = make_unet(2);
+  const Analysis a = analyze(t);
+  const std::uint64_t budget = a.peak_bytes / 2;
+  SearchOptions o;
+  o.max_evaluations = 3000;
+  o.seed = 7;
+  o.threads = 3;
+  const SearchResult r1 = search_plan(a, budget, o);
+  const SearchResult r2 = search_plan(a, budget, o);
+  EXPECT_TRUE(same(r1.plan, r2.plan));
+  EXPECT_EQ(r1.sim.step_time_us, r2.sim.step_time_us);
+  EXPECT_EQ(r1.seed_policy, r2.seed_policy);
+  EXPECT_EQ(r1.evaluations, 3000u);  // the cap, shared: not 3000 per walk
+  EXPECT_EQ(r1.evaluations, r2.evaluations);
+  EXPECT_EQ(r1.improvements, r2.improvements);
+  // The other walks move differently: a search's best plan is at least as good as the best of
+  // its walks alone, and walk 0 is the single walk with the same cap share (1000 of the moves
+  // after the seeds each, so a single walk of the seeds plus 1000 moves is no better).
+  SearchOptions one = o;
+  one.threads = 1;
+  one.max_evaluations = 1;
+  const std::size_t seeding = search_plan(a, budget, one).evaluations;
+  one.max_evaluations = seeding + (3000 - seeding + 2) / 3;
+  const SearchResult walk0 = search_plan(a, budget, one);
+  EXPECT_LE(r1.sim.step_time_us, walk0.sim.step_time_us);
+  // A thread count past the limit is the limit, not a thread per unit.
+  o.threads = 1'000'000;
+  o.max_evaluations = 500;
+  EXPECT_EQ(search_plan(a, budget, o).evaluations, 500u);
+}
+
+// With walks side by side, only the calling thread reads the clock and hears of improvements; a
+// clock that runs out stops every walk, and so does the cancellation flag.
+TEST(SearchTest, WalksSideBySideReadTheClockAndReportOnTheCallingThreadOnly) {
+  const Trace t = without_recompute(make_vit_b16(8));
+  const Analysis a = analyze(t);
+  const std::uint64_t budget = a.peak_bytes / 2;
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<int> elsewhere{0};
+  double fake = 0;
+  SearchOptions o;
+  o.threads = 4;
+  o.now_ms = [&] {
+    if (std::this_thread::get_id() != caller) ++elsewhere;
+    return fake += 0.01;
+  };
+  o.time_budget_ms = 40;  // 4,000 readings of the clock
+  double last = 1e300;
+  int heard = 0;
+  o.on_improvement = [&](const Plan&, const SimResult& s) {
+    if (std::this_thread::get_id() != caller) ++elsewhere;
+    EXPECT_LT(s.step_time_us, last * (1 + 1e-6));
+    last = s.step_time_us;
+    ++heard;
+  };
+  const SearchResult r = search_plan(a, budget, o);
+  EXPECT_EQ(elsewhere.load(), 0);
+  EXPECT_TRUE(r.out_of_time);
+  EXPECT_LT(r.evaluations, 1'000'000u);  // the other walks stopped with the first
+  EXPECT_GT(heard, 0);
+  EXPECT_DOUBLE_EQ(last, r.sim.step_time_us);  // the best plan was heard of
+
+  // No clock and no cap: only the flag, set from another thread while the walks run, ends them.
+  std::atomic<bool> cancel{false};
+  SearchOptions c;
+  c.threads = 4;
+  c.cancel = &cancel;
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    cancel.store(true);
+  });
+  const SearchResult rc = search_plan(a, budget, c);
+  canceller.join();
+  EXPECT_TRUE(rc.cancelled);
+  EXPECT_LT(rc.evaluations, 1'000'000u);
 }
 
 TEST(SearchTest, StaysWithinItsTimeBudget) {

@@ -36,6 +36,10 @@ using namespace gswap::policy;
 
 namespace {
 
+// The searches run as gswapd's do by default: plan_search_threads walks side by side, no more
+// than the machine's hardware threads (2 on the machine of docs/benchmarks.md).
+constexpr std::uint64_t kSearchThreads = 4;
+
 double now_ms() {
   using namespace std::chrono;
   return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
@@ -158,6 +162,7 @@ void corpus_table(const std::vector<CorpusTrace>& traces, double search_ms) {
       SearchOptions o;
       o.time_budget_ms = search_ms;
       o.now_ms = now_ms;
+      o.threads = usable_search_threads(kSearchThreads);
       const SearchResult r = search_plan(a, budget, o);
       ++cells;
       within += r.sim.step_time_us <= bound_target(pct) * lb;
@@ -305,6 +310,7 @@ void long_iteration(int layers) {
       const double best = best_baseline_us(a, budget);
       SearchOptions o;
       o.now_ms = now_ms;
+      o.threads = usable_search_threads(kSearchThreads);
       const double t1 = now_ms();
       const SearchResult r = search_plan(a, budget, o);
       const double search_ms = now_ms() - t1;
@@ -353,6 +359,7 @@ void plan_or_bound(const std::vector<CorpusTrace>& traces, int seeds, double sea
     SearchOptions o;
     o.time_budget_ms = 200;
     o.now_ms = now_ms;
+    o.threads = usable_search_threads(kSearchThreads);
     const SearchResult first = search_plan(c.a, c.budget, o);
     if (first.sim.step_time_us <= c.target * c.bound_us) return;
     SearchResult best = first;
@@ -383,6 +390,7 @@ void refinement_table() {
     SearchOptions o;
     o.time_budget_ms = 200;
     o.now_ms = now_ms;
+    o.threads = usable_search_threads(kSearchThreads);
     o.require_fit = true;
     const SearchResult first = search_plan(c.a, c.budget, o);
     Plan best = first.plan;

@@ -45,7 +45,7 @@ std::string plot_svg(const Trace& trace, std::optional<std::uint64_t> budget_or_
   if (a.n == 0)
     throw std::runtime_error(printable_text(name) + ": the trace has no launches to plot");
   const std::uint64_t budget = budget_or_peak.value_or(a.peak_bytes);
-  Evaluation ev = plan_and_simulate(a, budget, {policy, search_ms, 1, false});
+  Evaluation ev = plan_and_simulate(a, budget, {policy, search_ms, 1, 4, false});
   if (std::string error = infeasible_message(a, budget, policy, ev); !error.empty())
     throw std::runtime_error(error);
   SimEvents events;

@@ -1,5 +1,6 @@
 // simulate_command.cpp: `simulate --trace F --budget B --policy P [--json] [--no-recompute]
-// [--search-ms MS] [--seed N] [--require-fit] [--plan FILE] [--timeline FILE]`. Loads a trace (a
+// [--search-ms MS] [--seed N] [--search-threads N] [--require-fit] [--plan FILE]
+// [--timeline FILE]`. Loads a trace (a
 // file, or a built-in one with ref:NAME), plans it under the budget with one policy (capuchin: the
 // greedy plan improved by the search, as gswapd plans first) or reads a plan made for it (--plan),
 // simulates the plan and prints the prediction next to the lower bound;
@@ -45,6 +46,7 @@ struct Options {
   bool require_fit = false;
   double search_ms = 200;
   std::uint64_t seed = 1;
+  std::uint64_t search_threads = 4;
 };
 
 double now_ms() {
@@ -165,6 +167,7 @@ Evaluation plan_and_simulate(const Analysis& a, std::uint64_t budget, const Plan
     so.time_budget_ms = o.search_ms;
     so.now_ms = now_ms;
     so.seed = o.seed;
+    so.threads = usable_search_threads(o.search_threads);
     so.require_fit = o.require_fit;
     const double t0 = now_ms();
     SearchResult r = search_plan(a, budget, so);
@@ -241,7 +244,7 @@ void run(const Options& o) {
     label = "plan " + printable_text(o.plan) +
             (ev.plan.policy.empty() ? "" : " (" + printable_text(ev.plan.policy) + ")");
   } else {
-    ev = plan_and_simulate(a, budget, {o.policy, o.search_ms, o.seed, o.require_fit}, &evaluations);
+    ev = plan_and_simulate(a, budget, {o.policy, o.search_ms, o.seed, o.search_threads, o.require_fit}, &evaluations);
   }
   const SimResult& s = ev.sim;
   const bool feasible = ev.plan.feasible && s.feasible;
@@ -389,6 +392,13 @@ void add_simulate_command(CLI::App& app) {
   CLI::Option* seed = sub->add_option("--seed", o->seed, "capuchin: the search's seed")
                           ->check(decimal_u64)
                           ->capture_default_str();
+  CLI::Option* threads =
+      sub->add_option("--search-threads", o->search_threads,
+                      "capuchin: walks the search runs side by side after its seeds, each on a "
+                      "thread of its own, as gswapd's plan_search_threads (no more than the "
+                      "machine's hardware threads)")
+          ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{64}))
+          ->capture_default_str();
   CLI::Option* require_fit =
       sub->add_flag("--require-fit", o->require_fit,
                     "capuchin: keep to plans that run with no demand eviction where the search "
@@ -400,6 +410,7 @@ void add_simulate_command(CLI::App& app) {
       ->excludes(policy)
       ->excludes(search)
       ->excludes(seed)
+      ->excludes(threads)
       ->excludes(require_fit);
   sub->add_option("--timeline", o->timeline,
                   "also write the simulated iteration as a timeline (Chrome trace event JSON for "

@@ -33,6 +33,8 @@ struct PlanOptions {
   std::string policy = "capuchin";
   double search_ms = 200;
   std::uint64_t seed = 1;
+  // Walks side by side, as gswapd's plan_search_threads (usable_search_threads of it).
+  std::uint64_t search_threads = 4;
   // The search keeps to plans that fit where one is found, as gswapd does (SearchOptions).
   bool require_fit = false;
 };
