@@ -222,22 +222,21 @@ TEST(SearchTest, WalksSideBySideAreDeterministicForASeedAndANumberOfThreads) {
   EXPECT_EQ(r1.sim.step_time_us, r2.sim.step_time_us);
   EXPECT_EQ(r1.seed_policy, r2.seed_policy);
   EXPECT_EQ(r1.evaluations, 3000u);  // the cap, shared: not 3000 per walk
+  EXPECT_EQ(r1.walks, 3u);
   EXPECT_EQ(r1.evaluations, r2.evaluations);
   EXPECT_EQ(r1.improvements, r2.improvements);
-  // The other walks move differently: a search's best plan is at least as good as the best of
-  // its walks alone, and walk 0 is the single walk with the same cap share (1000 of the moves
-  // after the seeds each, so a single walk of the seeds plus 1000 moves is no better).
-  SearchOptions one = o;
-  one.threads = 1;
-  one.max_evaluations = 1;
-  const std::size_t seeding = search_plan(a, budget, one).evaluations;
-  one.max_evaluations = seeding + (3000 - seeding + 2) / 3;
-  const SearchResult walk0 = search_plan(a, budget, one);
-  EXPECT_LE(r1.sim.step_time_us, walk0.sim.step_time_us);
+  // Another number of walks is another sequence of moves, repeatable in turn.
+  o.threads = 2;
+  const SearchResult r3 = search_plan(a, budget, o);
+  EXPECT_EQ(r3.evaluations, 3000u);
+  EXPECT_EQ(r3.walks, 2u);
+  EXPECT_TRUE(same(r3.plan, search_plan(a, budget, o).plan));
   // A thread count past the limit is the limit, not a thread per unit.
   o.threads = 1'000'000;
   o.max_evaluations = 500;
-  EXPECT_EQ(search_plan(a, budget, o).evaluations, 500u);
+  const SearchResult many = search_plan(a, budget, o);
+  EXPECT_EQ(many.evaluations, 500u);
+  EXPECT_EQ(many.walks, 64u);
 }
 
 // With walks side by side, only the calling thread reads the clock and hears of improvements; a
