@@ -674,9 +674,8 @@ void Server::collect_plans() {
           fmt::format("{} ({} plans simulated in {:.0f} ms{})",
                       r.search.seed_policy.empty() ? "capuchin" : r.search.seed_policy,
                       r.search.evaluations, r.plan_ms,
-                      r.search.walks > 1
-                          ? fmt::format(", {} walks side by side", r.search.walks)
-                          : std::string());
+                      r.search.walks > 1 ? fmt::format(", {} walks side by side", r.search.walks)
+                                         : std::string());
       if (!plan.feasible) {
         c->set_planner("capuchin: infeasible: " + plan.reason);
         PublishedPlan passive;

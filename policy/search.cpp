@@ -84,6 +84,11 @@ class Search {
   Search(const Analysis& a, std::uint64_t budget, const SearchOptions& o)
       : a_(a), t_(*a.trace), budget_(budget), o_(o), rng_(o.seed), cap_(o.max_evaluations) {
     start_ms_ = o_.now_ms ? o_.now_ms() : 0;
+    Moves m;
+    auto add_gap = [&](Gap g) {
+      m.gaps.push_back(g);
+      return m.gaps.size() - 1;
+    };
     for (std::size_t r = 0; r < t_.regions.size(); ++r) {
       if (!a_.evictable(r)) continue;
       const auto& acc = a_.accesses[r];
@@ -94,13 +99,14 @@ class Search {
         mine.push_back(add_gap({r, acc.back(), acc.front()}));
       if (a_.has_tail(r)) mine.push_back(add_gap({r, acc.back(), kNoLaunch}));
       if (a_.live_at_start[r] && a_.live_at_end[r] && !mine.empty())
-        persistent_.push_back(std::move(mine));
+        m.persistent.push_back(std::move(mine));
     }
     // Early gaps last, so the gaps above keep their places in the move sequence.
     for (std::size_t r = 0; r < t_.regions.size(); ++r)
       if (a_.evictable(r) && a_.live_at_start[r] && a_.live_at_end[r] &&
           a_.accesses[r].front() > kEarly + 1)
         add_gap({r, kEarly, a_.accesses[r].front()});
+    moves_ = std::make_shared<const Moves>(std::move(m));
   }
 
   SearchResult run() {
@@ -195,7 +201,7 @@ class Search {
             prune(std::move(*b));
     }
     if (spread) prune(*spread);
-    if (!stop() && !gaps_.empty()) {
+    if (!stop() && !moves_->gaps.empty()) {
       res.walks = std::clamp<std::size_t>(o_.threads, 1, kMaxThreads);
       if (res.walks > 1)
         walk_side_by_side(seed, spread);
@@ -216,7 +222,7 @@ class Search {
     Best cur = *best_, walk_best = cur;  // walk_best: the best since the walk last started over
     std::size_t since_best = 0, walked = 0, since_new_best = 0, fresh_starts = 0;
     bool walk_moved = false;  // walk_best bettered since the walk last started
-    while (!stop() && !gaps_.empty()) {
+    while (!stop() && !moves_->gaps.empty()) {
       Plan cand = cur.plan;
       if (!move(cand, cur.sim)) continue;
       SimResult s = eval(cand);
@@ -393,11 +399,6 @@ class Search {
       if (score(last.sim) < score(b.sim)) b = last;
     }
     return b;
-  }
-
-  std::size_t add_gap(Gap g) {
-    gaps_.push_back(g);
-    return gaps_.size() - 1;
   }
 
   Plan make_seed(const std::string& name) const {
@@ -716,18 +717,20 @@ class Search {
 
   // Edits `p` by one move; false when the move drawn does not apply.
   bool move(Plan& p, const SimResult& last) {
+    const std::vector<Gap>& gaps = moves_->gaps;
+    const std::vector<std::vector<std::size_t>>& persistent = moves_->persistent;
     const std::size_t kind = pick(10);
     if (p.entries.empty() || kind < 2) {  // add an eviction
-      const Gap& g = gaps_[pick(gaps_.size())];
+      const Gap& g = gaps[pick(gaps.size())];
       if (taken(p, g)) return false;
       p.entries.push_back(entry_for(g, recomputable(g) && pick(2) == 0));
       return true;
     }
-    if (kind == 2 && !persistent_.empty()) {  // a persistent region off between all its uses
-      const auto& gs = persistent_[pick(persistent_.size())];
+    if (kind == 2 && !persistent.empty()) {  // a persistent region off between all its uses
+      const auto& gs = persistent[pick(persistent.size())];
       bool added = false;
       for (std::size_t gi : gs)
-        if (!taken(p, gaps_[gi])) p.entries.push_back(entry_for(gaps_[gi], false)), added = true;
+        if (!taken(p, gaps[gi])) p.entries.push_back(entry_for(gaps[gi], false)), added = true;
       return added;
     }
     // Prefer the entries that were late last time.
@@ -748,11 +751,11 @@ class Search {
         return trade(e);
       case 5: {  // move the eviction to another gap of the same region
         std::vector<std::size_t> same;
-        for (std::size_t gi = 0; gi < gaps_.size(); ++gi)
-          if (gaps_[gi].r == r && gaps_[gi].e != e.evict_after && !taken(p, gaps_[gi], k))
+        for (std::size_t gi = 0; gi < gaps.size(); ++gi)
+          if (gaps[gi].r == r && gaps[gi].e != e.evict_after && !taken(p, gaps[gi], k))
             same.push_back(gi);
         if (same.empty()) return false;
-        const Gap& g = gaps_[same[pick(same.size())]];
+        const Gap& g = gaps[same[pick(same.size())]];
         e = entry_for(g, e.kind == EvictKind::kRecompute && recomputable(g));
         return true;
       }
@@ -780,8 +783,12 @@ class Search {
   const SearchOptions& o_;
   std::mt19937_64 rng_;
   double start_ms_ = 0;
-  std::vector<Gap> gaps_;
-  std::vector<std::vector<std::size_t>> persistent_;  // per persistent region: its gaps
+  // The gaps and the persistent regions' gap lists, made once and shared by the walks.
+  struct Moves {
+    std::vector<Gap> gaps;
+    std::vector<std::vector<std::size_t>> persistent;  // per persistent region: its gaps
+  };
+  std::shared_ptr<const Moves> moves_;
   std::optional<Best> best_;
   // What walks side by side share (walk_side_by_side).
   struct Shared {
@@ -791,9 +798,9 @@ class Search {
     std::size_t running = 0;        // walks on other threads still running
     std::optional<Best> posted;     // their best plan not yet heard of (with on_improvement)
   };
-  Shared* shared_ = nullptr;       // while walks run side by side
-  bool on_other_thread_ = false;   // a walk on a thread of its own: never reads the clock
-  std::size_t cap_;                // evaluations at which this walk stops
+  Shared* shared_ = nullptr;      // while walks run side by side
+  bool on_other_thread_ = false;  // a walk on a thread of its own: never reads the clock
+  std::size_t cap_;               // evaluations at which this walk stops
   double heard_ = std::numeric_limits<double>::infinity();  // merit of the last plan published
   std::size_t evaluations_ = 0, improvements_ = 0;
   bool out_of_time_ = false;
@@ -816,7 +823,8 @@ SearchResult search_plan(const Analysis& a, std::uint64_t budget, const SearchOp
 
 std::size_t usable_search_threads(std::uint64_t asked) {
   const std::uint64_t cores = std::max(1u, std::thread::hardware_concurrency());
-  return static_cast<std::size_t>(std::clamp<std::uint64_t>(std::min(asked, cores), 1, kMaxThreads));
+  return static_cast<std::size_t>(
+      std::clamp<std::uint64_t>(std::min(asked, cores), 1, kMaxThreads));
 }
 
 bool refined_plan_replaces(double best_us, double published_us, bool last_step) {

@@ -244,7 +244,8 @@ void run(const Options& o) {
     label = "plan " + printable_text(o.plan) +
             (ev.plan.policy.empty() ? "" : " (" + printable_text(ev.plan.policy) + ")");
   } else {
-    ev = plan_and_simulate(a, budget, {o.policy, o.search_ms, o.seed, o.search_threads, o.require_fit}, &evaluations);
+    ev = plan_and_simulate(
+        a, budget, {o.policy, o.search_ms, o.seed, o.search_threads, o.require_fit}, &evaluations);
   }
   const SimResult& s = ev.sim;
   const bool feasible = ev.plan.feasible && s.feasible;
