@@ -17,6 +17,7 @@
 #include <optional>
 #include <mutex>
 #include <random>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -204,7 +205,7 @@ class Search {
     if (!stop() && !moves_->gaps.empty()) {
       res.walks = std::clamp<std::size_t>(o_.threads, 1, kMaxThreads);
       if (res.walks > 1)
-        walk_side_by_side(seed, spread);
+        res.walks = walk_side_by_side(seed, spread);
       else
         walk(seed, spread);
     }
@@ -265,8 +266,10 @@ class Search {
   // its number. Each starts from the same plans, so walks differ by their moves only; each takes
   // an even share of the evaluations left, and only the calling thread reads the clock, stopping
   // the others when the time is up. The best plan of all wins, ties going to the lower walk, so
-  // the result depends on the seed and the number of walks only.
-  void walk_side_by_side(const Best& seed, const std::optional<Best>& spread) {
+  // the result depends on the seed and the number of walks only. Returns how many walks ran: a
+  // walk whose thread cannot be started (the process is out of threads) is left out, with its
+  // share of the evaluations.
+  std::size_t walk_side_by_side(const Best& seed, const std::optional<Best>& spread) {
     const std::size_t n = std::clamp<std::size_t>(o_.threads, 1, kMaxThreads);
     const std::size_t used = evaluations_, left = cap_ > used ? cap_ - used : 0;
     auto share = [&](std::size_t i) { return used + left / n + (i < left % n ? 1 : 0); };
@@ -287,18 +290,27 @@ class Search {
     std::vector<std::thread> threads;
     threads.reserve(n - 1);
     shared.running = n - 1;
-    for (std::size_t i = 0; i + 1 < n; ++i)
-      threads.emplace_back([&, i] {
-        try {
-          others[i].walk(seed, spread);
-        } catch (...) {
-          errors[i] = std::current_exception();
-          shared.stop.store(true);
-        }
-        std::lock_guard<std::mutex> lock(shared.m);
-        --shared.running;
-        shared.done.notify_all();
-      });
+    for (std::size_t i = 0; i + 1 < n; ++i) {
+      try {
+        threads.emplace_back([&, i] {
+          try {
+            others[i].walk(seed, spread);
+          } catch (...) {
+            errors[i] = std::current_exception();
+            shared.stop.store(true);
+          }
+          std::lock_guard<std::mutex> lock(shared.m);
+          --shared.running;
+          shared.done.notify_all();
+        });
+      } catch (const std::system_error&) {
+        break;
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(shared.m);
+      shared.running -= n - 1 - threads.size();
+    }
     std::exception_ptr mine;
     try {
       walk(seed, spread);
@@ -320,12 +332,14 @@ class Search {
     if (mine) std::rethrow_exception(mine);
     for (const std::exception_ptr& e : errors)
       if (e) std::rethrow_exception(e);
-    for (Search& w : others) {
+    for (std::size_t i = 0; i < threads.size(); ++i) {
+      Search& w = others[i];
       evaluations_ += w.evaluations_ - used;
       improvements_ += w.improvements_;
       if (w.best_ && merit(w.best_->sim) < merit(best_->sim)) best_ = std::move(w.best_);
     }
-    if (o_.on_improvement) publish(best_->plan, best_->sim);
+    if (o_.on_improvement && merit(best_->sim) < heard_) publish(best_->plan, best_->sim);
+    return threads.size() + 1;
   }
 
   // What the walk compares plans by. With require_fit, a plan with demand evictions comes after
