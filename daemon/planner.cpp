@@ -102,28 +102,38 @@ void PlannerThread::run() {
     r.plan_generation = job.plan_generation;
     r.refinement = job.refinement;
     const double t0 = now_ms();
-    if (job.kind == Kind::kFeedback) {
-      const double deadline = t0 + job.time_budget_ms;
-      const policy::Analysis a = policy::analyze(job.trace);
-      r.checked = policy::apply_feedback_checked(a, job.plan, job.lateness_us, job.budget, [&] {
-        return cancel_running_.load() || now_ms() > deadline;
-      });
-    } else {
-      policy::SearchOptions opt;
-      opt.time_budget_ms = job.time_budget_ms;
-      opt.now_ms = now_ms;
-      opt.cancel = &cancel_running_;
-      opt.allow_recompute = job.allow_recompute;
-      opt.threads = job.threads;
-      // The library follows the plan's entries and keeps the rest on demand: a plan that fits
-      // (no demand eviction in the simulator) is what it can execute as planned.
-      opt.require_fit = true;
-      if (job.kind == Kind::kRefine) {
-        opt.start = &job.plan;
-        opt.start_seed = "refined";
-        opt.seed = job.seed;
+    // A planning failure (out of memory, out of threads) costs the client its plan, not gswapd:
+    // the plan says why and the client runs passive (a feedback check or refinement step just
+    // changes nothing).
+    try {
+      if (job.kind == Kind::kFeedback) {
+        const double deadline = t0 + job.time_budget_ms;
+        const policy::Analysis a = policy::analyze(job.trace);
+        r.checked = policy::apply_feedback_checked(a, job.plan, job.lateness_us, job.budget, [&] {
+          return cancel_running_.load() || now_ms() > deadline;
+        });
+      } else {
+        policy::SearchOptions opt;
+        opt.time_budget_ms = job.time_budget_ms;
+        opt.now_ms = now_ms;
+        opt.cancel = &cancel_running_;
+        opt.allow_recompute = job.allow_recompute;
+        opt.threads = job.threads;
+        // The library follows the plan's entries and keeps the rest on demand: a plan that fits
+        // (no demand eviction in the simulator) is what it can execute as planned.
+        opt.require_fit = true;
+        if (job.kind == Kind::kRefine) {
+          opt.start = &job.plan;
+          opt.start_seed = "refined";
+          opt.seed = job.seed;
+        }
+        r.search = policy::plan_iteration(job.trace, job.budget, opt);
       }
-      r.search = policy::plan_iteration(job.trace, job.budget, opt);
+    } catch (const std::exception& e) {
+      r.search = policy::SearchResult{};
+      r.search.plan.feasible = r.search.plan.fits = false;
+      r.search.plan.reason = std::string("planning failed: ") + e.what();
+      r.checked = policy::CheckedFeedback{};
     }
     r.plan_ms = now_ms() - t0;
 

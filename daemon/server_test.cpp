@@ -1456,6 +1456,45 @@ TEST_F(ServerTest, APlanFollowedIsRefined) {
   close(fd);
 }
 
+// A job whose planning throws (here a refinement step from a plan naming a region the trace does
+// not have) answers with an infeasible plan that says why; the planner thread, and gswapd with
+// it, goes on to the next job.
+TEST(PlannerThreadTest, APlanningFailureIsAnAnswerNotTheEnd) {
+  const policy::Trace trace = policy::make_unet(2);
+  const policy::Analysis a = policy::analyze(trace);
+  PlannerThread planner;
+  PlannerThread::Job bad;
+  bad.client = 1;
+  bad.trace = trace;
+  bad.budget = a.peak_bytes / 2;
+  bad.time_budget_ms = 50;
+  bad.kind = PlannerThread::Kind::kRefine;
+  bad.plan = policy::plan_capuchin(a, bad.budget);
+  ASSERT_FALSE(bad.plan.entries.empty());
+  bad.plan.entries[0].region = 1'000'000'007;
+  bad.plan.entries[0].kind = policy::EvictKind::kRecompute;
+  bad.allow_recompute = false;
+  PlannerThread::Job good = bad;
+  good.client = 2;
+  good.kind = PlannerThread::Kind::kPlan;
+  ASSERT_TRUE(planner.submit(std::move(bad)));
+  ASSERT_TRUE(planner.submit(std::move(good)));
+  std::vector<PlannerThread::Result> got;
+  for (int i = 0; i < 1000 && got.size() < 2; ++i) {
+    for (auto& r : planner.take_results()) got.push_back(std::move(r));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(got.size(), 2u);
+  for (const auto& r : got) {
+    if (r.client == 1) {
+      EXPECT_FALSE(r.search.plan.feasible);
+      EXPECT_EQ(r.search.plan.reason.rfind("planning failed: ", 0), 0u) << r.search.plan.reason;
+    } else {
+      EXPECT_TRUE(r.search.plan.feasible) << r.search.plan.reason;
+    }
+  }
+}
+
 // Refinement steps run when no other job waits; a planning job for a client drops its steps.
 TEST(PlannerThreadTest, RefinementStepsWaitForEveryOtherJob) {
   const policy::Trace trace = policy::make_unet(2);
