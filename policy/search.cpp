@@ -17,7 +17,6 @@
 #include <optional>
 #include <mutex>
 #include <random>
-#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -203,8 +202,8 @@ class Search {
     }
     if (spread) prune(*spread);
     if (!stop() && !moves_->gaps.empty()) {
-      res.walks = std::clamp<std::size_t>(o_.threads, 1, kMaxThreads);
-      if (res.walks > 1)
+      res.walks = 1;
+      if (o_.threads > 1)
         res.walks = walk_side_by_side(seed, spread);
       else
         walk(seed, spread);
@@ -267,11 +266,13 @@ class Search {
   // an even share of the evaluations left, and only the calling thread reads the clock, stopping
   // the others when the time is up. The best plan of all wins, ties going to the lower walk, so
   // the result depends on the seed and the number of walks only. Returns how many walks ran: a
-  // walk whose thread cannot be started (the process is out of threads) is left out, with its
-  // share of the evaluations.
+  // walk whose thread cannot be started (the process is out of threads or memory) is left out,
+  // with its share of the evaluations, and so is a walk that would have no evaluation to run.
   std::size_t walk_side_by_side(const Best& seed, const std::optional<Best>& spread) {
-    const std::size_t n = std::clamp<std::size_t>(o_.threads, 1, kMaxThreads);
     const std::size_t used = evaluations_, left = cap_ > used ? cap_ - used : 0;
+    // No walk with nothing to simulate.
+    const std::size_t n =
+        std::clamp<std::size_t>(std::min<std::size_t>(o_.threads, left), 1, kMaxThreads);
     auto share = [&](std::size_t i) { return used + left / n + (i < left % n ? 1 : 0); };
     Shared shared;
     std::vector<Search> others;
@@ -303,7 +304,7 @@ class Search {
           --shared.running;
           shared.done.notify_all();
         });
-      } catch (const std::system_error&) {
+      } catch (...) {  // std::system_error (out of threads) or std::bad_alloc
         break;
       }
     }
@@ -599,6 +600,8 @@ class Search {
     if (on_other_thread_)
       return shared_->stop.load(std::memory_order_relaxed) ||
              (o_.cancel && o_.cancel->load(std::memory_order_relaxed));
+    // Another walk failed (its exception comes out once every walk has stopped).
+    if (shared_ && shared_->stop.load(std::memory_order_relaxed)) return true;
     hear();
     return stop_walks();
   }

@@ -37,7 +37,11 @@ struct SearchOptions {
   // with `seed`'s), each taking an even share of the evaluations left under max_evaluations. The
   // best plan of all is returned, ties going to the lower walk, so a search is repeatable for a
   // seed and a number of threads. Only the calling thread reads now_ms and calls on_improvement.
-  // 1: one walk, on the calling thread. gswapd and gswapctl take usable_search_threads (below).
+  // 1: one walk, on the calling thread. Walks beyond the machine's hardware threads share its
+  // cores, and the calling thread, which alone reads the clock, may then stop them late (64 walks
+  // on 2 cores: 130-275 ms for a budget of 50); gswapd and gswapctl take usable_search_threads
+  // (below). A walk whose thread cannot be started (out of threads or memory) is left out, and so
+  // is one that would have no evaluation left to run.
   std::size_t threads = 1;
   // Checked between evaluations; set from another thread to stop early.
   const std::atomic<bool>* cancel = nullptr;

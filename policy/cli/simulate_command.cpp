@@ -19,6 +19,7 @@
 #include <memory>
 #include <vector>
 #include <stdexcept>
+#include <limits>
 #include <string>
 #include <system_error>
 
@@ -378,27 +379,32 @@ void add_simulate_command(CLI::App& app) {
                                         "capuchin: time the search may spend improving the "
                                         "greedy plan, as gswapd does (0: the greedy plan alone)")
                             ->capture_default_str();
-  // CLI11 reads "-1" and 2^64 into an unsigned integer without a word (wrapped or clamped);
-  // a seed is what makes a search repeatable, so only a plain decimal that fits is taken.
-  const CLI::Validator decimal_u64(
-      [](std::string& text) -> std::string {
-        std::uint64_t v = 0;
-        const char* end = text.data() + text.size();
-        const auto [ptr, ec] = std::from_chars(text.data(), end, v);
-        if (text.empty() || ec != std::errc{} || ptr != end)
-          return "a seed is a whole number from 0 to 18446744073709551615, not '" + text + "'";
-        return {};
-      },
-      "UINT64");
-  CLI::Option* seed = sub->add_option("--seed", o->seed, "capuchin: the search's seed")
-                          ->check(decimal_u64)
-                          ->capture_default_str();
+  // CLI11 reads "-1" and 2^64 into an unsigned integer without a word (wrapped or clamped), and
+  // "010" as octal: a seed is what makes a search repeatable, and a number of threads is read as
+  // gswapd reads plan_search_threads, so only a plain decimal in range is taken.
+  auto decimal = [](std::string what, std::uint64_t lo, std::uint64_t hi) {
+    return CLI::Validator(
+        [=](std::string& text) -> std::string {
+          std::uint64_t v = 0;
+          const char* end = text.data() + text.size();
+          const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+          if (text.empty() || ec != std::errc{} || ptr != end || v < lo || v > hi)
+            return fmt::format("{} is a whole number from {} to {}, not '{}'", what, lo, hi, text);
+          text = std::to_string(v);  // "010" is ten, not CLI11's octal eight
+          return {};
+        },
+        "UINT");
+  };
+  CLI::Option* seed =
+      sub->add_option("--seed", o->seed, "capuchin: the search's seed")
+          ->transform(decimal("a seed", 0, std::numeric_limits<std::uint64_t>::max()))
+          ->capture_default_str();
   CLI::Option* threads =
       sub->add_option("--search-threads", o->search_threads,
                       "capuchin: walks the search runs side by side after its seeds, each on a "
                       "thread of its own, as gswapd's plan_search_threads (no more than the "
                       "machine's hardware threads)")
-          ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{64}))
+          ->transform(decimal("a number of search threads", 1, 64))
           ->capture_default_str();
   CLI::Option* require_fit =
       sub->add_flag("--require-fit", o->require_fit,
