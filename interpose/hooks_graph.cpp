@@ -64,6 +64,13 @@ CapturedPtr take(Map* map, Key key) {
   return p;
 }
 
+// Puts `held` back as the entry of `key` (a destroy that failed).
+template <class Map, class Key>
+void put_back(Map* map, Key key, CapturedPtr held) {
+  std::lock_guard<std::mutex> lock(g_graphs_mutex);
+  map->emplace(key, std::move(held));
+}
+
 // A launch of no instance, or of one destroyed, fails in the driver: it replays nothing, so
 // nothing needs to stay resident for it.
 CUresult before_replay(CUgraphExec exec) {
@@ -120,18 +127,24 @@ CUresult hook_cuGraphInstantiateWithParams_ptsz(CUgraphExec* exec, CUgraph graph
 }
 // The regions may leave once the real destroy has returned (a replay in flight still holds
 // them on the device until then: the driver waits for it or keeps the memory alive).
+// The entry is taken out before the real call (once it returns, another thread may be given the
+// same handle) and put back when the call fails: the instance or graph lives on as it was.
 CUresult hook_cuGraphExecDestroy(CUgraphExec exec) {
   CapturedPtr held = take(g_known, exec);
   CUresult e = real().cuGraphExecDestroy(exec);
   if (e == CUDA_SUCCESS && exec) {
     std::lock_guard<std::mutex> lock(g_graphs_mutex);
     g_destroyed->insert(exec);
+  } else if (held) {
+    put_back(g_known, exec, std::move(held));
   }
   return e;
 }
 CUresult hook_cuGraphDestroy(CUgraph graph) {
   CapturedPtr held = take(g_captured, graph);
-  return real().cuGraphDestroy(graph);
+  CUresult e = real().cuGraphDestroy(graph);
+  if (e != CUDA_SUCCESS && held) put_back(g_captured, graph, std::move(held));
+  return e;
 }
 
 namespace {

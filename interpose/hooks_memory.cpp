@@ -255,8 +255,10 @@ CUresult hook_cuStreamCreateWithPriority(CUstream* s, unsigned int flags, int pr
 }
 
 CUresult hook_cuStreamDestroy_v2(CUstream s) {
-  stream_destroyed(s);
-  return real().cuStreamDestroy_v2(s);
+  const CUcontext tracked = stream_destroyed(s);
+  const CUresult e = real().cuStreamDestroy_v2(s);
+  if (e != CUDA_SUCCESS) stream_destroy_failed(s, tracked);  // it lives on
+  return e;
 }
 
 }  // namespace gswap::interpose

@@ -580,8 +580,11 @@ void stream_created(CUstream stream, unsigned flags) {
   if (ready()) g_res->stream_created(stream, flags);
 }
 
-void stream_destroyed(CUstream stream) {
-  g_res->stream_destroyed(stream);
+CUcontext stream_destroyed(CUstream stream) {
+  return g_res->stream_destroyed(stream);
+}
+void stream_destroy_failed(CUstream stream, CUcontext tracked) {
+  g_res->stream_destroy_failed(stream, tracked);
 }
 
 void capture_begin() {

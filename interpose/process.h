@@ -69,7 +69,9 @@ CUresult keep_resident_at(CUdeviceptr addr, const char* why);
 
 // cuStreamCreate*: the application's non-blocking streams, which cuMemFree of a region waits for.
 void stream_created(CUstream stream, unsigned flags);
-void stream_destroyed(CUstream stream);
+// Before the real destroy; stream_destroy_failed with what it returned when that fails.
+CUcontext stream_destroyed(CUstream stream);
+void stream_destroy_failed(CUstream stream, CUcontext tracked);
 // Stream capture (fact 8): capture_begin is called before the real cuStreamBeginCapture, and
 // capture_end after cuStreamEndCapture or a failed begin.
 void capture_begin();

@@ -248,6 +248,10 @@ Region* Residency::new_region() {
   r->recompute = nullptr;
   r->dependents = 0;
   r->dropping = r->drop_copy = r->host_valid = r->kept = false;
+  // A graph that held the region's previous life lets go by id (release_held), and that id is
+  // gone: its hold must not pass to the new region, which would then never leave.
+  r->graph_holds = 0;
+  r->capture_period = 0;
   return r;
 }
 
@@ -1219,13 +1223,16 @@ void Residency::forget_app_stream(CUstream stream) {
                      nonblocking_.end());
 }
 
-void Residency::stream_destroyed(CUstream stream) {
+CUcontext Residency::stream_destroyed(CUstream stream) {
+  CUcontext tracked = nullptr;
   {
     // Before the real destroy: a synchronous free records on the streams listed here.
     std::lock_guard<std::mutex> lock(mutex_);
+    for (const AppStream& a : nonblocking_)
+      if (a.stream == stream) tracked = a.ctx;
     forget_app_stream(stream);
   }
-  if (!device_ready() || !stream) return;
+  if (!device_ready() || !stream) return tracked;
   auto exclusive = gate_.exclusive();  // no swapper record on this handle from here on
   Context ctx(*this);
   bool capturing = false;
@@ -1244,6 +1251,13 @@ void Residency::stream_destroyed(CUstream stream) {
     }
   }
   fast_.streams.release(reinterpret_cast<std::uintptr_t>(stream));
+  return tracked;
+}
+
+void Residency::stream_destroy_failed(CUstream stream, CUcontext tracked) {
+  if (!tracked) return;  // not a non-blocking stream of the application's: nothing forgotten
+  std::lock_guard<std::mutex> lock(mutex_);
+  nonblocking_.push_back({stream, tracked});
 }
 
 void Residency::capture_begin() {

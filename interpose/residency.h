@@ -132,7 +132,11 @@ class Residency {
   // A stream the application made (cuStreamCreate*); non-blocking ones are remembered, as a
   // synchronous free waits for them.
   void stream_created(CUstream stream, unsigned flags);
-  void stream_destroyed(CUstream stream);
+  // Before the real destroy. Returns the context the stream was followed in as one of the
+  // application's non-blocking streams (nullptr: not one), for stream_destroy_failed.
+  CUcontext stream_destroyed(CUstream stream);
+  // The real destroy failed: the stream lives on, and frees wait for it again.
+  void stream_destroy_failed(CUstream stream, CUcontext tracked);
   void capture_begin();
   void capture_aborted();  // the real cuStreamBeginCapture failed
   void capture_end();

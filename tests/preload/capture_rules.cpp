@@ -16,6 +16,14 @@
 //       cuMemFree of a region returns only once the work queued before it has run, on a
 //       non-blocking stream that uses no region and on a blocking one, as the driver's cuMemFree
 //       does; under gswap without a device-wide synchronisation
+//   capture_rules MODULE.so graph_hold_reuse [region-MiB]
+//       a region a captured graph replays is freed while the graph lives; a region allocated
+//       after it, once the graph is gone, still leaves when a launch needs the whole budget (the
+//       graph's hold on the freed region does not pass to it)
+//   capture_rules MODULE.so failed_destroy [region-MiB]
+//       cuStreamDestroy and cuGraphExecDestroy that fail (injected) leave the stream and the
+//       instance as they were, as the driver does: a later cuMemFree still waits for the
+//       stream's work, and the instance still replays while the live regions exceed the budget
 //
 // The budget comes from GSWAP_BUDGET (16 MiB in the tests); regions are region-MiB (default 4).
 #include <dlfcn.h>
@@ -244,13 +252,128 @@ int run_free_waits(unsigned long long bytes) {
   return 0;
 }
 
+// GSWAP_BUDGET, given in MiB by the tests ("16MiB"); 16 MiB when it says otherwise.
+unsigned long long budget_bytes() {
+  const char* b = std::getenv("GSWAP_BUDGET");
+  char* end = nullptr;
+  const unsigned long long mib = b ? std::strtoull(b, &end, 10) : 0;
+  return (mib && end && std::string(end) == "MiB" ? mib : 16ull) << 20;
+}
+
+int run_graph_hold_reuse(unsigned long long bytes) {
+  const unsigned long long n = bytes / 4;
+  CUstream s;
+  PCHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr x = region(bytes, 1u);
+  PCHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  PCHECK(launch_add(g_add, s, x, n, 1));
+  CUgraph graph;
+  PCHECK(cuStreamEndCapture(s, &graph));
+  CUgraphExec exec;
+  PCHECK(cuGraphInstantiate(&exec, graph, 0));
+  PCHECK(cuGraphLaunch(exec, s));
+  PCHECK(cuStreamSynchronize(s));
+  PCHECK(cuMemFree(x));  // while the graph lives (it is not launched again)
+  PCHECK(cuCtxSynchronize());
+  CUdeviceptr y = region(bytes, 2u);
+  PCHECK(cuGraphExecDestroy(exec));
+  PCHECK(cuGraphDestroy(graph));
+  // One launch over a region as large as the whole budget: y must leave for it.
+  const unsigned long long whole = budget_bytes();
+  CUdeviceptr big = region(whole, 3u);
+  if (!expect_code("graph_hold_reuse: a launch over the whole budget",
+                   launch_add(g_add, nullptr, big, whole / 4, 1), CUDA_SUCCESS))
+    return 1;
+  PCHECK(cuCtxSynchronize());
+  if (!all_equal(big, whole / 4, 4u, nullptr) || !all_equal(y, n, 2u, nullptr)) {
+    std::fprintf(stderr, "graph_hold_reuse: data lost\n");
+    return 1;
+  }
+  PCHECK(cuMemFree(big));
+  if (swap_through(bytes)) return 1;
+  std::printf("graph_hold_reuse: the region allocated after the free left for the launch\n");
+  return 0;
+}
+
+int run_failed_destroy(unsigned long long bytes) {
+  using Inject = int (*)(const char*);
+  auto inject = reinterpret_cast<Inject>(dlsym(RTLD_DEFAULT, "simcudaInjectFailure"));
+  if (!inject) {
+    std::fprintf(stderr, "failed_destroy: needs simcuda\n");
+    return 1;
+  }
+  // A non-blocking stream whose destroy fails lives on: cuMemFree waits for its work.
+  constexpr unsigned long long kWords = 1024;
+  void* host = nullptr;
+  PCHECK(cuMemHostAlloc(&host, kWords * 4 + 64, CU_MEMHOSTALLOC_DEVICEMAP));
+  auto* words = static_cast<volatile unsigned*>(host);
+  auto* flag = reinterpret_cast<std::atomic<unsigned>*>(static_cast<char*>(host) + kWords * 4);
+  for (unsigned long long i = 0; i < kWords; ++i) words[i] = 0;
+  flag->store(0);
+  CUstream s;
+  PCHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr freed = region(bytes, 1u);
+  inject("cuStreamDestroy_v2:1");
+  if (!expect_code("failed_destroy: cuStreamDestroy", cuStreamDestroy(s), CUDA_ERROR_UNKNOWN))
+    return 1;
+  inject(nullptr);
+  PCHECK(cuStreamWaitValue32(s, reinterpret_cast<CUdeviceptr>(flag), 1, CU_STREAM_WAIT_VALUE_EQ));
+  PCHECK(launch_add(g_add, s, reinterpret_cast<CUdeviceptr>(host), kWords, 5));
+  std::thread setter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    flag->store(1);
+  });
+  PCHECK(cuMemFree(freed));
+  const unsigned seen = words[0];
+  setter.join();
+  if (seen != 5) {
+    std::fprintf(stderr, "failed_destroy: the stream's work had not run after cuMemFree (%u)\n",
+                 seen);
+    return 1;
+  }
+  // An instance whose destroy fails still replays, with more live than the budget holds.
+  const unsigned long long n = bytes / 4;
+  CUdeviceptr x = region(bytes, 1u);
+  std::vector<CUdeviceptr> others;
+  for (unsigned long long live = bytes; live <= budget_bytes(); live += bytes)
+    others.push_back(region(bytes, 2u));
+  PCHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  PCHECK(launch_add(g_add, s, x, n, 1));
+  CUgraph graph;
+  PCHECK(cuStreamEndCapture(s, &graph));
+  CUgraphExec exec;
+  PCHECK(cuGraphInstantiate(&exec, graph, 0));
+  PCHECK(cuGraphLaunch(exec, s));
+  inject("cuGraphExecDestroy:1");
+  if (!expect_code("failed_destroy: cuGraphExecDestroy", cuGraphExecDestroy(exec),
+                   CUDA_ERROR_UNKNOWN))
+    return 1;
+  inject(nullptr);
+  if (!expect_code("failed_destroy: cuGraphLaunch of the instance that lives on",
+                   cuGraphLaunch(exec, s), CUDA_SUCCESS))
+    return 1;
+  PCHECK(cuStreamSynchronize(s));
+  if (!all_equal(x, n, 3u, nullptr)) {
+    std::fprintf(stderr, "failed_destroy: the replays' data lost\n");
+    return 1;
+  }
+  PCHECK(cuGraphExecDestroy(exec));
+  PCHECK(cuGraphDestroy(graph));
+  PCHECK(cuStreamDestroy(s));
+  for (CUdeviceptr p : others) PCHECK(cuMemFree(p));
+  PCHECK(cuMemFree(x));
+  if (swap_through(bytes)) return 1;
+  std::printf("failed_destroy: the stream and the instance lived on as without gswap\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr,
-                 "usage: capture_rules MODULE.so free_in_capture|unsafe_calls|free_waits "
-                 "[region-MiB]\n");
+                 "usage: capture_rules MODULE.so free_in_capture|unsafe_calls|free_waits|"
+                 "graph_hold_reuse|failed_destroy [region-MiB]\n");
     return 2;
   }
   std::string mode = argv[2];
@@ -263,6 +386,8 @@ int main(int argc, char** argv) {
   if (mode == "free_in_capture") return run_free_in_capture(bytes);
   if (mode == "unsafe_calls") return run_unsafe_calls(bytes);
   if (mode == "free_waits") return run_free_waits(bytes);
+  if (mode == "graph_hold_reuse") return run_graph_hold_reuse(bytes);
+  if (mode == "failed_destroy") return run_failed_destroy(bytes);
   std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
   return 2;
 }
