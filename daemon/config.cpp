@@ -252,26 +252,18 @@ std::vector<std::string> Config::merge_json(std::string_view text) {
     errors.push_back(fmt::format("not valid JSON: a NUL byte at offset {}", nul));
     return errors;
   }
-  policy::DuplicateKeys duplicates;
   nlohmann::json doc;
+  policy::JsonRead read;
   try {
-    // nlohmann throws even with allow_exceptions=false (out_of_range.406 for a number that
-    // overflows a double, 1e400): that is invalid JSON here too.
-    doc = nlohmann::json::parse(
-        text,
-        [&](int d, nlohmann::json::parse_event_t e, nlohmann::json& j) {
-          return duplicates(d, e, j);
-        },
-        /*allow_exceptions=*/false);
-    if (doc.is_discarded()) {
-      // Re-parse with exceptions to get the position of the syntax error.
-      nlohmann::json again = nlohmann::json::parse(text);
-      (void)again;
-      errors.push_back("not valid JSON");
-      return errors;
-    }
+    // nlohmann throws on invalid JSON, including a number that overflows a double (1e400).
+    read = policy::read_json(text, &doc);
   } catch (const nlohmann::json::exception& e) {
     errors.push_back(fmt::format("not valid JSON: {}", e.what()));
+    return errors;
+  }
+  if (!read.too_deep.empty()) {
+    errors.push_back(
+        fmt::format("{}: nested more than {} deep", read.too_deep, policy::kMaxJsonDepth));
     return errors;
   }
   if (!doc.is_object()) {
@@ -279,7 +271,7 @@ std::vector<std::string> Config::merge_json(std::string_view text) {
     return errors;
   }
   std::set<std::string> skip;
-  for (const std::string& path : duplicates.repeated()) {
+  for (const std::string& path : read.repeated) {
     errors.push_back(fmt::format("{}: duplicate key (given more than once)", path));
     skip.insert(path.substr(0, path.find('.')));  // which of the values was meant is unknown
   }

@@ -210,6 +210,11 @@ TEST(Config, DuplicateKeysAreNamed) {
   EXPECT_EQ(e[0], "weights.train: duplicate key (given more than once)");
   // The same name in two different objects is not a duplicate.
   EXPECT_TRUE(check(R"({"weights": {"budget": 1}, "budget": "1GiB"})").empty());
+  // Nesting deeper than any config has is refused where it goes too deep.
+  e = check(R"({"weights": {"a": )" + std::string(100, '[') + std::string(100, ']') + "}}");
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].rfind("weights.a[0][0]", 0), 0u) << e[0];
+  EXPECT_NE(e[0].find("]: nested more than 64 deep"), std::string::npos) << e[0];
 }
 
 TEST(Config, DirectoryIsNotReadable) {

@@ -291,17 +291,21 @@ bool guarded_parse(std::string_view text, std::string* error, Parse&& parse_root
     if (error) *error = "$: not valid JSON: a NUL byte at offset " + std::to_string(nul);
     return false;
   }
-  DuplicateKeys duplicates;
+  JsonRead read;
   try {
-    root = json::parse(text.begin(), text.end(),
-                       [&](int d, json::parse_event_t e, json& j) { return duplicates(d, e, j); });
+    read = read_json(text, &root);
   } catch (const json::exception& e) {
     if (error) *error = std::string("$: not valid JSON: ") + e.what();
     return false;
   }
+  if (!read.too_deep.empty()) {
+    if (error)
+      *error = read.too_deep + ": nested more than " + std::to_string(kMaxJsonDepth) + " deep";
+    return false;
+  }
   // A key given twice says two things about one field: neither is taken.
-  if (!duplicates.repeated().empty()) {
-    if (error) *error = duplicates.repeated().front() + ": given more than once";
+  if (!read.repeated.empty()) {
+    if (error) *error = read.repeated.front() + ": given more than once";
     return false;
   }
   try {

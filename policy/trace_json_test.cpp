@@ -135,6 +135,27 @@ TEST(TraceJsonTest, RejectsWithJsonPath) {
                   "version: given more than once");
   expect_rejected(mutate("\"sources\": [3]", "\"sources\": [3], \"sources\": [3]"),
                   "regions[1].recompute.sources: given more than once");
+  // Nesting deeper than any trace has is refused where it goes too deep (an unknown field, which
+  // is otherwise ignored, may not hold it either).
+  expect_rejected(
+      mutate("\"dur_us\": 21.0",
+             "\"dur_us\": 21.0, \"x\": " + std::string(100, '[') + std::string(100, ']')),
+      "launches[0].x" +
+          [] {
+            std::string p;
+            for (int k = 0; k < 61; ++k) p += "[0]";
+            return p;
+          }() +
+          ": nested more than 64 deep");
+  {  // 63 levels are read.
+    Trace t;
+    std::string err;
+    EXPECT_TRUE(parse_trace_json(
+        mutate("\"dur_us\": 21.0",
+               "\"dur_us\": 21.0, \"x\": " + std::string(59, '[') + std::string(59, ']')),
+        &t, &err))
+        << err;
+  }
   expect_rejected("{\"format\": ", "$: not valid JSON");
   expect_rejected("[1,2]", "$: expected an object");
   // A NUL byte would end the reader's input, and the text after it go unread.
