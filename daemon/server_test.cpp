@@ -1123,6 +1123,8 @@ TEST(UntrustedText, KeepsPrintableUtf8AndEscapesTheRest) {
   EXPECT_EQ(printable_text("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // a surrogate
   EXPECT_EQ(printable_text("a\nb\x1b[31m\x7f"), "a\\x0ab\\x1b[31m\\x7f");
   EXPECT_EQ(printable_text("\xc2\x85"), "\\u0085");  // C1 next line
+  // Noncharacters XML does not allow (an SVG plot's title holds a trace's path).
+  EXPECT_EQ(printable_text("x\xef\xbf\xbe\xef\xbf\xbf\xef\xbf\xbd"), "x\\ufffe\\uffff\xef\xbf\xbd");
   EXPECT_EQ(printable_text(std::string("a\0b", 3)), "a\\x00b");
 }
 

@@ -61,7 +61,7 @@ nlohmann::json to_json(const Timeline& t) {
     nlohmann::json args = {{"region", c.region}, {"bytes", c.bytes}, {"planned", c.planned}};
     if (!c.region_name.empty()) args["region_name"] = c.region_name;
     if (c.late) args["late"] = *c.late;
-    const std::uint32_t track = c.to_device ? kH2DTrack : kD2HTrack;
+    const std::uint64_t track = c.to_device ? kH2DTrack : kD2HTrack;
     std::string name = fmt::format("{} {}", c.to_device ? "restore" : "swap-out",
                                    region_label(c.region, c.region_name));
     items.push_back({kDevicePid, track, c.start_us,
@@ -120,7 +120,7 @@ nlohmann::json to_json(const Timeline& t) {
   nlohmann::json events = nlohmann::json::array();
   events.push_back(meta(kDevicePid, 0, "process_name", "device"));
   events.push_back(meta(kHostPid, 0, "process_name", "host"));
-  const std::pair<std::uint32_t, const char*> fixed[] = {{kD2HTrack, kD2HName},
+  const std::pair<std::uint64_t, const char*> fixed[] = {{kD2HTrack, kD2HName},
                                                          {kH2DTrack, kH2DName},
                                                          {kWaitTrack, kWaitName},
                                                          {kRecomputeTrack, kRecomputeName}};

@@ -22,8 +22,10 @@
 namespace gswap::policy::chrome {
 
 inline constexpr int kDevicePid = 1, kHostPid = 2;
-inline constexpr std::uint32_t kD2HTrack = 100000, kH2DTrack = 100001, kWaitTrack = 100002,
-                               kRecomputeTrack = 100003;
+// The device's fixed tracks, past every stream number a trace may give (32 bits), so that no
+// stream shares one.
+inline constexpr std::uint64_t kD2HTrack = (std::uint64_t{1} << 32), kH2DTrack = kD2HTrack + 1,
+                               kWaitTrack = kD2HTrack + 2, kRecomputeTrack = kD2HTrack + 3;
 inline constexpr const char* kD2HName = "D2H (swap-outs)";
 inline constexpr const char* kH2DName = "H2D (restores)";
 inline constexpr const char* kWaitName = "streams waiting for restores";

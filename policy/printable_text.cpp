@@ -22,7 +22,7 @@ std::string printable_text(std::string_view raw) {
     } else if (cp < 0x20 || cp == 0x7f) {
       out += fmt::format("\\x{:02x}", cp);
       i += len;
-    } else if (cp >= 0x80 && cp <= 0x9f) {
+    } else if ((cp >= 0x80 && cp <= 0x9f) || cp == 0xfffe || cp == 0xffff) {
       out += fmt::format("\\u{:04x}", cp);
       i += len;
     } else {

@@ -51,7 +51,12 @@ std::map<std::pair<int, std::uint64_t>, std::string> track_names(const nlohmann:
 TEST(ChromeTraceTest, EveryTrackIsNamedAndInTimeOrder) {
   chrome::Timeline t;
   t.producer = "test";
-  t.kernels = {{3, "b", 2, 50, 10}, {3, "a", 1, 10, 5}, {0, "c", 3, 20, 1}};
+  // Streams 100000 and 2^32 - 1 too: any stream number a trace gives has a track of its own.
+  t.kernels = {{3, "b", 2, 50, 10},
+               {3, "a", 1, 10, 5},
+               {0, "c", 3, 20, 1},
+               {100000, "d", 4, 90, 1},
+               {4294967295u, "e", 5, 91, 1}};
   t.copies = {{false, 7, "", 1 << 20, 30, 40, true, std::nullopt},
               {true, 7, "w", 1 << 20, 60, 70, true, true}};
   t.host_waits = {{1234, "budget", 35, 2}};
@@ -69,6 +74,15 @@ TEST(ChromeTraceTest, EveryTrackIsNamedAndInTimeOrder) {
             "streams waiting for restores");
   EXPECT_EQ(names[std::make_pair(1, std::uint64_t{chrome::kRecomputeTrack})], "recomputations");
   EXPECT_EQ(names[std::make_pair(2, std::uint64_t{1234})], "thread 1234");
+  EXPECT_EQ(names[std::make_pair(1, std::uint64_t{100000})], "stream 100000");
+  EXPECT_EQ(names[std::make_pair(1, std::uint64_t{4294967295u})], "stream 4294967295");
+  std::map<std::pair<int, std::uint64_t>, int> named;  // each track named once
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "thread_name") {
+      EXPECT_EQ(++named[std::make_pair(e["pid"].get<int>(), e["tid"].get<std::uint64_t>())], 1)
+          << e;
+    }
+  }
   std::map<std::pair<int, std::uint64_t>, double> last;
   int copies = 0;
   for (const auto& e : doc["traceEvents"]) {
