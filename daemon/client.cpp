@@ -421,8 +421,12 @@ void Client::build_iteration(std::size_t begin, std::size_t end, std::uint64_t d
         p.cost_us = static_cast<double>(rc->measured_ns) / 1e3;
       else if (auto it = producer_us.find(id); it != producer_us.end())
         p.cost_us = it->second;
+      // Each source once (the library sends each once; a garbled client may not, and a trace
+      // naming one twice is refused).
       for (std::uint64_t s : rc->sources)
-        if (regions_.count(s) && s != id) p.sources.push_back(s);
+        if (regions_.count(s) && s != id &&
+            std::find(p.sources.begin(), p.sources.end(), s) == p.sources.end())
+          p.sources.push_back(s);
       // An unmeasured cost would make recomputation look free: leave such a region to swaps.
       if (p.cost_us > 0) r.recompute = std::move(p);
     }

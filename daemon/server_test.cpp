@@ -1612,6 +1612,40 @@ struct DirectClient {
   FakeLibrary lib;
 };
 
+// A registration naming a source twice (a garbled client; the library sends each once) gives a
+// trace that names it once: a trace naming a source twice is refused by its readers.
+TEST(ClientTrace, ASourceNamedTwiceIsInTheTraceOnce) {
+  ClientLimits limits;
+  limits.trace_launches = 4096;
+  DirectClient d(limits);
+  d.alloc(1);
+  d.alloc(2);
+  proto::EventRecord e{};
+  e.type = static_cast<std::uint16_t>(proto::EventType::kRecomputable);
+  e.count = 3;
+  e.w[0] = 2;     // region 2, recomputed from region 1, named three times
+  e.w[1] = 5000;  // ns
+  e.w[2] = e.w[3] = e.w[4] = 1;
+  d.push(e);
+  for (int i = 0; i < 400; ++i) {
+    const std::uint64_t seq = d.lib.seq;
+    d.launch(100 + i % 4, 1 + i % 2);
+    d.timing(seq, 1'000'000 + seq * 1000, 500);
+  }
+  d.drain();
+  const policy::Trace t = d.client.last_iteration_trace(1ull << 30);
+  bool found = false;
+  for (const policy::Region& r : t.regions)
+    if (r.id == 2 && r.recompute) {
+      found = true;
+      EXPECT_EQ(r.recompute->sources, std::vector<policy::RegionId>{1});
+    }
+  EXPECT_TRUE(found);
+  std::string error;
+  policy::Trace back;
+  EXPECT_TRUE(policy::parse_trace_json(policy::write_trace_json(t), &back, &error)) << error;
+}
+
 // A client whose iteration repeats but is never timed (no timings arrive): gswapd looks at its
 // window for a measurable period once per change to it, not at every tick (a full window of
 // 262,144 launches took 1.3 ms a tick, for nothing).

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <stdexcept>
 #include <string>
+#include <unordered_set>
 #include <unordered_map>
 #include <vector>
 
@@ -153,12 +154,18 @@ Trace parse(const json& root) {
   for (std::size_t i = 0; i < t.regions.size(); ++i) {
     if (!t.regions[i].recompute) continue;
     const auto& src = t.regions[i].recompute->sources;
+    // A source named twice says nothing more, and every pass over the sources (per launch, in
+    // the analysis and the lower bound) would pay for it again.
+    std::unordered_set<RegionId> seen;
     for (std::size_t k = 0; k < src.size(); ++k) {
+      const std::string at =
+          "regions[" + std::to_string(i) + "].recompute.sources[" + std::to_string(k) + "]";
       if (!index.count(src[k]) || src[k] == t.regions[i].id) {
-        fail("regions[" + std::to_string(i) + "].recompute.sources[" + std::to_string(k) + "]",
-             src[k] == t.regions[i].id ? "a region cannot be its own source"
-                                       : "unknown region " + std::to_string(src[k]));
+        fail(at, src[k] == t.regions[i].id ? "a region cannot be its own source"
+                                           : "unknown region " + std::to_string(src[k]));
       }
+      if (!seen.insert(src[k]).second)
+        fail(at, "region " + std::to_string(src[k]) + " is already a source");
     }
   }
 

@@ -109,6 +109,8 @@ TEST(TraceJsonTest, RejectsWithJsonPath) {
   expect_rejected(mutate("\"bytes\": 1024", "\"bytes\": -4"), "regions[0].bytes:");
   expect_rejected(mutate("\"sources\": [3]", "\"sources\": [3, 42]"),
                   "regions[1].recompute.sources[1]: unknown region 42");
+  expect_rejected(mutate("\"sources\": [3]", "\"sources\": [3, 3]"),
+                  "regions[1].recompute.sources[1]: region 3 is already a source");
   expect_rejected(mutate("\"dur_us\": 21.0", "\"dur_us\": \"x\""), "launches[0].dur_us:");
   expect_rejected(mutate("\"kernel\": \"sgemm_128x64\"", "\"kern\": 1"),
                   "launches[0].kernel: missing");
