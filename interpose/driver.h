@@ -19,6 +19,8 @@ namespace gswap::interpose {
   X(cuDeviceGetUuid_v2)            \
   X(cuCtxGetCurrent)               \
   X(cuCtxGetDevice)                \
+  X(cuDeviceGetMemPool)            \
+  X(cuDeviceGetDefaultMemPool)     \
   X(cuCtxPushCurrent_v2)           \
   X(cuCtxPopCurrent_v2)            \
   X(cuCtxSynchronize)              \

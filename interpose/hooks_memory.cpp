@@ -23,11 +23,30 @@ CUresult check_stream(CUstream s) {
   return real().cuStreamGetFlags(s, &flags);
 }
 
-CUresult alloc(CUdeviceptr* out, size_t bytes, CUstream s, bool async, bool pt, CUmemoryPool pool) {
+// Whether `pool` is the current device's current or default memory pool: what a region stands
+// in for. Another pool (one of another device, or made for its own properties) and a handle the
+// driver does not know are the driver's to answer.
+bool device_pool(CUmemoryPool pool) {
+  const Real& r = real();
+  CUdevice dev = 0;
+  if (!pool || !r.cuCtxGetDevice || r.cuCtxGetDevice(&dev) != CUDA_SUCCESS) return false;
+  CUmemoryPool p = nullptr;
+  if (r.cuDeviceGetMemPool && r.cuDeviceGetMemPool(&p, dev) == CUDA_SUCCESS && p == pool)
+    return true;
+  p = nullptr;
+  return r.cuDeviceGetDefaultMemPool && r.cuDeviceGetDefaultMemPool(&p, dev) == CUDA_SUCCESS &&
+         p == pool;
+}
+
+// from_pool: cuMemAllocFromPoolAsync, whose pool decides whether a region may stand in.
+CUresult alloc(CUdeviceptr* out, size_t bytes, CUstream s, bool async, bool pt, CUmemoryPool pool,
+               bool from_pool = false) {
   if (!out) return CUDA_ERROR_INVALID_VALUE;
   if (async) {
     if (CUresult e = check_stream(s); e != CUDA_SUCCESS) return e;
   }
+  if (from_pool && !pool) return CUDA_ERROR_INVALID_VALUE;  // as the driver answers
+  if (from_pool && !device_pool(pool)) return arena_alloc(out, bytes, s, async, pt, pool);
   bool handled = false;
   CUresult e = region_alloc(out, bytes, s, async, pt, &handled);
   if (handled) return e;
@@ -55,11 +74,11 @@ CUresult hook_cuMemAllocAsync_ptsz(CUdeviceptr* p, size_t n, CUstream s) {
   return alloc(p, n, s, true, true, nullptr);
 }
 CUresult hook_cuMemAllocFromPoolAsync(CUdeviceptr* p, size_t n, CUmemoryPool pool, CUstream s) {
-  return alloc(p, n, s, true, false, pool);
+  return alloc(p, n, s, true, false, pool, true);
 }
 CUresult hook_cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* p, size_t n, CUmemoryPool pool,
                                            CUstream s) {
-  return alloc(p, n, s, true, true, pool);
+  return alloc(p, n, s, true, true, pool, true);
 }
 CUresult hook_cuMemFreeAsync(CUdeviceptr p, CUstream s) {
   if (CUresult e = check_stream(s); e != CUDA_SUCCESS) return e;

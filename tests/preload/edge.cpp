@@ -316,6 +316,24 @@ int run_bad_calls(unsigned long long region_bytes) {
   PEXPECT(all_equal(b, n, 7u, nullptr));
   PCHECK(cuMemFreeAsync(b, nullptr));
   PCHECK(cuCtxSynchronize());
+  // Allocations from no pool, or from a handle the driver does not know, are refused; one from
+  // the device's own pool is a region, as cuMemAllocAsync's are.
+  CUdeviceptr q = 0;
+  PEXPECT(cuMemAllocFromPoolAsync(&q, region_bytes, nullptr, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  PEXPECT(cuMemAllocFromPoolAsync(&q, region_bytes, reinterpret_cast<CUmemoryPool>(0x1234),
+                                  nullptr) != CUDA_SUCCESS);
+  CUdevice dev;
+  CUmemoryPool pool;
+  PCHECK(cuCtxGetDevice(&dev));
+  PCHECK(cuDeviceGetDefaultMemPool(&pool, dev));
+  PCHECK(cuMemAllocFromPoolAsync(&q, region_bytes, pool, nullptr));
+  using Name = int (*)(unsigned long long, const char*);
+  if (auto name = reinterpret_cast<Name>(dlsym(RTLD_DEFAULT, "gswap_name_allocation")))
+    PEXPECT(name(q, "from the device's pool") == 0);
+  PCHECK(cuMemsetD32(q, 9u, n));
+  PEXPECT(all_equal(q, n, 9u, nullptr));
+  PCHECK(cuMemFreeAsync(q, nullptr));
+  PCHECK(cuCtxSynchronize());
   std::printf("bad_calls: refused as the driver refuses them\n");
   return 0;
 }
