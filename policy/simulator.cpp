@@ -141,6 +141,7 @@ class Sim {
         bool got = acquire(t_.regions[r].bytes, T);
         if (!got) {
           for (std::size_t k : a_.touched[i]) rs_[k].protect = 0;
+          restore_aside();
           got = acquire(t_.regions[r].bytes, T);
           for (std::size_t k : a_.touched[i]) rs_[k].protect = stamp_;
         }
@@ -367,7 +368,8 @@ class Sim {
       // Kept intermediates go first, least recently used first. They are listed apart, so
       // dropping them does not scan every region (which made recompute-heavy plans quadratic).
       std::size_t victim = least_recent(
-          kept_, [](const RState& s) { return s.kept && s.st == St::kResident && s.occupying; },
+          kept_, aside_kept_,
+          [](const RState& s) { return s.kept && s.st == St::kResident && s.occupying; },
           /*rekey=*/true);
       // Then the least recently used resident region, ties by region index: by a scan of every
       // region for the first kScannedEvictions demand evictions of a run, then from a heap pruned
@@ -393,7 +395,7 @@ class Sim {
       }
       if (lru_on_ && victim == kNoLaunch)
         victim = least_recent(
-            lru_, [](const RState& s) { return s.st == St::kResident && s.occupying; },
+            lru_, aside_lru_, [](const RState& s) { return s.st == St::kResident && s.occupying; },
             /*rekey=*/false);
       if (victim == kNoLaunch) {
         // Prefetches in flight hold memory but cannot be evicted mid-copy: wait for the first to
@@ -621,6 +623,7 @@ class Sim {
         for (std::size_t src : a_.sources[r])
           if (src != kNoRegion && rs_[src].kept && !touched_now(src) && reading_[src] == 0)
             rs_[src].protect = 0;
+        restore_aside();
         const double cost = reg.recompute ? reg.recompute->cost_us : 0;
         if (ev_) ev_->recomputes.push_back({r, stamp_ - 1, T, T + cost});
         T += cost;
@@ -650,10 +653,19 @@ class Sim {
   // when none. Entries whose region is no longer a candidate are dropped; one whose last use has
   // moved is re-keyed (`rekey`) or dropped (its region was pushed again as it moved); protected
   // ones stay listed.
+  //
+  // Protected entries are set aside (`aside`) for the rest of the launch rather than pushed back
+  // at once: a launch touching thousands of regions that evicts on demand for each of them would
+  // otherwise pop and push them all again every time (a 4,000-region launch took seconds).
+  // restore_aside() returns them when a new launch begins or protection is lifted.
   template <class Candidate>
-  std::size_t least_recent(ByLastUse& q, Candidate candidate, bool rekey) {
+  std::size_t least_recent(ByLastUse& q, std::vector<LastUse>& aside, Candidate candidate,
+                           bool rekey) {
+    if (aside_stamp_ != stamp_) {
+      restore_aside();
+      aside_stamp_ = stamp_;
+    }
     std::size_t victim = kNoLaunch;
-    protected_.clear();
     while (!q.empty()) {
       const LastUse it = q.top();
       const RState& s = rs_[it.r];
@@ -667,15 +679,22 @@ class Sim {
         continue;
       }
       if (s.protect == stamp_) {
-        protected_.push_back(it);
+        aside.push_back(it);
         q.pop();
         continue;
       }
       victim = it.r;
       break;
     }
-    for (const LastUse& it : protected_) q.push(it);
     return victim;
+  }
+
+  // Puts the entries least_recent set aside back in their heaps.
+  void restore_aside() {
+    for (const LastUse& it : aside_lru_) lru_.push(it);
+    for (const LastUse& it : aside_kept_) kept_.push(it);
+    aside_lru_.clear();
+    aside_kept_.clear();
   }
 
   // Whether entry k's eviction drops its region, to be recomputed, rather than copying it out:
@@ -744,7 +763,9 @@ class Sim {
   // Resident regions, the demand evictions' candidates, pruned lazily (least_recent). Kept only
   // once a run has made kScannedEvictions demand evictions (acquire).
   ByLastUse lru_;
-  std::vector<LastUse> protected_;  // least_recent's scratch
+  // Protected entries least_recent took out of lru_ and kept_ for launch aside_stamp_.
+  std::vector<LastUse> aside_lru_, aside_kept_;
+  std::size_t aside_stamp_ = 0;
   bool lru_on_ = false;
   std::size_t scans_ = 0;
   static constexpr std::size_t kScannedEvictions = 64;
