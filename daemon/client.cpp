@@ -421,8 +421,8 @@ void Client::build_iteration(std::size_t begin, std::size_t end, std::uint64_t d
         p.cost_us = static_cast<double>(rc->measured_ns) / 1e3;
       else if (auto it = producer_us.find(id); it != producer_us.end())
         p.cost_us = it->second;
-      // Each source once (the library sends each once; a garbled client may not, and a trace
-      // naming one twice is refused).
+      // Each source once (the library sends each once; a garbled client may not, and each
+      // naming costs every pass over the sources).
       for (std::uint64_t s : rc->sources)
         if (regions_.count(s) && s != id &&
             std::find(p.sources.begin(), p.sources.end(), s) == p.sources.end())

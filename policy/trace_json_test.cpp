@@ -109,8 +109,6 @@ TEST(TraceJsonTest, RejectsWithJsonPath) {
   expect_rejected(mutate("\"bytes\": 1024", "\"bytes\": -4"), "regions[0].bytes:");
   expect_rejected(mutate("\"sources\": [3]", "\"sources\": [3, 42]"),
                   "regions[1].recompute.sources[1]: unknown region 42");
-  expect_rejected(mutate("\"sources\": [3]", "\"sources\": [3, 3]"),
-                  "regions[1].recompute.sources[1]: region 3 is already a source");
   expect_rejected(mutate("\"dur_us\": 21.0", "\"dur_us\": \"x\""), "launches[0].dur_us:");
   expect_rejected(mutate("\"kernel\": \"sgemm_128x64\"", "\"kern\": 1"),
                   "launches[0].kernel: missing");
@@ -167,6 +165,21 @@ TEST(TraceJsonTest, RejectsWithJsonPath) {
 
 // Text nlohmann itself refuses, even by throwing (a number that overflows a double), is reported
 // like any other malformed trace: false and a message, never an exception.
+// A source named more than once is kept once, in the order first named.
+TEST(TraceJsonTest, ASourceNamedTwiceIsKeptOnce) {
+  Trace t;
+  std::string err;
+  ASSERT_TRUE(parse_trace_json(mutate("\"sources\": [3]", "\"sources\": [3, 3, 3]"), &t, &err))
+      << err;
+  bool found = false;
+  for (const Region& r : t.regions)
+    if (r.recompute) {
+      found = true;
+      EXPECT_EQ(r.recompute->sources, std::vector<RegionId>{3});
+    }
+  EXPECT_TRUE(found);
+}
+
 TEST(TraceJsonTest, NumbersThatOverflowAreRejectedNotThrown) {
   Trace t;
   std::string err;
