@@ -359,6 +359,30 @@ double Config::weight_for(const std::string& exe) const {
   return it == weights_.end() ? 1.0 : it->second;
 }
 
+bool make_runtime_dir(const Config& config, bool* existed, std::string* error) {
+  const std::string dir = runtime_dir(config);
+  const bool shared = !config.allow_uids().empty() || !config.allow_gids().empty();
+  // 0700 unless other users are allow-listed; then they need to find and reach the socket (their
+  // gswapctl lists the directory), and SO_PEERCRED is what keeps everyone else out.
+  const mode_t mode = shared ? 0755 : 0700;
+  struct stat st {};
+  *existed = stat(dir.c_str(), &st) == 0;
+  if (*existed) {
+    if (!S_ISDIR(st.st_mode)) return *error = fmt::format("{} is not a directory", dir), false;
+    return true;
+  }
+  // Missing parents are made as mkdir -p makes them; the directory itself gets its mode exactly
+  // (mkdir's is masked by the umask).
+  for (std::size_t i = 1; i <= dir.size(); ++i) {
+    if (i < dir.size() && dir[i] != '/') continue;
+    const std::string cur = dir.substr(0, i);
+    if (mkdir(cur.c_str(), i == dir.size() ? mode : 0755) != 0 && errno != EEXIST)
+      return *error = fmt::format("cannot create {}: {}", cur, strerror(errno)), false;
+  }
+  chmod(dir.c_str(), mode);
+  return true;
+}
+
 std::string runtime_dir(const Config& config) {
   char buf[4096];
   if (proto::runtime_dir(config.text("runtime_dir").c_str(), std::getenv("XDG_RUNTIME_DIR"), buf,

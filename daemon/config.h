@@ -75,5 +75,8 @@ bool read_config_file(const std::string& path, std::string* text, std::string* e
 // The runtime directory: GSWAP_RUNTIME_DIR (from config/environment), else $XDG_RUNTIME_DIR/gswap,
 // else /run/gswap.
 std::string runtime_dir(const Config& config);
+// Makes the runtime directory when it is missing (its parents too): mode 0700, 0755 with an
+// allow-list. One that exists is left as it is (*existed), unless it is not a directory.
+bool make_runtime_dir(const Config& config, bool* existed, std::string* error);
 
 }  // namespace gswap::daemon

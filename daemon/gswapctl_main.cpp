@@ -71,6 +71,9 @@ std::string json_text(const nlohmann::json& j, int indent = -1) {
 std::vector<std::string> daemon_sockets(const std::string& dir) {
   std::vector<std::string> out;
   DIR* d = opendir(dir.c_str());
+  // A directory that is there but cannot be listed is not the same as no daemon.
+  if (!d && errno != ENOENT)
+    throw Failure(fmt::format("cannot list the runtime dir {}: {}", dir, strerror(errno)));
   if (!d) return out;
   while (dirent* e = readdir(d)) {
     std::string name = e->d_name;

@@ -44,6 +44,15 @@ fail() {
   echo "FAIL: $*" >&2
   exit 1
 }
+# Stops the detached gswapd whose lock file is in runtime dir $1 (the lock holds its pid).
+stop_daemon_of() {
+  local f p
+  for f in "$1"/*.lock; do
+    [[ -f $f ]] || continue
+    p=$(head -c 20 "$f" | tr -dc 0-9)
+    [[ -n $p ]] && kill -TERM "$p" 2>/dev/null || true
+  done
+}
 
 case $mode in
   config)
@@ -161,6 +170,21 @@ case $mode in
     GSWAP_RUNTIME_DIR=$RT/new timeout -s TERM 2 "$gswapd" --gpu 0 --foreground \
       --log-file "$RT/open.log" >/dev/null 2>&1
     [[ $(stat -c %a "$RT/new") == 700 ]] || fail "a new runtime directory is $(stat -c %a "$RT/new")"
+    # Detached, with missing parents: the directory is still made 0700 (not by the log file's
+    # creation, 0755), and its default log file 0600. With an allow-list it is 0755, so the
+    # allowed users' gswapctl can list it.
+    (umask 022; GSWAP_RUNTIME_DIR=$RT/a/b/run timeout 20 "$gswapd" --gpu 0 >/dev/null 2>&1) ||
+      fail "a detached gswapd did not start"
+    [[ $(stat -c %a "$RT/a/b/run") == 700 ]] ||
+      fail "a detached gswapd's new runtime directory is $(stat -c %a "$RT/a/b/run")"
+    [[ $(stat -c %a "$RT/a/b/run/gswapd-0.log") == 600 ]] ||
+      fail "the default log file is $(stat -c %a "$RT/a/b/run/gswapd-0.log")"
+    stop_daemon_of "$RT/a/b/run"
+    (umask 022; GSWAP_ALLOW_UIDS=65534 GSWAP_RUNTIME_DIR=$RT/c/run timeout 20 "$gswapd" --gpu 0 \
+      >/dev/null 2>&1) || fail "a detached gswapd with an allow-list did not start"
+    [[ $(stat -c %a "$RT/c/run") == 755 ]] ||
+      fail "with an allow-list the new runtime directory is $(stat -c %a "$RT/c/run")"
+    stop_daemon_of "$RT/c/run"
     echo "PASS open"
     ;;
   run)

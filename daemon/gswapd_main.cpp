@@ -135,14 +135,19 @@ int main(int argc, char** argv) {
     std::shared_ptr<spdlog::logger> log;
     std::string file = config.text("log_file");
     if (file.empty() && !foreground) {
-      // Detached with no log file: standard error is gone, so log next to the socket.
-      std::string dir = gswap::daemon::runtime_dir(config);
-      mkdir(dir.c_str(), 0700);
-      file = dir + "/gswapd-" + gpu + ".log";
+      // Detached with no log file: standard error is gone, so log next to the socket, in the
+      // runtime directory made as the server makes it (its mode, its parents).
+      bool existed = false;
+      std::string why;
+      if (!gswap::daemon::make_runtime_dir(config, &existed, &why)) throw std::runtime_error(why);
+      file = gswap::daemon::runtime_dir(config) + "/gswapd-" + gpu + ".log";
     }
-    if (!file.empty())
+    if (!file.empty()) {
+      // The log names clients' pids, programs and uids: a file gswapd makes is its user's alone.
+      const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+      if (fd >= 0) ::close(fd);
       log = spdlog::basic_logger_mt("gswapd", file);
-    else
+    } else
       log = spdlog::stderr_color_mt("gswapd");
     log->set_level(to_level(config.text("log_level")));
     log->flush_on(spdlog::level::info);

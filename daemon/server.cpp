@@ -65,17 +65,6 @@ constexpr std::size_t kMaxPending = 256;
 constexpr std::size_t kMaxPendingPerPeer = 8;
 constexpr int kTickMs = 10;
 
-bool mkdir_p(const std::string& path, mode_t mode) {
-  std::string cur;
-  for (std::size_t i = 0; i <= path.size(); ++i) {
-    if (i == path.size() || (path[i] == '/' && i > 0)) {
-      cur = path.substr(0, i);
-      if (mkdir(cur.c_str(), i == path.size() ? mode : 0755) != 0 && errno != EEXIST) return false;
-    }
-  }
-  return true;
-}
-
 // How a measured iteration of the same shape differs from the one the plan was made from: by
 // more than a tenth in its kernels' total time (codes 1 slower, 2 faster) or in a direction of
 // the link measured in both (3 slower, 4 faster); 0 and "" when it does not.
@@ -140,23 +129,15 @@ bool Server::open(std::string* error, bool* already_running) {
   *already_running = false;
   dir_ = runtime_dir(config_);
   bool shared = !config_.allow_uids().empty() || !config_.allow_gids().empty();
-  // 0700 unless other users are allow-listed; then they need to reach the socket, and SO_PEERCRED
-  // is what keeps everyone else out.
-  mode_t dir_mode = shared ? 0711 : 0700;
+  bool existed = false;
+  if (!make_runtime_dir(config_, &existed, error)) return false;
   struct stat st {};
-  const bool existed = stat(dir_.c_str(), &st) == 0;
-  if (existed && !S_ISDIR(st.st_mode))
-    return *error = fmt::format("{} is not a directory", dir_), false;
-  if (!mkdir_p(dir_, dir_mode))
-    return *error = fmt::format("cannot create {}: {}", dir_, strerror(errno)), false;
   if (stat(dir_.c_str(), &st) != 0 || st.st_uid != geteuid())
     return *error = fmt::format("{} is not owned by uid {}", dir_, geteuid()), false;
-  // A directory it made gets the mode exactly (mkdir's is masked by the umask); one that was there
-  // keeps its own, which is its owner's choice (it may be /tmp). There, a directory others may
-  // write without the sticky bit would let them replace the socket: said in the log.
-  if (!existed)
-    chmod(dir_.c_str(), dir_mode);
-  else if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+  // One that was there keeps its own mode, which is its owner's choice (it may be /tmp). There, a
+  // directory others may write without the sticky bit would let them replace the socket: said in
+  // the log.
+  if (existed && (st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
     log_->warn("{} is writable by other users (mode {:o}): they could replace gswapd's socket",
                dir_, st.st_mode & 07777);
   socket_path_ = socket_path(dir_, gpu_.uuid_text);

@@ -9,7 +9,7 @@ if [[ $(id -u) != 0 ]]; then
 fi
 command -v setpriv >/dev/null || { echo "SKIP: setpriv not installed"; exit 0; }
 # uid 65534 must reach the binaries and the simulated driver.
-for f in "$GSWAPD" "$SIMCUDA_DIR/libcuda.so.1"; do
+for f in "$GSWAPD" "$GSWAPCTL" "$SIMCUDA_DIR/libcuda.so.1"; do
   setpriv --reuid 65534 --regid 65534 --clear-groups test -r "$f" ||
     { echo "SKIP: uid 65534 cannot read $f"; exit 0; }
 done
@@ -30,4 +30,15 @@ grep -q "refused pid .*uid 0" "$RT/nobody/daemon.log" || fail "the daemon did no
 # The control plane is refused the same way.
 out=$("$GSWAPCTL" status 2>&1) && fail "status as root was accepted: $out"
 echo "$out" | grep -q "refused" || fail "gswapctl did not say it was refused: $out"
+# The other way round: root's gswapd allow-lists uid 65534, whose gswapctl finds its socket (it
+# lists the runtime directory, made 0755 for that) and is answered.
+chmod 755 "$RT"
+allowing=$RT/allowing/run
+GSWAP_RUNTIME_DIR=$allowing GSWAP_ALLOW_UIDS=65534 "$GSWAPD" --gpu 0 --foreground \
+  --log-file "$RT/allowing.log" &
+DAEMON_PIDS+=($!)
+wait_for "the allow-listing daemon" 10 "ls $allowing/*.sock"
+[[ $(stat -c %a "$allowing") == 755 ]] || fail "the allow-listing runtime dir is $(stat -c %a "$allowing")"
+out=$(setpriv --reuid 65534 --regid 65534 --clear-groups env GSWAP_RUNTIME_DIR="$allowing" \
+  "$GSWAPCTL" status 2>&1) || fail "an allowed uid's gswapctl status failed: $out"
 echo "PASS other_uid"
