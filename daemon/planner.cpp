@@ -33,6 +33,9 @@ bool PlannerThread::submit(Job job) {
       bool planning = running_ && running_client_ == job.client && running_kind_ == Kind::kPlan;
       for (const Job& q : queue_)
         planning = planning || (q.client == job.client && q.kind == Kind::kPlan);
+      // A plan made and not yet taken replaces what the job would check or refine.
+      for (const Result& r : results_)
+        planning = planning || (r.client == job.client && r.kind == Kind::kPlan);
       if (planning) return false;
     }
     for (auto it = queue_.begin(); it != queue_.end();) {
