@@ -147,3 +147,71 @@ def test_gpu_presets_and_a_custom_gpu():
              for g in (h100, a100, custom)]
     assert len({t.launches for t in times}) == 1
     assert times[0].step_time_us < times[1].step_time_us < times[2].step_time_us
+
+
+def test_sizes_read_as_gswapctl_reads_them_and_gpu_figures_checked():
+    from gswap.whatif.gpus import parse_size
+    # Bare letters and binary units are powers of 1024, decimal units of 1000 (proto/settings.h).
+    assert parse_size("256M") == parse_size("256MiB") == 256 << 20
+    assert parse_size("80G") == 80 << 30 and parse_size("80GB") == 80 * 10**9
+    assert parse_gpu("h100:memory=80G").memory_bytes == 80 << 30
+    for bad in ("hbm_tbps=0", "link_gbps=-1", "fp32_tflops=nan", "bf16_tflops=inf",
+                "hbm_tbps=1e308"):
+        with pytest.raises(ValueError, match="must be a number above 0"):
+            parse_gpu(f"h100:{bad}")
+    with pytest.raises(ValueError, match="more than the reserve"):
+        parse_gpu("h100:reserved=100GiB")
+
+
+def test_record_leaves_the_callers_module_as_it_was():
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+    model.eval()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+
+    def make_batch(batch, device):
+        return (torch.randn(batch, 64, device=device, dtype=torch.bfloat16),
+                torch.randint(0, 8, (batch,), device=device))
+
+    record(model, make_batch, torch.nn.functional.cross_entropy, batch_size=4, gpu="h100",
+           device="cpu", dtype=torch.bfloat16, progress=False)
+    assert not model.training
+    assert all(p.grad is None for p in model.parameters())
+    after = model.state_dict()
+    assert all(after[k].dtype == v.dtype and torch.equal(after[k], v) for k, v in before.items())
+
+
+def test_bad_arguments_are_one_line_before_recording(tool_env):
+    for args, want in ((["--max-slowdown", "nan"], "--max-slowdown must be a finite number"),
+                       (["--max-slowdown", "0.5"], "--max-slowdown must be a finite number"),
+                       (["--image-size", "0"], "--image-size must be at least 1"),
+                       (["--search-ms", "-1"], "--search-ms must be a finite number"),
+                       (["--trace", "/"], "--trace /: not a file in an existing directory"),
+                       (["--budgets", "0%"], "'0%' is not a percentage above 0"),
+                       (["--budgets", "abc"], "'abc' is not a size"),
+                       (["--gpu", "h100:hbm_tbps=0"], "must be a number above 0"),
+                       (["--fit", "gpu", "--gpu", "h100:reserved=90GiB"], "more than the reserve")):
+        p = subprocess.run([sys.executable, "-m", "gswap", "whatif", "--model", TINY, "--batch",
+                            "2", "--no-progress", *args], capture_output=True, text=True,
+                           timeout=120)
+        assert p.returncode == 2, (args, p.stderr)
+        assert p.stderr.count("\n") == 1 and want in p.stderr, (args, p.stderr)
+    # What only the model can refuse is one line too.
+    p = subprocess.run([sys.executable, "-m", "gswap", "whatif", "--model",
+                        "gpt:layers=1,hidden=64,heads=5,seq=32,vocab=100", "--batch", "2",
+                        "--no-progress"], capture_output=True, text=True, timeout=120)
+    assert p.returncode in (1, 2) and p.stderr.count("\n") == 1, p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_largest_batch_says_when_it_stopped_at_its_limit():
+    from gswap.whatif.predict import largest_batch
+
+    class Fake:
+        launches = 1
+
+        def __init__(self, batch):
+            self.peak_bytes = batch  # one byte a sample: everything below the budget fits
+
+    fit = largest_batch(Fake, budget_bytes=1 << 40, max_slowdown=1.1, start=100_000, limit=1 << 16,
+                        progress=False)
+    assert fit["without gswap"].batch >= 100_000 and fit["without gswap"].at_limit

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
+
+from .. import _paths
 
 GiB = 1 << 30
 
@@ -63,22 +67,63 @@ def main(argv: list[str]) -> int:
 
     from .gpus import parse_gpu, parse_size
     from .models import parse_model
-    from .predict import budget_table, largest_batch
-    from .record import record
 
+    def refuse(why: str) -> int:
+        print(f"gswap whatif: {why}", file=sys.stderr)
+        return 2
+
+    # Everything that can be checked is, before the model is recorded.
+    if args.batch < 1:
+        return refuse("--batch must be at least 1")
+    if args.image_size is not None and args.image_size < 1:
+        return refuse("--image-size must be at least 1")
+    if not math.isfinite(args.max_slowdown) or args.max_slowdown < 1:
+        return refuse(f"--max-slowdown must be a finite number of at least 1, not {args.max_slowdown}")
+    if not math.isfinite(args.search_ms) or args.search_ms < 0:
+        return refuse(f"--search-ms must be a finite number of milliseconds, 0 or more, not "
+                      f"{args.search_ms}")
+    if args.trace and (os.path.isdir(args.trace) or
+                       not os.path.isdir(os.path.dirname(os.path.abspath(args.trace)))):
+        return refuse(f"--trace {args.trace}: not a file in an existing directory")
     try:
+        _paths.gswapctl()  # it plans and simulates the recorded iteration
+    except FileNotFoundError as e:
+        return refuse(str(e))
+    try:
+        for b in (b.strip() for b in args.budgets.split(",")):
+            if not b:
+                continue
+            if b.endswith("%"):
+                try:
+                    pct = float(b[:-1])
+                except ValueError:
+                    pct = math.nan
+                if not 0 < pct <= 100:
+                    raise ValueError(f"--budgets: '{b}' is not a percentage above 0 and at most 100")
+            elif parse_size(b) <= 0:
+                raise ValueError(f"--budgets: '{b}' is not a budget: it must be above 0 bytes")
         gpu = parse_gpu(args.gpu)
         workload = parse_model(args.model, args.image_size)
         fit_budget = None
         if args.fit:
             fit_budget = (gpu.memory_bytes - gpu.reserved_bytes if args.fit == "gpu"
                           else parse_size(args.fit))
+            if fit_budget <= 0:
+                return refuse(f"--fit {args.fit}: the budget must be above 0 bytes")
     except ValueError as e:
-        print(f"gswap whatif: {e}", file=sys.stderr)
-        return 2
-    if args.batch < 1:
-        print("gswap whatif: --batch must be at least 1", file=sys.stderr)
-        return 2
+        return refuse(str(e))
+    try:
+        return _run(args, torch, gpu, workload, fit_budget)
+    except Exception as e:  # one line, not a traceback: what the model or gswapctl refused
+        print(f"gswap whatif: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
+              file=sys.stderr)
+        return 1
+
+
+def _run(args, torch, gpu, workload, fit_budget) -> int:
+    from .predict import budget_table, largest_batch
+    from .record import record
+
     dtype = torch.bfloat16 if args.dtype == "bf16" else None
     optimizers = {"adamw": lambda p: torch.optim.AdamW(p, lr=1e-4),
                   "adam": lambda p: torch.optim.Adam(p, lr=1e-4),
@@ -118,7 +163,8 @@ def main(argv: list[str]) -> int:
             out["fit"] = {"budget_bytes": fit_budget, "max_slowdown": args.max_slowdown,
                           **{mode: (None if f is None else
                                     {"batch": f.batch, "peak_bytes": f.peak_bytes,
-                                     "slowdown": f.prediction.slowdown if f.prediction else 1.0})
+                                     "slowdown": f.prediction.slowdown if f.prediction else 1.0,
+                                     "at_limit": f.at_limit})
                              for mode, f in fit.items()}}
         if args.trace:
             out["trace"] = args.trace
@@ -146,7 +192,9 @@ def main(argv: list[str]) -> int:
                 continue
             how = (f"{f.prediction.slowdown:.2f}x" if f.prediction is not None
                    else "fits without swapping")
-            print(f"  {mode:>16}: {f.batch:>6}  (peak {_size(f.peak_bytes)}, {how})")
+            least = "at least " if f.at_limit else ""
+            limit = ", the search's limit" if f.at_limit else ""
+            print(f"  {mode:>16}: {least}{f.batch:>6}  (peak {_size(f.peak_bytes)}, {how}{limit})")
     if args.trace:
         print(f"\ntrace written to {args.trace} (gswapctl simulate --trace {args.trace} ...)")
     return 0

@@ -9,6 +9,7 @@ large GEMMs and convolutions, 78% of HBM bandwidth for streaming kernels, 3 us f
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from dataclasses import dataclass
 
@@ -50,8 +51,10 @@ _FIELDS = {f.name: f for f in dataclasses.fields(GPU)}
 _REQUIRED = [f.name for f in dataclasses.fields(GPU)
              if f.default is dataclasses.MISSING and f.name != "name"]
 
-_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9,
-          "gb": 10**9, "t": 10**12, "tb": 10**12, "kib": 1 << 10, "mib": 1 << 20,
+# As gswapctl and gswapd read sizes (proto/settings.h): decimal units (KB, MB, ...) are powers of
+# 1000, binary ones and the bare letters powers of 1024.
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 10**3, "m": 1 << 20, "mb": 10**6, "g": 1 << 30,
+          "gb": 10**9, "t": 1 << 40, "tb": 10**12, "kib": 1 << 10, "mib": 1 << 20,
           "gib": 1 << 30, "tib": 1 << 40}
 
 
@@ -83,19 +86,28 @@ def parse_gpu(spec: str) -> GPU:
             values[field] = parse_size(value)
         else:
             try:
-                values[field] = float(value)
+                number = float(value)
             except ValueError:
                 raise ValueError(f"--gpu {spec}: {field}={value} is not a number") from None
+            # Rates and times: finite and above 0 (a rate of 0 would divide by zero, and
+            # inf or nan cannot be written to a trace).
+            if not math.isfinite(number) or number <= 0 or number > 1e15:
+                raise ValueError(f"--gpu {spec}: {field}={value} must be a number above 0 "
+                                 "(and at most 1e15)")
+            values[field] = number
     if key == "custom":
         missing = [f for f in _REQUIRED if f not in values]
         if missing:
             raise ValueError(f"--gpu custom needs {', '.join(missing)}")
         values.setdefault("name", "custom GPU")
-        return GPU(**values)  # type: ignore[arg-type]
-    if key not in PRESETS:
+        gpu = GPU(**values)  # type: ignore[arg-type]
+    elif key not in PRESETS:
         raise ValueError(f"unknown GPU '{name}' (known: {', '.join(PRESETS)}, custom:FIELD=VALUE,...)")
-    gpu = PRESETS[key]
-    if values:
-        values.setdefault("name", gpu.name + " (modified)")
-        gpu = dataclasses.replace(gpu, **values)  # type: ignore[arg-type]
+    else:
+        gpu = PRESETS[key]
+        if values:
+            values.setdefault("name", gpu.name + " (modified)")
+            gpu = dataclasses.replace(gpu, **values)  # type: ignore[arg-type]
+    if gpu.memory_bytes <= gpu.reserved_bytes:
+        raise ValueError(f"--gpu {spec}: the memory must be more than the reserve")
     return gpu

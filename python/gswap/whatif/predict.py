@@ -40,7 +40,8 @@ def simulate(trace_path: str, budget: str, recompute: bool, search_ms: float = 2
     try:
         j = json.loads(line)
     except json.JSONDecodeError:
-        raise RuntimeError(f"gswapctl simulate failed: {p.stderr.strip() or p.stdout.strip()}")
+        said = (p.stderr.strip() or p.stdout.strip() or f"status {p.returncode}").splitlines()[0]
+        raise RuntimeError(f"gswapctl simulate failed: {said}")
     return Prediction(j["budget_bytes"], bool(j["feasible"]), j["step_time_us"],
                       j["ideal_step_time_us"], j.get("swapped_out_bytes", 0),
                       j.get("recomputed_bytes", 0), j.get("error", ""))
@@ -95,6 +96,8 @@ class BatchFit:
     batch: int
     peak_bytes: int
     prediction: Optional[Prediction]  # None: fits without swapping
+    # The search stopped at its limit with this batch still fitting: the largest is at least it.
+    at_limit: bool = False
 
 
 def largest_batch(record_at: Callable[[int], Trace], budget_bytes: int, max_slowdown: float,
@@ -102,7 +105,10 @@ def largest_batch(record_at: Callable[[int], Trace], budget_bytes: int, max_slow
                   progress: bool = True) -> dict[str, Optional[BatchFit]]:
     """The largest batch whose iteration fits `budget_bytes`: without gswap (peak live bytes within
     the budget), with swap-only plans and with hybrid plans (slowdown at most `max_slowdown`).
-    Searches by doubling from `start`, then bisecting; assumes larger batches never fit better."""
+    Searches by doubling from `start`, then bisecting; assumes larger batches never fit better.
+    Batches above `limit` (or `start`, when larger) are not tried: a batch that fits there is
+    returned with `at_limit`."""
+    limit = max(limit, start)
     cache: dict[int, tuple[Trace, dict[str, Prediction]]] = {}
     bar = None
     if progress:
@@ -167,7 +173,8 @@ def largest_batch(record_at: Callable[[int], Trace], budget_bytes: int, max_slow
             else:
                 trace, preds = probe(lo)
                 result[mode] = BatchFit(lo, trace.peak_bytes,
-                                        preds.get(mode) if mode != "without gswap" else None)
+                                        preds.get(mode) if mode != "without gswap" else None,
+                                        at_limit=lo == limit)
     finally:
         if bar is not None:
             bar.close()

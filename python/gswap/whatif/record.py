@@ -168,9 +168,10 @@ def _prepare_model(model, device: torch.device, dtype: Optional[torch.dtype]) ->
     if not isinstance(model, torch.nn.Module):
         with device:
             model = model()
-    tensors = list(model.parameters()) + list(model.buffers())
-    if any(t.device != device for t in tensors):
-        # Never move the caller's module (it may hold real weights): record a copy.
+    else:
+        # Never change the caller's module (it may hold real weights): the recorded steps update
+        # weights, gradients and optimizer state, and cast and switch to training mode; all of
+        # that happens to a copy.
         model = copy.deepcopy(model).to(device)
     if dtype is not None:
         model = model.to(dtype)
@@ -228,8 +229,8 @@ def record(model: Union[torch.nn.Module, Callable[[], torch.nn.Module]],
     """Records one steady-state training iteration as a gswap-trace.
 
     model: an nn.Module, or a function building one (called under the recording device, so a
-        model built on the meta device never holds real weights). A module with weights elsewhere
-        is copied, never moved.
+        model built on the meta device never holds real weights). A module is copied: the steps
+        recorded (weights, gradients, optimizer state, dtype, training mode) never touch it.
     make_batch(batch_size, device) -> (inputs, target): inputs are passed to the model (a tuple
         as positional arguments, a dict as keyword arguments), target to loss_fn.
     loss_fn(output, target) -> a scalar tensor.
