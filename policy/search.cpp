@@ -349,12 +349,13 @@ class Search {
   // plans that fit beyond them (the corpus's swap-only VGG-16 at 90% of its peak: 1.07-1.09 of
   // the bound with seeds 1-3 at the 200 ms search's evaluation count, against 1.29-1.33 with
   // every walk kept to plans that fit). What is best is decided by rank.
-  double score(const SimResult& s) const {
+  double score(const SimResult& s) const { return score(s, walk_past_demand_); }
+  // The score in a walk that has (past_demand) or has not yet passed its first fresh start.
+  double score(const SimResult& s, bool past_demand) const {
     if (!s.feasible) return std::numeric_limits<double>::infinity();
     if (s.access_violations) return kInvalidPenalty + s.step_time_us;
     if (s.demand_evictions == 0) return s.step_time_us;
-    return s.step_time_us *
-           (o_.require_fit && !walk_past_demand_ ? kRequireFitPenalty : kDemandPenalty);
+    return s.step_time_us * (o_.require_fit && !past_demand ? kRequireFitPenalty : kDemandPenalty);
   }
   // What the best plan is chosen by: the score, with require_fit any plan that fits first.
   double rank(const SimResult& s) const {
@@ -664,14 +665,9 @@ class Search {
     if (b && merit(b->sim) < heard_) publish(b->plan, b->sim);
   }
 
-  // How walks' best plans compare, the same in every walk: rank as in a walk past demand
-  // evictions (rank's order, up to its tie-breaking factors).
-  double merit(const SimResult& s) const {
-    if (!s.feasible) return std::numeric_limits<double>::infinity();
-    if (s.access_violations) return kInvalidPenalty + s.step_time_us;
-    if (s.demand_evictions == 0) return s.step_time_us;
-    return s.step_time_us * (o_.require_fit ? kRequireFitPenalty : kDemandPenalty);
-  }
+  // How walks' best plans compare, the same in every walk: the score of a walk before its first
+  // fresh start (rank's order, up to its tie-breaking factors).
+  double merit(const SimResult& s) const { return score(s, /*past_demand=*/false); }
 
   std::size_t pick(std::size_t n) { return static_cast<std::size_t>(rng_() % n); }
 
