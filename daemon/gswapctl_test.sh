@@ -29,29 +29,26 @@ mode=$1
 shift
 RT=$(mktemp -d /tmp/gswapctl-test-XXXXXX)
 PIDS=()
+# Signals ($2, default TERM) the detached gswapd whose lock file is in runtime dir $1 (the lock
+# holds its pid).
+stop_daemon_of() {
+  local f p
+  for f in "$1"/*.lock; do
+    [[ -f $f ]] || continue
+    p=$(head -c 20 "$f" | tr -dc 0-9)
+    [[ -n $p ]] && kill "-${2:-TERM}" "$p" 2>/dev/null || true
+  done
+}
 cleanup() {
   local p
   for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  for f in "$RT"/run/*.lock; do
-    [[ -f $f ]] || continue
-    p=$(head -c 20 "$f" | tr -dc 0-9)
-    [[ -n $p ]] && kill -9 "$p" 2>/dev/null || true
-  done
+  for p in "$RT/run" "$RT/a/b/run" "$RT/c/run"; do stop_daemon_of "$p" KILL; done
   rm -rf "$RT"
 }
 trap cleanup EXIT
 fail() {
   echo "FAIL: $*" >&2
   exit 1
-}
-# Stops the detached gswapd whose lock file is in runtime dir $1 (the lock holds its pid).
-stop_daemon_of() {
-  local f p
-  for f in "$1"/*.lock; do
-    [[ -f $f ]] || continue
-    p=$(head -c 20 "$f" | tr -dc 0-9)
-    [[ -n $p ]] && kill -TERM "$p" 2>/dev/null || true
-  done
 }
 
 case $mode in

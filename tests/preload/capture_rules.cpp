@@ -260,18 +260,26 @@ unsigned long long budget_bytes() {
   return (mib && end && std::string(end) == "MiB" ? mib : 16ull) << 20;
 }
 
+// A graph of one launch adding 1 to x's n words, captured on s, instantiated and replayed once on
+// s (not waited for).
+CUgraphExec capture_add_and_replay(CUstream s, CUdeviceptr x, unsigned long long n,
+                                   CUgraph* graph) {
+  PCHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  PCHECK(launch_add(g_add, s, x, n, 1));
+  PCHECK(cuStreamEndCapture(s, graph));
+  CUgraphExec exec;
+  PCHECK(cuGraphInstantiate(&exec, *graph, 0));
+  PCHECK(cuGraphLaunch(exec, s));
+  return exec;
+}
+
 int run_graph_hold_reuse(unsigned long long bytes) {
   const unsigned long long n = bytes / 4;
   CUstream s;
   PCHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
   CUdeviceptr x = region(bytes, 1u);
-  PCHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
-  PCHECK(launch_add(g_add, s, x, n, 1));
   CUgraph graph;
-  PCHECK(cuStreamEndCapture(s, &graph));
-  CUgraphExec exec;
-  PCHECK(cuGraphInstantiate(&exec, graph, 0));
-  PCHECK(cuGraphLaunch(exec, s));
+  CUgraphExec exec = capture_add_and_replay(s, x, n, &graph);
   PCHECK(cuStreamSynchronize(s));
   PCHECK(cuMemFree(x));  // while the graph lives (it is not launched again)
   PCHECK(cuCtxSynchronize());
@@ -337,13 +345,8 @@ int run_failed_destroy(unsigned long long bytes) {
   std::vector<CUdeviceptr> others;
   for (unsigned long long live = bytes; live <= budget_bytes(); live += bytes)
     others.push_back(region(bytes, 2u));
-  PCHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
-  PCHECK(launch_add(g_add, s, x, n, 1));
   CUgraph graph;
-  PCHECK(cuStreamEndCapture(s, &graph));
-  CUgraphExec exec;
-  PCHECK(cuGraphInstantiate(&exec, graph, 0));
-  PCHECK(cuGraphLaunch(exec, s));
+  CUgraphExec exec = capture_add_and_replay(s, x, n, &graph);
   inject("cuGraphExecDestroy:1");
   if (!expect_code("failed_destroy: cuGraphExecDestroy", cuGraphExecDestroy(exec),
                    CUDA_ERROR_UNKNOWN))
