@@ -277,6 +277,25 @@ class ServerTest : public ::testing::Test {
     lib->map(*shm, r.shm_bytes);
   }
 
+  // One iteration of the upload tests: a new input `input` (128 MiB) allocated and uploaded; an
+  // upload into region 1; a kernel reading both; ten kernels on regions 2 and 3; a kernel reading
+  // the input and region 1 again; the input freed. Then five ticks, and the plan area read into
+  // *ph and *entries. *first_launch: the seq of its first upload.
+  void upload_iteration(FakeLibrary& lib, std::uint64_t input, proto::PlanHeader* ph,
+                        std::vector<proto::PlanEntry>* entries,
+                        std::uint64_t* first_launch = nullptr) {
+    ASSERT_NO_FATAL_FAILURE(lib.alloc(input, 128ull << 20));
+    if (first_launch) *first_launch = lib.seq;
+    lib.access(proto::kCopyFunction, input, input);
+    lib.access(proto::kCopyFunction, 1, 1);
+    lib.access(301, input, 1);
+    for (int k = 0; k < 10; ++k) lib.access(303 + 2 * (k % 2), 2, 3);
+    lib.access(309, input, 1);
+    ASSERT_NO_FATAL_FAILURE(lib.free(input));
+    for (int i = 0; i < 5; ++i) server_->tick(2);
+    ASSERT_TRUE(lib.plan(ph, entries));
+  }
+
   void layers_taken_for_the_iteration(std::uint64_t budget, bool layer_planned);
 
   // Runs the program's iterations (gswapd ticking after each) until the library is sent a plan
@@ -912,16 +931,7 @@ TEST_F(ServerTest, ARegionUploadedBeforeTheSignatureIsBoundWhereAKernelReadsIt) 
   std::uint64_t input = 100;
   for (int it = 0; it < 200 && ph.mode != static_cast<std::uint32_t>(proto::PlanMode::kGuided);
        ++it) {
-    ++input;
-    ASSERT_NO_FATAL_FAILURE(lib.alloc(input, 128ull << 20));
-    lib.access(proto::kCopyFunction, input, input);
-    lib.access(proto::kCopyFunction, 1, 1);
-    lib.access(301, input, 1);
-    for (int k = 0; k < 10; ++k) lib.access(303 + 2 * (k % 2), 2, 3);
-    lib.access(309, input, 1);
-    ASSERT_NO_FATAL_FAILURE(lib.free(input));
-    for (int i = 0; i < 5; ++i) server_->tick(2);
-    ASSERT_TRUE(lib.plan(&ph, &entries));
+    ASSERT_NO_FATAL_FAILURE(upload_iteration(lib, ++input, &ph, &entries));
   }
   ASSERT_EQ(ph.mode, static_cast<std::uint32_t>(proto::PlanMode::kGuided))
       << server_->status_json().dump() << log_text.str();
@@ -959,17 +969,7 @@ TEST_F(ServerTest, AnIterationMarkedBeforeItsAllocationsStartsAtItsFirstLaunch) 
   for (int it = 0; it < 200 && ph.mode != static_cast<std::uint32_t>(proto::PlanMode::kGuided);
        ++it) {
     ASSERT_NO_FATAL_FAILURE(lib.mark());
-    ++input;
-    ASSERT_NO_FATAL_FAILURE(lib.alloc(input, 128ull << 20));
-    first_launch = lib.seq;
-    lib.access(proto::kCopyFunction, input, input);
-    lib.access(proto::kCopyFunction, 1, 1);
-    lib.access(301, input, 1);
-    for (int k = 0; k < 10; ++k) lib.access(303 + 2 * (k % 2), 2, 3);
-    lib.access(309, input, 1);
-    ASSERT_NO_FATAL_FAILURE(lib.free(input));
-    for (int i = 0; i < 5; ++i) server_->tick(2);
-    ASSERT_TRUE(lib.plan(&ph, &entries));
+    ASSERT_NO_FATAL_FAILURE(upload_iteration(lib, ++input, &ph, &entries, &first_launch));
   }
   nlohmann::json st = server_->status_json();
   ASSERT_EQ(ph.mode, static_cast<std::uint32_t>(proto::PlanMode::kGuided)) << st.dump();
