@@ -239,6 +239,38 @@ TEST(SearchTest, WalksSideBySideAreDeterministicForASeedAndANumberOfThreads) {
   EXPECT_EQ(many.walks, 64u);
 }
 
+// With threads > 1, helper threads simulate the plans the sweeps try next side by side; the
+// sweeps still try, keep and count the same plans as on one thread, so that wherever the
+// evaluation cap stops a search before its walks, the plan is the one-thread search's.
+TEST(SearchTest, SweepsWithHelperThreadsTryKeepAndCountTheSamePlans) {
+  const Trace t = make_unet(2);
+  const Analysis a = analyze(t);
+  const std::uint64_t budget = a.peak_bytes * 3 / 10;
+  for (bool recompute : {true, false}) {
+    SCOPED_TRACE(recompute ? "with recompute" : "swap-only");
+    std::size_t compared = 0;
+    for (std::size_t cap = 1;; cap += 3) {
+      SCOPED_TRACE(cap);
+      SearchOptions o;
+      o.max_evaluations = cap;
+      o.allow_recompute = recompute;
+      o.threads = 3;
+      const SearchResult side = search_plan(a, budget, o);
+      if (side.walks > 0) break;  // past the sweeps: walks side by side differ from one walk
+      o.threads = 1;
+      const SearchResult one = search_plan(a, budget, o);
+      EXPECT_EQ(one.walks, 0u);
+      EXPECT_TRUE(same(one.plan, side.plan));
+      EXPECT_EQ(one.sim.step_time_us, side.sim.step_time_us);
+      EXPECT_EQ(one.evaluations, side.evaluations);
+      EXPECT_EQ(one.improvements, side.improvements);
+      EXPECT_EQ(one.seed_policy, side.seed_policy);
+      ++compared;
+    }
+    EXPECT_GT(compared, 50u);  // the sweeps run past 150 plans here
+  }
+}
+
 // With walks side by side, only the calling thread reads the clock and hears of improvements; a
 // clock that runs out stops every walk, and so does the cancellation flag.
 TEST(SearchTest, WalksSideBySideReadTheClockAndReportOnTheCallingThreadOnly) {

@@ -1,11 +1,13 @@
-// search_threads_test.cpp: walks side by side when threads cannot be started. The process may be
-// out of threads (pthread_create fails, std::system_error) or out of memory (std::thread's state
-// cannot be allocated, std::bad_alloc) after some walks have started: the search leaves the other
-// walks out and returns its best plan, on the calling thread, with the walks that ran counted.
+// search_threads_test.cpp: the search's threads (the sweeps' helpers, then the walks side by side)
+// when they cannot be started. The process may be out of threads (pthread_create fails,
+// std::system_error) or out of memory (std::thread's state cannot be allocated, std::bad_alloc)
+// after some have started: the search leaves the others out and returns its best plan, on the
+// calling thread, with the walks that ran counted.
 // This binary wraps pthread_create and operator new to make them fail on demand.
 #include <dlfcn.h>
 #include <pthread.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <new>
@@ -70,16 +72,29 @@ SearchResult search_with_threads_failing(int started, bool bad_alloc) {
   return r;
 }
 
-TEST(SearchThreadsTest, AWalkWhoseThreadCannotStartIsLeftOut) {
+TEST(SearchThreadsTest, AThreadThatCannotStartIsLeftOut) {
+  // The search starts the sweeps' helper threads first (no more than the machine runs at once,
+  // one less than the walks), ends them, then starts the walks' threads.
+  const int helpers = static_cast<int>(usable_search_threads(4)) - 1;
+  auto walks_for = [&](int started) { return static_cast<std::size_t>(std::max(0, started - helpers)) + 1; };
   for (bool bad_alloc : {false, true}) {
     SCOPED_TRACE(bad_alloc ? "std::bad_alloc" : "EAGAIN");
-    // (Out of memory is made to strike once a thread has started: before, other allocations
-    // would take the failure.)
-    const std::vector<int> starts = bad_alloc ? std::vector<int>{1, 2} : std::vector<int>{0, 1, 2};
-    for (int started : starts) {
+    // Out of threads for good once `started` threads have started: a helper or a walk left out,
+    // and every thread after it. Out of memory strikes once, at the next thread (before, other
+    // allocations would take the failure): a helper left out, then every walk starting, or a walk
+    // left out.
+    std::vector<std::pair<int, std::size_t>> cases;  // threads started, walks expected
+    for (int started = 0; started <= helpers + 2; ++started)
+      if (!bad_alloc)
+        cases.emplace_back(started, walks_for(started));
+      else if (started > 0 && started < helpers)
+        cases.emplace_back(started, 4);
+      else if (started > helpers)
+        cases.emplace_back(started, walks_for(started));
+    for (auto [started, walks] : cases) {
       SCOPED_TRACE(started);
       const SearchResult r = search_with_threads_failing(started, bad_alloc);
-      EXPECT_EQ(r.walks, static_cast<std::size_t>(started) + 1);
+      EXPECT_EQ(r.walks, walks);
       EXPECT_GT(r.sim.step_time_us, 0);
       EXPECT_LE(r.evaluations, 2000u);
     }
