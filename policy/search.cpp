@@ -531,7 +531,6 @@ class Search {
       } else {
         sims.push_back(simulate(a_, plans[0], budget_));
       }
-      at.reset();
       for (std::size_t i = 0; i < plans.size(); ++i) {
         ++evaluations_;
         consider(plans[i], sims[i], b.seed);
@@ -540,11 +539,10 @@ class Search {
         // trade.
         const bool kept = score(sims[i]) <= score(b.sim);
         if (kept) b = Best{std::move(plans[i]), std::move(sims[i]), b.seed};
-        if (kept || st.trade) {
-          if (st.k > 0) at = Step{st.k - 1, false};
-        } else {
+        if (kept || st.trade)
+          at = st.k > 0 ? std::optional<Step>(Step{st.k - 1, false}) : std::nullopt;
+        else
           at = Step{st.k, true};
-        }
         if (kept || stop()) break;
       }
     }
