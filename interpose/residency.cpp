@@ -1052,11 +1052,27 @@ Region* Residency::find_by_id(std::uint64_t id) {
   return nullptr;
 }
 
+std::uint64_t Residency::touched_bytes(const TouchSet& t) const {
+  std::uint64_t need = 0;
+  for (std::size_t i = 0; i < t.n; ++i)
+    if (t.regions[i]->state.load() != kRegionFree) need += t.regions[i]->mapped;
+  return need;
+}
+
+bool Residency::can_never_fit(std::uint64_t touched) const {
+  const std::uint64_t b = budget();
+  return touched > b || arena_bytes_ > b - touched;
+}
+
 CUresult Residency::prepare(TouchSet& t, CUstream stream, bool per_thread, bool sync) {
   RestorerLock one_restorer(*this);
   std::uint64_t t0 = monotonic_ns();
   std::unique_lock<std::mutex> lock(mutex_);
   Context ctx(*this);
+  if (const std::uint64_t need = touched_bytes(t); can_never_fit(need)) {
+    log_oom(need);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   // Pin first: while this call waits for room, nobody may evict what it already made resident.
   for (std::size_t i = 0; i < t.n; ++i) t.regions[i]->pins.fetch_add(1, std::memory_order_seq_cst);
   bool restoring = false;
@@ -1080,9 +1096,7 @@ CUresult Residency::prepare(TouchSet& t, CUstream stream, bool per_thread, bool 
   if (e != CUDA_SUCCESS) {
     for (std::size_t i = 0; i < t.n; ++i)
       t.regions[i]->pins.fetch_sub(1, std::memory_order_release);
-    std::uint64_t need = 0;
-    for (std::size_t i = 0; i < t.n; ++i) need += t.regions[i]->mapped;
-    if (e == CUDA_ERROR_OUT_OF_MEMORY) log_oom(need);
+    if (e == CUDA_ERROR_OUT_OF_MEMORY) log_oom(touched_bytes(t));
     return e;
   }
   bool capturing = gate_.capturing();
@@ -1109,6 +1123,10 @@ CUresult Residency::keep_resident(TouchSet& t, bool for_capture) {
   RestorerLock one_restorer(*this);
   std::unique_lock<std::mutex> lock(mutex_);
   Context ctx(*this);
+  if (const std::uint64_t need = touched_bytes(t); can_never_fit(need)) {
+    log_oom(need);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   unsigned mode = 0;
   dev_.relax_capture_mode(&mode);  // the caller may be capturing: gswap's own work is not captured
   for (std::size_t i = 0; i < t.n; ++i) t.regions[i]->pins.fetch_add(1, std::memory_order_seq_cst);
@@ -1147,9 +1165,7 @@ CUresult Residency::keep_resident(TouchSet& t, bool for_capture) {
       }
     }
   } else if (e == CUDA_ERROR_OUT_OF_MEMORY) {
-    std::uint64_t need = 0;
-    for (std::size_t i = 0; i < t.n; ++i) need += t.regions[i]->mapped;
-    log_oom(need);
+    log_oom(touched_bytes(t));
   }
   for (std::size_t i = 0; i < t.n; ++i) t.regions[i]->pins.fetch_sub(1, std::memory_order_release);
   dev_.restore_capture_mode(mode);
