@@ -69,6 +69,7 @@ bool is_driver_handle(void* handle) {
 
 CUresult hook_cuInit(unsigned int flags) {
   if (!load_driver() || !real().cuInit) return CUDA_ERROR_NOT_INITIALIZED;
+  if (CUresult e = check_settings(); e != CUDA_SUCCESS) return e;
   CUresult e = real().cuInit(flags);
   if (e != CUDA_SUCCESS) return e;
   return init_process();

@@ -37,6 +37,8 @@ namespace {
 
 struct Process {
   std::mutex init_mutex;
+  bool settings_checked = false;  // check_settings ran, with settings_result
+  CUresult settings_result = CUDA_SUCCESS;
   bool inited = false;
   CUresult init_result = CUDA_SUCCESS;
   Config config;
@@ -214,12 +216,21 @@ void fork_child() {
   telemetry::after_fork_child();
 }
 
-// Opens GSWAP_LOG_FILE; false (with errno) when it cannot be written.
+// Opens GSWAP_LOG_FILE; false (with errno) when it cannot be written. Non-blocking, so that a
+// FIFO nobody reads is refused (ENXIO) instead of blocking cuInit for ever; then blocking again,
+// so that no line is dropped while a reader is slow.
 bool open_log(const char* path, int* fd) {
   *fd = 2;
   if (!path || !*path) return true;
-  int f = ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  int f = ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0644);
   if (f < 0) return false;
+  const int flags = ::fcntl(f, F_GETFL);
+  if (flags < 0 || ::fcntl(f, F_SETFL, flags & ~O_NONBLOCK) < 0) {
+    const int why = errno;
+    ::close(f);
+    errno = why;
+    return false;
+  }
   *fd = f;
   return true;
 }
@@ -252,28 +263,29 @@ FastState& fast() {
   return *g_fast;
 }
 
-CUresult init_process() {
+CUresult check_settings() {
   std::lock_guard<std::mutex> lock(g->init_mutex);
-  if (g->inited) return g->init_result;
-  g->inited = true;
-  g->owner_pid = ::getpid();
+  if (g->settings_checked) return g->settings_result;
+  g->settings_checked = true;
+  auto refuse = [](CUresult e) {
+    g->settings_result = e;
+    return e;
+  };
   char err[320];
   if (!load_config([](const char* n) -> const char* { return std::getenv(n); }, &g->config, err,
                    sizeof err)) {
     log_configure(LogLevel::kError, 2);
     GSWAP_LOG(kError, "refusing to start: %s; every cuInit fails with CUDA_ERROR_INVALID_VALUE",
               err);
-    g->init_result = CUDA_ERROR_INVALID_VALUE;
-    return g->init_result;
+    return refuse(CUDA_ERROR_INVALID_VALUE);
   }
   // A file setting whose file cannot be written (errno says why) refuses every cuInit.
-  auto refuse_file = [](const char* setting, const char* path) {
+  auto refuse_file = [&](const char* setting, const char* path) {
     GSWAP_LOG(kError,
               "refusing to start: %s=\"%s\" cannot be written (%s); every cuInit fails with "
               "CUDA_ERROR_INVALID_VALUE",
               setting, path, strerror(errno));
-    g->init_result = CUDA_ERROR_INVALID_VALUE;
-    return g->init_result;
+    return refuse(CUDA_ERROR_INVALID_VALUE);
   };
   int fd = 2;
   if (!open_log(g->config.log_file, &fd)) {
@@ -285,6 +297,15 @@ CUresult init_process() {
   log_configure(g->config.log_level, fd);
   if (!timeline_writable(g->config.timeline))
     return refuse_file("GSWAP_TIMELINE", g->config.timeline);
+  if (!timeline::configure(g->config.timeline, g->config.timeline_events)) {
+    char x[32];
+    GSWAP_LOG(kError,
+              "refusing to start: GSWAP_TIMELINE_EVENTS=%llu needs %s of host memory for its "
+              "ring, which cannot be allocated; every cuInit fails with CUDA_ERROR_OUT_OF_MEMORY",
+              static_cast<unsigned long long>(g->config.timeline_events),
+              format_bytes(timeline::ring_bytes(g->config.timeline_events), x, 32));
+    return refuse(CUDA_ERROR_OUT_OF_MEMORY);
+  }
 
   // Framework allocators (frameworks.h): expandable segments are refused like a bad setting;
   // a caching allocator is named once and gswap works at segment granularity.
@@ -293,16 +314,41 @@ CUresult init_process() {
                    &fw);
   if (fw.refuse) {
     GSWAP_LOG(kError, "%s; every cuInit fails with CUDA_ERROR_NOT_SUPPORTED", fw.error);
-    g->init_result = CUDA_ERROR_NOT_SUPPORTED;
-    return g->init_result;
+    return refuse(CUDA_ERROR_NOT_SUPPORTED);
   }
   for (unsigned i = 0; i < fw.warnings; ++i) GSWAP_LOG(kWarn, "%s", fw.warning[i]);
+  return CUDA_SUCCESS;
+}
+
+CUresult init_process() {
+  if (CUresult e = check_settings(); e != CUDA_SUCCESS) return e;
+  std::lock_guard<std::mutex> lock(g->init_mutex);
+  if (g->inited) return g->init_result;
+  g->inited = true;
+  g->owner_pid = ::getpid();
 
   CUdevice dev = 0;
   size_t total = 0;
-  if (real().cuDeviceGet(&dev, 0) == CUDA_SUCCESS &&
-      real().cuDeviceTotalMem_v2(&total, dev) == CUDA_SUCCESS) {
+  CUresult de = real().cuDeviceGet(&dev, 0);
+  const char* failed = "cuDeviceGet";
+  if (de == CUDA_SUCCESS) {
+    de = real().cuDeviceTotalMem_v2(&total, dev);
+    failed = "cuDeviceTotalMem_v2";
+  }
+  if (de == CUDA_SUCCESS) {
     g->physical_total = total;
+  } else if (g->config.budget.is_percent) {
+    // A share of a device whose size is unknown: nothing to budget against.
+    GSWAP_LOG(kError,
+              "refusing to start: %s -> %d (%s), so the device's size is unknown and GSWAP_BUDGET "
+              "%g%% cannot be resolved; every cuInit fails with %d (%s)",
+              failed, static_cast<int>(de), driver_error_name(de), g->config.budget.percent,
+              static_cast<int>(de), driver_error_name(de));
+    g->init_result = de;
+    return g->init_result;
+  } else {
+    GSWAP_LOG(kWarn, "%s -> %d (%s): the device's size is unknown; the budget is not checked "
+              "against it", failed, static_cast<int>(de), driver_error_name(de));
   }
   std::uint64_t b = g->config.budget.resolve(g->physical_total);
   if (b == 0 && g->config.budget.is_percent) {
@@ -333,7 +379,6 @@ CUresult init_process() {
   g_res->set_tick(publish_tick, nullptr);
   cupti::configure(g->config.timing == Config::Timing::kCupti, g->config.cupti_path);
   g_res->set_external_timings(&cupti::service());
-  timeline::configure(g->config.timeline, g->config.timeline_events);
   static std::atomic<bool> daemon_recording{false};
   if (timeline::enabled()) {
     // Every call numbered and every kernel timed from the start, daemon or not.

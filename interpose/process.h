@@ -19,8 +19,15 @@ namespace gswap::interpose {
 
 FastState& fast();
 
-// Process init at cuInit: settings, budget, log, framework check, telemetry. Returns the error
-// every cuInit must return when the configuration is refused (CUDA_SUCCESS when fine).
+// The settings, the log and timeline files and the framework check, once, before the driver's
+// cuInit runs: a refused configuration leaves the driver uninitialised, so a program that goes
+// on past cuInit's error gets CUDA_ERROR_NOT_INITIALIZED from every other call instead of a
+// device with no budget. Returns the error every cuInit must return (CUDA_SUCCESS when fine).
+CUresult check_settings();
+
+// Process init at cuInit, once the driver's cuInit succeeded: check_settings, then the budget
+// (which needs the device's size), the residency, telemetry. Returns the error every cuInit
+// must return when the configuration is refused (CUDA_SUCCESS when fine).
 CUresult init_process();
 
 // Allocation. *handled = false means "not a region, forward to the driver" (small allocation,

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -48,8 +49,9 @@ struct State {
   std::atomic<bool> on{false};
   std::mutex mutex;
   char path[1024] = {};
-  std::vector<Record> ring;
-  std::uint64_t next = 0;  // records ever added (the ring holds the last ring.size())
+  Record* ring = nullptr;  // ring_size records (calloc: pages are touched only as it fills)
+  std::uint64_t ring_size = 0;
+  std::uint64_t next = 0;  // records ever added (the ring holds the last ring_size)
   bool aligned = false;
   std::int64_t host_minus_device = 0;  // host ns = device ns + this
 };
@@ -61,7 +63,7 @@ State& s() {
 void add(const Record& r) {
   State& st = s();
   std::lock_guard<std::mutex> lock(st.mutex);
-  st.ring[st.next % st.ring.size()] = r;
+  st.ring[st.next % st.ring_size] = r;
   ++st.next;
 }
 
@@ -156,12 +158,19 @@ constexpr std::uint32_t kD2HTrack = 100000, kH2DTrack = 100001, kWaitTrack = 100
 
 }  // namespace
 
-void configure(const char* path, std::uint64_t max_events) {
-  if (!path || !*path || max_events == 0) return;
+bool configure(const char* path, std::uint64_t max_events) {
+  if (!path || !*path || max_events == 0) return true;
   State& st = s();
   std::snprintf(st.path, sizeof st.path, "%s", path);
-  st.ring.assign(max_events, Record{});
+  st.ring = static_cast<Record*>(std::calloc(max_events, sizeof(Record)));
+  if (!st.ring) return false;
+  st.ring_size = max_events;
   st.on.store(true, std::memory_order_release);
+  return true;
+}
+
+std::uint64_t ring_bytes(std::uint64_t events) {
+  return events * sizeof(Record);
 }
 
 bool enabled() {
@@ -273,9 +282,9 @@ void write() {
   std::int64_t offset;
   {
     std::lock_guard<std::mutex> lock(st.mutex);
-    std::uint64_t n = std::min<std::uint64_t>(st.next, st.ring.size());
+    std::uint64_t n = std::min<std::uint64_t>(st.next, st.ring_size);
     for (std::uint64_t i = st.next - n; i < st.next; ++i)
-      recs.push_back(st.ring[i % st.ring.size()]);
+      recs.push_back(st.ring[i % st.ring_size]);
     offset = st.aligned ? st.host_minus_device : 0;
     st.on.store(false);
   }

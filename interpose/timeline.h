@@ -20,7 +20,10 @@
 namespace gswap::interpose::timeline {
 
 // At init; an empty path leaves recording off (every function below then returns at once).
-void configure(const char* path, std::uint64_t max_events);
+// False, with recording off, when the ring of max_events records cannot be allocated.
+bool configure(const char* path, std::uint64_t max_events);
+// The host memory a ring of `events` records takes.
+std::uint64_t ring_bytes(std::uint64_t events);
 bool enabled();
 
 // Device-time records (nanoseconds on the kernel-timing axis of timings.h).

@@ -637,7 +637,12 @@ int main(int argc, char** argv) {
   if (mode == "init") {
     CUresult e = cuInit(0);
     std::printf("cuInit: %d\n", (int)e);
-    return e == CUDA_SUCCESS ? 0 : 1;
+    if (e == CUDA_SUCCESS) return 0;
+    // A program that goes on past the refusal finds the driver uninitialised, not a device
+    // without a budget.
+    CUdevice d = 0;
+    std::printf("cuDeviceGet after the refused cuInit: %d\n", (int)cuDeviceGet(&d, 0));
+    return 1;
   }
   preload_init();
   CUmodule mod;
