@@ -225,6 +225,8 @@ class Client : public proto::EventSink {
   // The planner's plan the published entries come from, and which entry each of them is.
   policy::Plan& current_plan() { return current_plan_; }
   std::vector<std::size_t>& entry_of_published() { return entry_of_published_; }
+  // Most entries a published plan holds (the plan area's size).
+  std::uint32_t plan_capacity() const { return limits_.plan_capacity; }
   void set_planned_from(MeasuredIteration m) { planned_from_ = std::move(m); }
   // Whether a plan for planned_from() is being made (submitted, its result not yet collected).
   bool planning() const { return planning_; }

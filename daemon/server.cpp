@@ -719,8 +719,12 @@ std::size_t Server::publish_guided(Client& c, const policy::Plan& plan,
   std::unordered_map<policy::RegionId, const policy::Region*> regions;
   for (const policy::Region& r : m.trace.regions) regions[r.id] = &r;
   std::vector<std::size_t> entry_of;
-  std::size_t unbound = 0;
+  std::size_t unbound = 0, cut = 0;
   for (std::size_t k = 0; k < plan.entries.size(); ++k) {
+    if (p.entries.size() >= c.plan_capacity()) {  // the plan area is full: the rest is left out
+      ++cut;
+      continue;
+    }
     const policy::PlanEntry& e = plan.entries[k];
     auto it = regions.find(e.region);
     if (it == regions.end() || e.evict_after >= n) continue;
@@ -770,6 +774,11 @@ std::size_t Server::publish_guided(Client& c, const policy::Plan& plan,
     p.entries.push_back(w);
     entry_of.push_back(k);
   }
+  if (cut)
+    log_->warn(
+        "pid {}: {} of {} plan entries left out: the client's plan area holds {}; the library "
+        "evicts on demand where they would have",
+        c.pid(), cut, plan.entries.size(), c.plan_capacity());
   c.current_plan() = plan;
   c.entry_of_published() = std::move(entry_of);
   c.set_planner(planner);

@@ -40,6 +40,9 @@ class Server {
   const std::string& socket_file() const { return socket_path_; }
   std::size_t num_clients() const { return clients_.size(); }
 
+  // The limits of clients that connect from now on (exposed for tests: a small plan area).
+  void set_client_limits(const ClientLimits& limits) { limits_ = limits; }
+
   // Control requests (exposed for tests): a JSON request in, a JSON response out.
   nlohmann::json handle_request(const nlohmann::json& request);
   nlohmann::json status_json() const;

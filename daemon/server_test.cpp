@@ -636,6 +636,37 @@ TEST_F(ServerTest, MeasuresPlansAndPublishesAGuidedPlan) {
 // (training, then forward-only evaluation) diverges once, and never finishes another iteration
 // of the plan: once it has run three iterations' worth of launches (at least 192) since its last
 // one, the daemon measures again, as after three divergences.
+// A plan with more entries than the client's plan area holds is cut to what the area holds, and
+// the trace's plan (what the library follows, for `trace dump`) is that cut plan, not the whole.
+TEST_F(ServerTest, APlanLargerThanThePlanAreaIsCutAndDumpedAsPublished) {
+  ClientLimits limits;
+  limits.plan_capacity = 1;
+  server_->set_client_limits(limits);
+  FakeLibrary lib;
+  int fd = -1, shm = -1;
+  // The budget: two of the four 64 MiB regions at a time (a plan of several entries).
+  ASSERT_NO_FATAL_FAILURE(connect_library(128ull << 20, &lib, &fd, &shm));
+  lib.regions_and_iterations(*server_);
+  proto::PlanHeader ph{};
+  std::vector<proto::PlanEntry> entries;
+  ASSERT_NO_FATAL_FAILURE(tick_until_guided(lib, &ph, &entries));
+  EXPECT_EQ(entries.size(), 1u);
+  nlohmann::json pol = server_->handle_request({{"cmd", "policy"}, {"pid", getpid()}});
+  ASSERT_TRUE(pol["ok"].get<bool>());
+  EXPECT_EQ(pol["clients"][0]["entries"].size(), 1u);
+  nlohmann::json tr = server_->handle_request({{"cmd", "trace"}, {"pid", getpid()}});
+  ASSERT_TRUE(tr.contains("plan_json")) << tr.dump();
+  policy::Trace trace;
+  ASSERT_NO_FATAL_FAILURE(trace_of_client(&trace));
+  policy::Plan followed;
+  std::string error;
+  ASSERT_TRUE(policy::parse_plan_json(tr["plan_json"].get<std::string>(), trace, &followed, &error))
+      << error;
+  EXPECT_EQ(followed.entries.size(), 1u);
+  close(shm);
+  close(fd);
+}
+
 TEST_F(ServerTest, AProgramThatLeftItsPlanForGoodIsMeasuredAgain) {
   FakeLibrary lib;
   int fd = -1, shm = -1;
