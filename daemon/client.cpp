@@ -364,7 +364,12 @@ void Client::build_iteration(std::size_t begin, std::size_t end, std::uint64_t d
   t.device.min_evictable_bytes = 0;  // the library reports only regions it can move
   m->h2d_measured = counters_.status.h2d_bytes_per_s != 0;
   m->d2h_measured = counters_.status.d2h_bytes_per_s != 0;
-  std::unordered_map<std::uint64_t, bool> used;
+  // Each region of the trace, with the seqs of its first and last use here (none for a source of
+  // a recomputation that no launch here uses).
+  struct Use {
+    std::uint64_t first = ~0ull, last = 0;
+  };
+  std::unordered_map<std::uint64_t, Use> used;
   std::uint64_t t0 = ~0ull;
   std::size_t timed = 0;
   for (std::size_t i = begin; i < end; ++i)
@@ -389,7 +394,9 @@ void Client::build_iteration(std::size_t begin, std::size_t end, std::uint64_t d
       if (!regions_.count(id)) continue;  // allocated before this daemon knew the client
       if (std::find(pl.regions.begin(), pl.regions.end(), id) == pl.regions.end())
         pl.regions.push_back(id);
-      used[id] = true;
+      Use& u = used[id];
+      u.first = std::min(u.first, l.seq);
+      u.last = std::max(u.last, l.seq);
     }
     t.launches.push_back(std::move(pl));
     m->functions.push_back(l.function_id);
@@ -405,14 +412,22 @@ void Client::build_iteration(std::size_t begin, std::size_t end, std::uint64_t d
   for (const auto& [id, info] : regions_)
     if (used.count(id) && info.recompute)
       for (std::uint64_t s : info.recompute->sources)
-        if (regions_.count(s)) used[s] = true;
+        if (regions_.count(s)) used.try_emplace(s);
   for (const auto& [id, info] : regions_) {
-    if (!used.count(id)) continue;
+    auto u = used.find(id);
+    if (u == used.end()) continue;
     policy::Region r;
     r.id = id;
     r.bytes = info.bytes;
     r.alloc_seq = info.alloc_seq;
     r.free_seq = info.free_seq;
+    // A launch uses a region only while it is allocated. The library's events say so; a garbled
+    // client's may not, and a trace must (gswapctl simulate reads every trace dumped): its
+    // lifetime is stretched over its uses.
+    if (u->second.first != ~0ull) {
+      r.alloc_seq = std::min(r.alloc_seq, u->second.first);
+      if (r.free_seq && *r.free_seq <= u->second.last) r.free_seq = u->second.last + 1;
+    }
     if (const auto& rc = info.recompute) {
       policy::Recompute p;
       if (rc->cost_ns)
@@ -673,12 +688,25 @@ void Client::on_launch(std::uint64_t seq, std::uint32_t stream, std::uint64_t fu
   // seq order, which is the order of the calls. A launch is put back among the last
   // kMaxReorder at most (a drain's worth and more): a client whose seqs run backwards cannot make
   // each record cost a window's worth of moves.
+  // A seq the window holds already, or one older than the last kMaxReorder launches, cannot be
+  // put in order: the library numbers every call once and sends none that late; such a launch
+  // is left out (with one warning), so that every trace the window makes has increasing seqs.
   if (launches_.empty() || launches_.back().seq < seq) {
     launches_.push_back(std::move(l));
   } else {
     const std::size_t back = std::min(launches_.size(), kMaxReorder);
-    auto at = std::upper_bound(launches_.end() - static_cast<std::ptrdiff_t>(back), launches_.end(),
-                               seq, [](std::uint64_t s, const LaunchInfo& x) { return s < x.seq; });
+    const auto first = launches_.end() - static_cast<std::ptrdiff_t>(back);
+    auto at = std::upper_bound(first, launches_.end(), seq,
+                               [](std::uint64_t s, const LaunchInfo& x) { return s < x.seq; });
+    const bool repeated = at != launches_.begin() && std::prev(at)->seq == seq;
+    const bool too_late = at == first && first != launches_.begin() && std::prev(first)->seq > seq;
+    if (repeated || too_late) {
+      warn_once(kWarnLaunchSeq,
+                fmt::format("launches whose seq the window holds already, or that come after {} "
+                            "later ones, are ignored (seq {})",
+                            kMaxReorder, seq));
+      return;
+    }
     launches_.insert(at, std::move(l));
   }
   while (launches_.size() > limits_.trace_launches) launches_.pop_front();

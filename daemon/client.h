@@ -394,6 +394,7 @@ class Client : public proto::EventSink {
     kWarnLink = 8,
     kWarnRegionBytes = 16,
     kWarnRecomputeCost = 32,
+    kWarnLaunchSeq = 64,
   };
   void warn_once(Warning kind, std::string text);
   void sample_counters();

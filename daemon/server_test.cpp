@@ -1677,6 +1677,58 @@ TEST(ClientTrace, ASourceNamedTwiceIsInTheTraceOnce) {
   EXPECT_TRUE(policy::parse_trace_json(policy::write_trace_json(t), &back, &error)) << error;
 }
 
+// Launches a garbled client sends out of the rules (a seq sent twice; a region used before its
+// allocation or after its free) still give traces that gswapctl simulate reads: the repeated
+// launch is left out (one warning), a region's lifetime is stretched over its uses.
+TEST(ClientTrace, LaunchesOutsideTheRulesGiveATraceItsReadersTake) {
+  for (const std::string mode : {"repeated", "early", "late"}) {
+    SCOPED_TRACE(mode);
+    ClientLimits limits;
+    limits.trace_launches = 4096;
+    DirectClient d(limits);
+    d.alloc(1);
+    d.alloc(2);
+    std::uint64_t t = 1000;
+    auto timed_launch = [&](std::uint64_t function, std::uint64_t region) {
+      const std::uint64_t seq = d.lib.seq;
+      d.launch(function, region);
+      d.timing(seq, t, 100'000);
+      t += 120'000;
+      return seq;
+    };
+    for (int it = 0; it < 20; ++it) {
+      proto::EventRecord mark{};
+      mark.type = static_cast<std::uint16_t>(proto::EventType::kIterationMark);
+      mark.seq = d.lib.seq++;
+      d.push(mark);
+      const std::uint64_t act = 100 + static_cast<std::uint64_t>(it);
+      if (mode == "early") {  // used at seq s, allocated at s + 1
+        timed_launch(11, act);
+        d.alloc(act);
+      } else {
+        d.alloc(act);
+      }
+      for (int k = 0; k < 6; ++k) {
+        const std::uint64_t seq = timed_launch(13 + 2 * static_cast<std::uint64_t>(k), act);
+        if (mode == "repeated" && k == 2) d.launch_at(seq, 31, 2);
+      }
+      d.free(act);
+      if (mode == "late") timed_launch(41, act);  // used after its free
+    }
+    d.drain();
+    const policy::Trace tr = d.client.last_iteration_trace(1ull << 30);
+    ASSERT_FALSE(tr.launches.empty());
+    std::string error;
+    policy::Trace back;
+    EXPECT_TRUE(policy::parse_trace_json(policy::write_trace_json(tr), &back, &error)) << error;
+    if (mode == "repeated") {
+      EXPECT_EQ(d.client.warnings().size(), 1u);
+      for (const std::string& w : d.client.warnings())
+        EXPECT_NE(w.find("seq the window holds already"), std::string::npos) << w;
+    }
+  }
+}
+
 // A client whose iteration repeats but is never timed (no timings arrive): gswapd looks at its
 // window for a measurable period once per change to it, not at every tick (a full window of
 // 262,144 launches took 1.3 ms a tick, for nothing).
@@ -1741,8 +1793,9 @@ TEST(ClientOrder, TimingsBeforeTheirLaunchAndLaunchesOutOfOrderStillMeet) {
   EXPECT_EQ(m->timed_fraction, 1.0);
 }
 
-// A client whose seqs run backwards keeps a bounded window; each of its launches is put back
-// among the newest kMaxReorder at most, so none costs a window's worth of moves.
+// A client whose seqs run backwards keeps a bounded window in seq order: each of its launches is
+// put back among the newest kMaxReorder at most, so none costs a window's worth of moves, and
+// one that would go further back is left out (with one warning).
 TEST(ClientOrder, LaunchesWhoseSeqsRunBackwardsStayBounded) {
   ClientLimits limits;
   limits.trace_launches = 8192;
@@ -1750,7 +1803,10 @@ TEST(ClientOrder, LaunchesWhoseSeqsRunBackwardsStayBounded) {
   d.alloc(1);
   for (std::uint64_t k = 0; k < 30'000; ++k) d.launch_at(1'000'000 - k, 101, 1);
   d.drain();
-  EXPECT_EQ(d.client.launches().size(), 8192u);
+  const auto& w = d.client.launches();
+  EXPECT_EQ(w.size(), 4097u);  // the first, and the 4,096 (kMaxReorder) put back before it
+  for (std::size_t i = 1; i < w.size(); ++i) ASSERT_LT(w[i - 1].seq, w[i].seq);
+  EXPECT_EQ(d.client.warnings().size(), 1u);
 }
 
 // Timings of launches that never come are bounded, and one for a launch that left the window is
