@@ -69,6 +69,15 @@ void Residency::stop_swapper() {
 void Residency::calibrate_link() {
   constexpr std::uint64_t kCalibrationBytes = 8ull << 20;
   std::uint64_t bytes = (kCalibrationBytes + granularity_ - 1) / granularity_ * granularity_;
+  // Pinned memory only (a pageable buffer would time the staging ring, not the link): a smaller
+  // buffer under a small GSWAP_PINNED_CAP, none under one below the granularity.
+  if (bytes > cfg_.pinned_cap) bytes = cfg_.pinned_cap / granularity_ * granularity_;
+  if (bytes == 0) {
+    GSWAP_LOG(kInfo,
+              "GSWAP_PINNED_CAP leaves no pinned buffer to calibrate the link with; gswapd plans "
+              "with the bandwidth of the first swap copies");
+    return;
+  }
   std::uint64_t va = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -881,9 +890,10 @@ CUresult Residency::issue_restore(std::unique_lock<std::mutex>& lock, Region* r,
     // The donor's swap-out or free is in flight: its handle stays mapped at its own address until
     // that completes, and is mapped here too; the copy back waits for it on the restore stream.
     CUresult e = dev_.map(r->base, r->mapped, donor->handle);
-    if (e == CUDA_SUCCESS) e = dev_.wait(restore_stream_, donor->evict_event);
+    if (e != CUDA_SUCCESS) return e;  // a failed map left nothing mapped
+    e = dev_.wait(restore_stream_, donor->evict_event);
     if (e != CUDA_SUCCESS) {
-      dev_.unmap(r->base, r->mapped);  // a failed map left nothing; a failed wait left the map
+      dev_.unmap(r->base, r->mapped);  // a failed wait left the map
       return e;
     }
     take_from(donor);
