@@ -73,19 +73,19 @@ bool fits(const SimResult& s) {
   return s.feasible && s.demand_evictions == 0 && s.access_violations == 0;
 }
 
-// Helper threads that simulate plans for the calling thread while it sweeps (Search::prune):
-// a batch of plans is shared out, the calling thread taking part, and comes back in order.
-// Threads waiting for a batch, or for the batch's last plan, first yield a while before they
-// sleep: on a virtual machine, waking a thread that sleeps takes 35-100 us, as long as a
-// simulation of a small iteration, and two such wake-ups per batch made the sweeps slower with a
-// helper than without (two-stream BERT, swap-only, at 30% of its peak: 130 ms against 110 ms for
-// the first 1,000 plans).
-class SimPool {
+// Helper threads that run jobs for the calling thread while it makes, simulates and sweeps the
+// seeds (Search::run, Search::prune): a batch of jobs is shared out, the calling thread taking
+// part. Threads waiting for a batch, or for its last job, first yield a while before they sleep:
+// on a virtual machine, waking a thread that sleeps takes 35-100 us, as long as a simulation of a
+// small iteration, and two such wake-ups per batch made the sweeps slower with a helper than
+// without (two-stream BERT, swap-only, at 30% of its peak: 130 ms against 110 ms for the first
+// 1,000 plans).
+class Helpers {
  public:
-  // Starts up to `helpers` threads; fewer where the process is out of threads or memory.
-  SimPool(const Analysis& a, std::uint64_t budget, std::size_t helpers) : a_(a), budget_(budget) {
-    threads_.reserve(helpers);
-    for (std::size_t i = 0; i < helpers; ++i) {
+  // Starts up to `n` threads; fewer where the process is out of threads or memory.
+  explicit Helpers(std::size_t n) {
+    threads_.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) {
       try {
         threads_.emplace_back([this] { serve(); });
       } catch (...) {  // std::system_error or std::bad_alloc
@@ -93,9 +93,9 @@ class SimPool {
       }
     }
   }
-  SimPool(const SimPool&) = delete;
-  SimPool& operator=(const SimPool&) = delete;
-  ~SimPool() {
+  Helpers(const Helpers&) = delete;
+  Helpers& operator=(const Helpers&) = delete;
+  ~Helpers() {
     {
       std::lock_guard<std::mutex> lock(m_);
       quit_.store(true);
@@ -104,17 +104,19 @@ class SimPool {
     for (std::thread& t : threads_) t.join();
   }
 
-  // Plans simulated at once: the helpers and the calling thread.
+  // Jobs run at once: the helpers' and the calling thread's.
   std::size_t width() const { return threads_.size() + 1; }
 
-  // Simulates every plan; rethrows the first exception a simulation threw.
-  std::vector<SimResult> simulate_all(const std::vector<Plan>& plans) {
-    std::vector<SimResult> out(plans.size());
+  // Runs job(i) for every i < n and returns once all have run; rethrows the first exception a
+  // job threw. `waiting`, when set, is called on the calling thread, between its checks, while
+  // it waits for the helpers' last jobs.
+  void run(std::size_t n, const std::function<void(std::size_t)>& job,
+           const std::function<void()>& waiting = {}) {
     std::unique_lock<std::mutex> lock(m_);
-    plans_ = &plans;
-    out_ = &out;
+    job_ = &job;
+    count_ = n;
     next_ = 0;
-    pending_.store(plans.size());
+    pending_.store(n);
     error_ = nullptr;
     round_.store(round_.load() + 1);
     lock.unlock();
@@ -122,13 +124,19 @@ class SimPool {
     lock.lock();
     drain(lock);
     lock.unlock();
-    for (int i = 0; i < kYields && pending_.load() != 0; ++i) std::this_thread::yield();
+    for (int i = 0; i < kYields && pending_.load() != 0; ++i) {
+      if (waiting && i % 64 == 0) waiting();
+      std::this_thread::yield();
+    }
     lock.lock();
-    done_.wait(lock, [&] { return pending_.load() == 0; });
-    plans_ = nullptr;
-    out_ = nullptr;
+    while (!done_.wait_for(lock, std::chrono::milliseconds(1), [&] { return pending_.load() == 0; }))
+      if (waiting) {
+        lock.unlock();
+        waiting();
+        lock.lock();
+      }
+    job_ = nullptr;
     if (error_) std::rethrow_exception(error_);
-    return out;
   }
 
  private:
@@ -149,35 +157,31 @@ class SimPool {
     }
   }
 
-  // Simulates plans of the batch until none is left to take (m_ held on entry and exit).
+  // Runs jobs of the batch until none is left to take (m_ held on entry and exit).
   void drain(std::unique_lock<std::mutex>& lock) {
-    while (plans_ && next_ < plans_->size()) {
+    while (job_ && next_ < count_) {
       const std::size_t i = next_++;
+      const std::function<void(std::size_t)>& job = *job_;
       lock.unlock();
-      SimResult r;
       std::exception_ptr e;
       try {
-        r = simulate(a_, (*plans_)[i], budget_);
+        job(i);
       } catch (...) {
         e = std::current_exception();
       }
       lock.lock();
-      (*out_)[i] = std::move(r);
       if (e && !error_) error_ = e;
       pending_.store(pending_.load() - 1);
       if (pending_.load() == 0) done_.notify_all();
     }
   }
 
-  const Analysis& a_;
-  const std::uint64_t budget_;
   std::mutex m_;  // guards what follows; the atomics are written under it and read without it
   std::condition_variable wake_, done_;
-  const std::vector<Plan>* plans_ = nullptr;  // the batch, while one runs
-  std::vector<SimResult>* out_ = nullptr;
-  std::size_t next_ = 0;
-  std::atomic<std::size_t> pending_{0};  // plans of the batch not simulated yet
-  std::atomic<std::uint64_t> round_{0};  // batches handed out
+  const std::function<void(std::size_t)>* job_ = nullptr;  // the batch's, while one runs
+  std::size_t count_ = 0, next_ = 0;                        // its jobs, and the next to take
+  std::atomic<std::size_t> pending_{0};                     // its jobs not done yet
+  std::atomic<std::uint64_t> round_{0};                     // batches handed out
   std::atomic<bool> quit_{false};
   std::exception_ptr error_;
   std::vector<std::thread> threads_;
@@ -230,52 +234,127 @@ class Search {
                                                       "swap-only", "vdnn",   "lru"}
                            : std::vector<std::string>{"capuchin", "belady", "delta", "vdnn", "lru"};
     Plan first;
-    // The first seed's planning time: a later seed starts only with room left for as much, so
-    // that the search overruns its budget by a seed's simulations at most, not by a seed too.
+    // The first batch's time (the first seed's, on one thread): a later batch starts only with
+    // room left for as much, so that the search overruns its budget by a seed's simulations at
+    // most, not by a seed too.
     double seed_ms = 0;
     std::vector<std::pair<Plan, std::string>> early;  // the seeds' early forms, tried after them
     std::vector<Best> seeds;                          // each seed's first simulation
     const bool go_on = o_.start && o_.start->feasible;
+    // Helper threads: one less than the walks to come, and no more than the machine runs at once
+    // (a job beyond them would wait for a core). They make and simulate seeds side by side, run
+    // their feedback rounds side by side, and simulate the sweeps' next plans side by side; in
+    // each, what the search keeps and counts is what one thread keeps and counts (taken in the
+    // one-thread order, with its checks of the evaluation cap), so a search that the cap stops
+    // before its walks is the one-thread search. They end before the walks start.
+    if (const std::size_t width = std::min(o_.threads, usable_search_threads(o_.threads));
+        width > 1 && !(o_.cancel && o_.cancel->load()))
+      helpers_ = std::make_shared<Helpers>(width - 1);
+    const std::size_t width = helpers_ ? helpers_->width() : 1;
     if (go_on) {
       first = *o_.start;
       if (!o_.allow_recompute) strip_recompute(first);
       if (auto b = simulated(first, o_.start_seed, /*seeding=*/true))
         seeds.push_back(std::move(*b));
     }
-    for (std::size_t i = 0; i < names.size() && !go_on; ++i) {  // the seeds, unless going on
+    // The seeds, unless going on, `width` at a time.
+    struct Made {
+      Plan plan;  // as its planner made it
+      SimResult sim;  // with recomputation stripped when swap-only, as simulated
+    };
+    for (std::size_t i = 0; i < names.size() && !go_on;) {
       if (i > 0 && (seeding_done() || (best_ && best_->sim.feasible && !room_for(seed_ms)))) break;
+      const std::size_t n = std::min(width, names.size() - i);
+      std::vector<Made> made(n);
       const bool timed = i == 0 && o_.now_ms;
       const double t0 = timed ? o_.now_ms() : 0;
-      Plan plan = make_seed(names[i]);
+      run_jobs(n, [&](std::size_t j) {
+        made[j].plan = make_seed(names[i + j]);
+        if (i + j == 0 && !made[j].plan.feasible) return;  // see below
+        Plan p = made[j].plan;
+        if (!o_.allow_recompute) strip_recompute(p);
+        made[j].sim = simulate(a_, p, budget_);
+      });
       if (timed) seed_ms = o_.now_ms() - t0;
-      if (i == 0) {
-        first = plan;
-        if (!plan.feasible) {  // no plan can fit: say why, as the greedy planner does
-          res.plan = plan;
-          res.plan.fits = false;
-          finish(res, false);
-          return res;
+      bool done = false;
+      for (std::size_t j = 0; j < n && !done; ++j) {
+        Plan& plan = made[j].plan;
+        const std::string& name = names[i + j];
+        if (i + j == 0) {
+          first = plan;
+          if (!plan.feasible) {  // no plan can fit: say why, as the greedy planner does
+            res.plan = plan;
+            res.plan.fits = false;
+            finish(res, false);
+            return res;
+          }
+        } else if (seeding_done()) {
+          done = true;
+          break;
         }
+        if (!o_.allow_recompute) strip_recompute(plan);
+        if (Plan e = early_wraps(plan); !e.entries.empty())
+          early.emplace_back(std::move(e), name + " (early)");
+        if (auto b = simulated(std::move(plan), std::move(made[j].sim), name))
+          seeds.push_back(std::move(*b));
       }
-      if (!o_.allow_recompute) strip_recompute(plan);
-      if (Plan e = early_wraps(plan); !e.entries.empty())
-        early.emplace_back(std::move(e), names[i] + " (early)");
-      if (auto b = simulated(std::move(plan), names[i], /*seeding=*/true))
-        seeds.push_back(std::move(*b));
+      if (done) break;
+      i += n;
     }
-    for (auto& [plan, name] : early) {
+    for (std::size_t i = 0; i < early.size();) {
       if (seeding_done() || (best_ && best_->sim.feasible && !room_for(seed_ms))) break;
-      if (auto b = simulated(std::move(plan), name, /*seeding=*/true))
-        seeds.push_back(std::move(*b));
+      const std::size_t n = std::min(width, early.size() - i);
+      std::vector<Plan> plans;
+      for (std::size_t j = 0; j < n; ++j) plans.push_back(early[i + j].first);
+      std::vector<SimResult> sims = simulate_all(plans);
+      bool done = false;
+      for (std::size_t j = 0; j < n && !done; ++j) {
+        if (j > 0 && seeding_done()) {
+          done = true;
+          break;
+        }
+        if (auto b = simulated(std::move(plans[j]), std::move(sims[j]), early[i + j].second))
+          seeds.push_back(std::move(*b));
+      }
+      if (done) break;
+      i += n;
     }
     // Then the feedback rounds, from the best seed down. On a long iteration the time budget may
     // end here; every seed planned has run once, so the plan returned is at least as fast as any
     // of them (the baselines among them).
     std::stable_sort(seeds.begin(), seeds.end(),
                      [&](const Best& x, const Best& y) { return rank(x.sim) < rank(y.sim); });
-    for (Best& b : seeds) {
+    for (std::size_t i = 0; i < seeds.size();) {
       if (stop()) break;
-      with_feedback(std::move(b));
+      const std::size_t n = std::min(width, seeds.size() - i);
+      std::vector<std::vector<Best>> rounds(n);
+      if (n > 1) {
+        // Each seed's rounds side by side; out of time, the calling thread tells the others to
+        // leave theirs (those left are then not taken: the search stops).
+        std::atomic<bool> leave{false};
+        auto out_of_time = [&] {
+          if (!leave.load() && stop_walks()) leave.store(true);
+        };
+        run_jobs(
+            n,
+            [&](std::size_t j) {
+              rounds[j] = feedback_rounds(seeds[i + j], [&] {
+                if (std::this_thread::get_id() == caller_) out_of_time();
+                return leave.load();
+              });
+            },
+            out_of_time);
+      }
+      bool done = false;
+      for (std::size_t j = 0; j < n && !done; ++j) {
+        if (j > 0 && stop()) {
+          done = true;
+          break;
+        }
+        with_feedback(std::move(seeds[i + j]), std::move(rounds[j]));
+      }
+      if (done) break;
+      i += n;
     }
     if (!best_) {  // cancelled before the first simulation: the greedy plan, unsimulated
       res.plan = first;
@@ -303,11 +382,6 @@ class Search {
     // best plan so far with the recomputable regions dropped over the launches past the budget
     // (with_drops), swept too: the walk, adding one drop at a time, seldom frees enough for a
     // swap to go.
-    // The sweeps' helper threads: one less than the walks to come, and no more than the machine
-    // runs at once (a plan simulated beyond them would wait for a core).
-    if (const std::size_t width = std::min(o_.threads, usable_search_threads(o_.threads));
-        width > 1 && !stop())
-      pool_ = std::make_shared<SimPool>(a_, budget_, width - 1);
     if (!go_on) {  // a start plan was swept, and dropped over the peak, where it was found
       prune(seed);
       if (!stop())
@@ -316,7 +390,7 @@ class Search {
             prune(std::move(*b));
     }
     if (spread) prune(*spread);
-    pool_.reset();  // its threads end before the walks' start
+    helpers_.reset();  // their threads end before the walks' start
     if (!stop() && !moves_->gaps.empty()) {
       res.walks = 1;
       if (o_.threads > 1)
@@ -489,7 +563,7 @@ class Search {
   // of moves to find them. Two-stream BERT with recompute at 30% of its peak: 3.61 of the bound
   // after 1,000 plans without the sweep, 1.85 with it.
   //
-  // With helper threads (pool_), the plans the sweep would try next from b are simulated together,
+  // With helper threads (helpers_), the plans the sweep would try next from b are simulated together,
   // one per thread, and taken in the sweep's order up to the first one kept, which changes b; the
   // ones after it are dropped, uncounted. So the sweep tries, keeps and counts the same plans
   // whatever the number of threads. Few are kept where the seeds are swap-only (none of 918 on
@@ -509,7 +583,7 @@ class Search {
       if (!trade(q.entries[st.k])) return std::nullopt;
       return q;
     };
-    const std::size_t width = pool_ ? pool_->width() : 1;
+    const std::size_t width = helpers_ ? helpers_->width() : 1;
     std::optional<Step> at;  // the next step; none once the sweep is done
     if (!b.plan.entries.empty()) at = Step{b.plan.entries.size() - 1, false};
     while (at && !stop()) {
@@ -525,12 +599,7 @@ class Search {
                        : std::optional<Step>(Step{st->k, true});
       }
       if (plans.empty()) break;
-      std::vector<SimResult> sims;
-      if (width > 1) {
-        sims = pool_->simulate_all(plans);
-      } else {
-        sims.push_back(simulate(a_, plans[0], budget_));
-      }
+      std::vector<SimResult> sims = simulate_all(plans);
       for (std::size_t i = 0; i < plans.size(); ++i) {
         ++evaluations_;
         consider(plans[i], sims[i], b.seed);
@@ -557,23 +626,73 @@ class Search {
     consider(plan, s, name);
     return Best{std::move(plan), std::move(s), name};
   }
+  // The same for a seed simulated already (`sim`, not counted yet), where the seeds may stop.
+  std::optional<Best> simulated(Plan plan, SimResult sim, const std::string& name) {
+    if (seeding_done()) return std::nullopt;
+    ++evaluations_;
+    consider(plan, sim, name);
+    return Best{std::move(plan), std::move(sim), name};
+  }
 
   // While the last round has late prefetches, applies the feedback rule to it and simulates
   // again, up to kFeedbackRounds rounds in all (b's own included); every round is considered for
-  // the best plan. Returns the best round.
-  Best with_feedback(Best b) {
+  // the best plan. Returns the best round. `ahead`: rounds simulated already (feedback_rounds,
+  // not counted yet), taken before any is simulated here.
+  Best with_feedback(Best b, std::vector<Best> ahead = {}) {
     Best last = b;
-    for (int round = 1; round < kFeedbackRounds && !stop(); ++round) {
-      if (std::none_of(last.sim.lateness_us.begin(), last.sim.lateness_us.end(),
-                       [](double x) { return x > 0; }))
-        break;
-      Plan next = apply_feedback(a_, last.plan, last.sim.lateness_us);
-      SimResult s = eval(next);
-      consider(next, s, b.seed);
-      last = Best{std::move(next), std::move(s), b.seed};
+    for (std::size_t round = 1; round < kFeedbackRounds && !stop(); ++round) {
+      std::optional<Best> next;
+      if (round <= ahead.size())
+        next = std::move(ahead[round - 1]);
+      else
+        next = feedback_round(last);
+      if (!next) break;
+      ++evaluations_;
+      consider(next->plan, next->sim, b.seed);
+      last = std::move(*next);
       if (score(last.sim) < score(b.sim)) b = last;
     }
     return b;
+  }
+
+  // The feedback round after `last`, simulated (not counted); none when it has no late prefetch.
+  std::optional<Best> feedback_round(const Best& last) const {
+    if (std::none_of(last.sim.lateness_us.begin(), last.sim.lateness_us.end(),
+                     [](double x) { return x > 0; }))
+      return std::nullopt;
+    Plan next = apply_feedback(a_, last.plan, last.sim.lateness_us);
+    SimResult s = simulate(a_, next, budget_);
+    return Best{std::move(next), std::move(s), last.seed};
+  }
+
+  // with_feedback's rounds after b, simulated ahead on any thread (not counted, not considered),
+  // until one has no late prefetch or `leave` says to stop.
+  template <typename Leave>
+  std::vector<Best> feedback_rounds(const Best& b, Leave leave) const {
+    std::vector<Best> rounds;
+    for (std::size_t round = 1; round < kFeedbackRounds && !leave(); ++round) {
+      std::optional<Best> next = feedback_round(rounds.empty() ? b : rounds.back());
+      if (!next) break;
+      rounds.push_back(std::move(*next));
+    }
+    return rounds;
+  }
+
+  // Runs job(i) for every i < n: on the helper threads and this one, or on this one alone.
+  void run_jobs(std::size_t n, const std::function<void(std::size_t)>& job,
+                const std::function<void()>& waiting = {}) {
+    if (helpers_ && n > 1) {
+      helpers_->run(n, job, waiting);
+      return;
+    }
+    for (std::size_t i = 0; i < n; ++i) job(i);
+  }
+
+  // Simulates every plan (not counted), side by side on the helper threads where there are.
+  std::vector<SimResult> simulate_all(const std::vector<Plan>& plans) {
+    std::vector<SimResult> sims(plans.size());
+    run_jobs(plans.size(), [&](std::size_t i) { sims[i] = simulate(a_, plans[i], budget_); });
+    return sims;
   }
 
   Plan make_seed(const std::string& name) const {
@@ -962,7 +1081,9 @@ class Search {
   };
   std::shared_ptr<const Moves> moves_;
   std::optional<Best> best_;
-  std::shared_ptr<SimPool> pool_;  // while the seeds are swept, with threads > 1
+  // Helper threads, with threads > 1, while the seeds are made, simulated and swept.
+  std::shared_ptr<Helpers> helpers_;
+  const std::thread::id caller_ = std::this_thread::get_id();  // the thread that runs the search
   // What walks side by side share (walk_side_by_side).
   struct Shared {
     std::atomic<bool> stop{false};  // set by the calling thread: out of time, or cancelled

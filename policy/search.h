@@ -41,9 +41,10 @@ struct SearchOptions {
   // cores, and the calling thread, which alone reads the clock, may then stop them late (64 walks
   // on 2 cores: 130-275 ms for a budget of 50); gswapd and gswapctl take usable_search_threads
   // (below). A walk whose thread cannot be started (out of threads or memory) is left out, and so
-  // is one that would have no evaluation left to run. Before the walks, the sweeps of the seeds
-  // simulate the plans they try next side by side on up to threads - 1 helper threads (no more
-  // than the hardware threads), trying, keeping and counting the same plans as on one thread.
+  // is one that would have no evaluation left to run. Before the walks, up to threads - 1 helper
+  // threads (no more than the hardware threads) make and simulate the seeds, run their feedback
+  // rounds and simulate the sweeps' next plans side by side, the search trying, keeping and
+  // counting the same plans as on one thread.
   std::size_t threads = 1;
   // Checked between evaluations; set from another thread to stop early.
   const std::atomic<bool>* cancel = nullptr;

@@ -239,10 +239,12 @@ TEST(SearchTest, WalksSideBySideAreDeterministicForASeedAndANumberOfThreads) {
   EXPECT_EQ(many.walks, 64u);
 }
 
-// With threads > 1, helper threads simulate the plans the sweeps try next side by side; the
-// sweeps still try, keep and count the same plans as on one thread, so that wherever the
-// evaluation cap stops a search before its walks, the plan is the one-thread search's.
-TEST(SearchTest, SweepsWithHelperThreadsTryKeepAndCountTheSamePlans) {
+// With threads > 1, helper threads make and simulate the seeds, run their feedback rounds and
+// simulate the plans the sweeps try next, side by side; the search still tries, keeps and counts
+// the same plans as on one thread, so that wherever the evaluation cap stops a search before its
+// walks (in the seeds, their early forms, their feedback rounds or the sweeps), the plan is the
+// one-thread search's.
+TEST(SearchTest, SeedsAndSweepsWithHelperThreadsTryKeepAndCountTheSamePlans) {
   const Trace t = make_unet(2);
   const Analysis a = analyze(t);
   const std::uint64_t budget = a.peak_bytes * 3 / 10;
