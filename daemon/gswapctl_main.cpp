@@ -418,7 +418,7 @@ std::string library_refusal(const Config& config) {
   for (const settings::Declaration& d : settings::kDeclarations)
     if (*d.env && std::string_view(d.scope) != "daemon") env[d.env] = config.text(d.ident);
   interpose::Config lib;
-  char err[320] = {};
+  char err[512] = {};
   if (!interpose::load_config(
           [](const char* name) -> const char* {
             auto it = env.find(std::string_view(name));

@@ -22,11 +22,36 @@ const char* env_name(const char* ident) {
 }
 
 bool bad(char* err, unsigned size, const char* ident, const char* value, const char* why) {
-  std::snprintf(err, size, "%s=\"%s\" is not valid: %s", env_name(ident), value, why);
+  char shown[4 * 64 + 4];
+  std::snprintf(err, size, "%s=\"%s\" is not valid: %s", env_name(ident),
+                shown_value(value, shown, sizeof shown), why);
   return false;
 }
 
 }  // namespace
+
+const char* shown_value(const char* value, char* out, unsigned size) {
+  constexpr unsigned kShownBytes = 64;
+  unsigned o = 0, i = 0;
+  if (size == 0) return out;
+  for (; value && value[i] && i < kShownBytes; ++i) {
+    const unsigned char c = static_cast<unsigned char>(value[i]);
+    const bool plain = c >= 0x20 && c <= 0x7e;
+    if (o + (plain ? 1 : 4) + 4 > size) break;
+    if (plain) {
+      out[o++] = static_cast<char>(c);
+    } else {
+      std::snprintf(out + o, size - o, "\\x%02x", c);
+      o += 4;
+    }
+  }
+  if (value && value[i] && o + 4 <= size) {
+    std::memcpy(out + o, "...", 3);
+    o += 3;
+  }
+  out[o] = '\0';
+  return out;
+}
 
 bool load_config(EnvLookup env, Config* out, char* err, unsigned err_size) {
   const char* v = value_of(env, "budget");

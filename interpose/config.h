@@ -42,4 +42,9 @@ using EnvLookup = const char* (*)(const char* name);
 // writes a one-line reason naming the variable into err.
 bool load_config(EnvLookup env, Config* out, char* err, unsigned err_size);
 
+// A value from the environment as a log line shows it: at most its first 64 bytes (then "..."),
+// a control byte or a byte above 0x7e as \xNN, so that a refusal keeps its reason on one line
+// and a value cannot forge a log line of its own. Writes into out (at least 4 * 64 + 4 bytes).
+const char* shown_value(const char* value, char* out, unsigned size);
+
 }  // namespace gswap::interpose

@@ -18,7 +18,7 @@ const char* lookup(const char* name) {
 
 bool load(std::map<std::string, std::string> env, Config* c, std::string* err) {
   g_env = &env;
-  char buf[256] = {};
+  char buf[512] = {};
   bool ok = load_config(lookup, c, buf, sizeof buf);
   *err = buf;
   return ok;
@@ -106,6 +106,28 @@ TEST(Config, BadValuesAreRefusedWithTheVariableName) {
   EXPECT_FALSE(load({{"GSWAP_SUMMARY", "maybe"}}, &c, &err));
   EXPECT_FALSE(load({{"GSWAP_DEBUG_SKIP_RESTORE", "sometimes"}}, &c, &err));
   EXPECT_NE(err.find("GSWAP_DEBUG_SKIP_RESTORE"), std::string::npos) << err;
+}
+
+// A refusal is one line that keeps its reason: a long value is cut to its first 64 bytes, and a
+// control byte (a newline would forge a log line of its own) is shown as \xNN.
+TEST(Config, ARefusalShowsTheValueOnOneLineAndKeepsItsReason) {
+  Config c;
+  std::string err;
+  EXPECT_FALSE(load({{"GSWAP_DAEMON_PATH", "/tmp/" + std::string(1100, 'p')}}, &c, &err));
+  EXPECT_NE(err.find("/tmp/" + std::string(59, 'p') + "...\" is not valid: too long"),
+            std::string::npos)
+      << err;
+  EXPECT_FALSE(load({{"GSWAP_BUDGET", std::string(400, '9')}}, &c, &err));
+  EXPECT_NE(err.find("expected bytes with a unit"), std::string::npos) << err;
+  EXPECT_FALSE(load({{"GSWAP_BUDGET", "6GiB\ngswap[1] info: accepted\x1b[0m"}}, &c, &err));
+  EXPECT_EQ(err.find('\n'), std::string::npos) << err;
+  EXPECT_EQ(err.find('\x1b'), std::string::npos) << err;
+  EXPECT_NE(err.find("GSWAP_BUDGET=\"6GiB\\x0agswap[1] info: accepted\\x1b[0m\" is not valid"),
+            std::string::npos)
+      << err;
+  // Every byte escaped still leaves room for the reason in the library's 512-byte line.
+  EXPECT_FALSE(load({{"GSWAP_TIMING", std::string(200, '\x01')}}, &c, &err));
+  EXPECT_NE(err.find("...\" is not valid: expected events|cupti"), std::string::npos) << err;
 }
 
 TEST(Config, OtherSettings) {

@@ -271,7 +271,7 @@ CUresult check_settings() {
     g->settings_result = e;
     return e;
   };
-  char err[320];
+  char err[512];
   if (!load_config([](const char* n) -> const char* { return std::getenv(n); }, &g->config, err,
                    sizeof err)) {
     log_configure(LogLevel::kError, 2);
@@ -281,10 +281,12 @@ CUresult check_settings() {
   }
   // A file setting whose file cannot be written (errno says why) refuses every cuInit.
   auto refuse_file = [&](const char* setting, const char* path) {
+    const int why = errno;
+    char shown[4 * 64 + 4];
     GSWAP_LOG(kError,
               "refusing to start: %s=\"%s\" cannot be written (%s); every cuInit fails with "
               "CUDA_ERROR_INVALID_VALUE",
-              setting, path, strerror(errno));
+              setting, shown_value(path, shown, sizeof shown), strerror(why));
     return refuse(CUDA_ERROR_INVALID_VALUE);
   };
   int fd = 2;
