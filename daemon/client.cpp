@@ -264,14 +264,14 @@ void Client::maybe_detect_iteration() {
   // iteration allocates before that launch is still its own: its trace has it allocated before
   // its first launch, live from there.
   if (marks_.size() >= 2) {
+    // The window is in seq order: two binary searches, not a pass over it at every tick.
     const std::uint64_t mark = marks_[marks_.size() - 2], next = marks_.back();
-    std::uint64_t count = 0, first = 0, last = 0;
-    for (const LaunchInfo& l : launches_) {
-      if (l.seq < mark || l.seq >= next) continue;
-      if (!count++) first = l.seq;
-      last = l.seq;
-    }
-    if (count > 0) iteration_ = {count, first, last, 1.0, "marks"};
+    auto by_seq = [](const LaunchInfo& l, std::uint64_t s) { return l.seq < s; };
+    const auto from = std::lower_bound(launches_.begin(), launches_.end(), mark, by_seq);
+    const auto to = std::lower_bound(from, launches_.end(), next, by_seq);
+    if (from != to)
+      iteration_ = {static_cast<std::uint64_t>(to - from), from->seq, std::prev(to)->seq, 1.0,
+                    "marks"};
     return;  // marks and launches bump window_changes_ as they come
   }
   // Detection costs about the window's length; running it after every window/8 new launches (at
@@ -550,12 +550,13 @@ std::optional<MeasuredIteration> Client::take_measured(std::uint64_t device_byte
     return std::nullopt;
   }
   std::size_t len = iteration_.length;
+  // The window is in seq order: found by binary search, not a pass at every scan.
+  const auto at = std::lower_bound(
+      launches_.begin(), launches_.end(), iteration_.first_seq,
+      [](const LaunchInfo& l, std::uint64_t s) { return l.seq < s; });
   std::size_t start = launches_.size();
-  for (std::size_t i = 0; i < launches_.size(); ++i)
-    if (launches_[i].seq == iteration_.first_seq) {
-      start = i;
-      break;
-    }
+  if (at != launches_.end() && at->seq == iteration_.first_seq)
+    start = static_cast<std::size_t>(at - launches_.begin());
   if (start == launches_.size()) {
     measure_wait_ = fmt::format("iteration of {} launches: its start left the window", len);
     return std::nullopt;
@@ -569,10 +570,17 @@ std::optional<MeasuredIteration> Client::take_measured(std::uint64_t device_byte
   // one iteration in measure_every is, and timings arrive a little after their launches.
   // The launch after the period must have arrived too: the period's length in seq numbers counts
   // up to it (allocations and frees after its last launch belong to it), and without it a region
-  // freed at the very end of the iteration would look alive across it, persistent.
+  // freed at the very end of the iteration would look alive across it, persistent. Periods up to
+  // the last one measured are not taken again, and a scan looks at kMaxMeasureCandidates periods
+  // at most: with every new record a scan runs, and a window of short periods none of which is
+  // timed would otherwise cost a pass over the whole window at every tick.
+  std::size_t candidates = 0;
   for (std::size_t s = start + len;; s -= len) {
-    if (s + len < launches_.size() && launches_[s].seq != measured_first_seq_ &&
-        (measured_first_seq_ == ~0ull || launches_[s].seq > measured_first_seq_)) {
+    if (s < launches_.size() && measured_first_seq_ != ~0ull &&
+        launches_[s].seq <= measured_first_seq_)
+      break;
+    if (s + len < launches_.size()) {
+      if (++candidates > kMaxMeasureCandidates) break;
       std::size_t timed = 0;
       for (std::size_t i = s; i < s + len; ++i) timed += launches_[i].duration_ns != 0;
       const bool timed_enough = timed * 10 >= len * 9;

@@ -425,6 +425,8 @@ class Client : public proto::EventSink {
   std::uint64_t prune_visits_ = 0;
   std::deque<LaunchInfo> launches_;  // in seq order (but see on_launch)
   static constexpr std::size_t kMaxReorder = 4096;
+  // Periods take_measured looks at in one scan, newest first.
+  static constexpr std::size_t kMaxMeasureCandidates = 256;
   // Timings that came before their launch (on_gpu_timing), by seq: (start, duration).
   static constexpr std::size_t kMaxEarlyTimings = 16384;
   std::map<std::uint64_t, std::pair<std::uint64_t, std::uint64_t>> early_timings_;
