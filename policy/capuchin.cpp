@@ -323,6 +323,7 @@ class Planner {
       });
       for (auto [ft, k] : by_ft) {
         if (ft <= 0 || cur_.max_all() <= budget_) break;
+        if (cancelled()) return cancelled_plan(plan);
         if (taken_[k]) continue;
         auto ev = eval_swap(cands_[k]);
         if (ev && ev->exposure <= kEps) apply_swap(k, *ev, plan);
@@ -379,6 +380,7 @@ class Planner {
       return found;
     };
     while (cur_.max_all() > budget_) {
+      if (cancelled()) return cancelled_plan(plan);
       auto r = best(recomputes, false);
       // Stored keys are lower bounds, so a swap heap whose smallest key is already worse than the
       // best recompute cannot win this step and need not be re-evaluated.
@@ -395,6 +397,7 @@ class Planner {
       }
     }
     if (o_.allow_swap) repair(plan);
+    if (cancelled()) return cancelled_plan(plan);
     if (cur_.max_all() > budget_) {
       plan.fits = false;
       plan.reason = unplannable_budget_reason(a_, static_cast<std::uint64_t>(budget_));
@@ -406,6 +409,14 @@ class Planner {
 
  private:
   std::uint64_t bytes(std::size_t r) const { return t_.regions[r].bytes; }
+
+  bool cancelled() const { return o_.cancel && o_.cancel->load(std::memory_order_relaxed); }
+  static Plan cancelled_plan(Plan& plan) {
+    plan.entries.clear();
+    plan.feasible = plan.fits = false;
+    plan.reason = "planning cancelled";
+    return std::move(plan);
+  }
 
   // The swap that relieves memory without stalling if there is one, else the one that frees the
   // region from the launch after its eviction and waits for the copy where the memory is needed.
@@ -443,7 +454,7 @@ class Planner {
     std::vector<Span> open;  // fresh spans begun, not yet known to be past or taken
     LateReliefs upgrades;
     std::size_t next_fresh = 0, next_late = 0;
-    while (cur_.max_all() > budget_) {
+    while (cur_.max_all() > budget_ && !cancelled()) {
       const std::size_t i = cur_.find_first_above(0, n - 1, budget_);
       for (; next_fresh < fresh.size() && fresh[next_fresh].from <= i; ++next_fresh)
         if (fresh[next_fresh].to >= i) open.push_back(fresh[next_fresh]);

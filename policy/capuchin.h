@@ -3,6 +3,8 @@
 // "Policy, precisely" section is the specification; README.md explains the choices made here.
 #pragma once
 
+#include <atomic>
+
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -15,6 +17,9 @@ namespace gswap::policy {
 struct CapuchinOptions {
   bool allow_swap = true;
   bool allow_recompute = true;
+  // Checked as the planner chooses evictions; once set, planning stops with an infeasible plan
+  // whose reason says it was cancelled (gswapd: the client left, or the daemon stops).
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 // One swap candidate's Capuchin arithmetic on the ideal timeline (exposed for tests).

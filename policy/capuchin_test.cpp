@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "policy/baselines.h"
+#include "policy/corpus.h"
 #include "policy/simulator.h"
 #include "policy/test_traces.h"
 
@@ -31,6 +33,24 @@ struct SwapFixture {
 
 // Where regions allocated before their first use leave too little room, the plan says so, and
 // the simulator evicts on demand what the plan could not.
+// A cancelled planner stops choosing evictions and says so, with no entries (gswapd drops the
+// job of a client that left; a wide iteration takes seconds to plan).
+TEST(CapuchinTest, ACancelledPlannerStopsAndSaysSo) {
+  const Trace t = make_unet(2);
+  const Analysis a = analyze(t);
+  std::atomic<bool> cancel{true};
+  CapuchinOptions o;
+  o.cancel = &cancel;
+  const Plan p = plan_capuchin(a, a.peak_bytes / 2, o);
+  EXPECT_FALSE(p.feasible);
+  EXPECT_TRUE(p.entries.empty());
+  EXPECT_EQ(p.reason, "planning cancelled");
+  cancel = false;
+  const Plan q = plan_capuchin(a, a.peak_bytes / 2, o);
+  EXPECT_TRUE(q.feasible);
+  EXPECT_FALSE(q.entries.empty());
+}
+
 TEST(CapuchinTest, ABudgetBelowWhatNoPlanCanEvictIsReported) {
   Trace t = empty_trace(5, 10.0, 1e9);
   add_region(t, 4 * kMiB, 0, -1, {0, 4});

@@ -696,11 +696,10 @@ class Search {
   }
 
   Plan make_seed(const std::string& name) const {
-    CapuchinOptions swap_only;
+    CapuchinOptions full, swap_only;
+    full.cancel = swap_only.cancel = o_.cancel;
     swap_only.allow_recompute = false;
-    if (name == "capuchin")
-      return o_.allow_recompute ? plan_capuchin(a_, budget_)
-                                : plan_capuchin(a_, budget_, swap_only);
+    if (name == "capuchin") return plan_capuchin(a_, budget_, o_.allow_recompute ? full : swap_only);
     if (name == "swap-only") return plan_capuchin(a_, budget_, swap_only);
     if (name == "recompute") return plan_recompute_only(a_, budget_);
     if (name == "belady") return plan_belady(a_, budget_);
