@@ -111,6 +111,14 @@ bool load_config(EnvLookup env, Config* out, char* err, unsigned err_size) {
   v = value_of(env, "runtime_dir");
   if (!proto::runtime_dir(v, env("XDG_RUNTIME_DIR"), out->runtime_dir, sizeof out->runtime_dir))
     return bad(err, err_size, "runtime_dir", v, "too long for a socket directory");
+  // With a daemon to talk to, its socket there (named by the GPU's UUID, always this long) must
+  // fit a socket address: refused here, not found out at the first connection.
+  char socket[proto::kMaxSocketPath];
+  if (out->daemon != Config::Daemon::kOff &&
+      !proto::socket_path(out->runtime_dir, "GPU-00000000-0000-0000-0000-000000000000", socket,
+                          sizeof socket))
+    return bad(err, err_size, "runtime_dir", out->runtime_dir,
+               "too long for a socket directory (a socket path holds 107 bytes)");
 
   v = value_of(env, "daemon_path");
   if (std::strlen(v) >= sizeof out->daemon_path)

@@ -130,6 +130,20 @@ TEST(Config, ARefusalShowsTheValueOnOneLineAndKeepsItsReason) {
   EXPECT_NE(err.find("...\" is not valid: expected events|cupti"), std::string::npos) << err;
 }
 
+// A runtime directory whose daemon socket would not fit a socket address is refused at cuInit
+// when there is a daemon to talk to, whatever its length below the directory buffer's.
+TEST(Config, ARuntimeDirTooLongForTheDaemonsSocketIsRefused) {
+  Config c;
+  std::string err;
+  const std::string dir = "/tmp/" + std::string(70, 'd');  // + "/GPU-<36>.sock": 121 bytes
+  EXPECT_FALSE(load({{"GSWAP_RUNTIME_DIR", dir}}, &c, &err));
+  EXPECT_NE(err.find("GSWAP_RUNTIME_DIR"), std::string::npos) << err;
+  EXPECT_NE(err.find("too long for a socket directory"), std::string::npos) << err;
+  EXPECT_FALSE(load({{"GSWAP_RUNTIME_DIR", dir}, {"GSWAP_DAEMON", "spawn"}}, &c, &err));
+  EXPECT_TRUE(load({{"GSWAP_RUNTIME_DIR", dir}, {"GSWAP_DAEMON", "off"}}, &c, &err)) << err;
+  EXPECT_TRUE(load({{"GSWAP_RUNTIME_DIR", "/tmp/" + std::string(50, 'd')}}, &c, &err)) << err;
+}
+
 TEST(Config, OtherSettings) {
   Config c;
   std::string err;
