@@ -93,7 +93,14 @@ std::uint64_t HostMemory::pooled_bytes() const {
 bool HostMemory::ensure_staging() {
   if (staging_) return true;
   void* p = nullptr;
-  if (device_.host_alloc(staging_bytes_, &p) != CUDA_SUCCESS) return false;
+  if (device_.host_alloc(staging_bytes_, &p) != CUDA_SUCCESS) {
+    char b[32];
+    GSWAP_LOG_ONCE(kError,
+                   "the staging ring (GSWAP_STAGING_BYTES=%s of pinned memory) cannot be "
+                   "allocated: swaps past GSWAP_PINNED_CAP fail until it can",
+                   format_bytes(staging_bytes_, b, 32));
+    return false;
+  }
   for (auto& e : staging_events_) {
     if (!e && device_.event_create(&e, false) != CUDA_SUCCESS) {
       device_.host_free(p);
