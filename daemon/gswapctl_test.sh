@@ -305,6 +305,15 @@ PY
     one_line_error "an unwritable timeline" "cannot write $RT/no/t.json" \
       "$ctl" simulate --trace ref:resnet50 --budget 50% --search-ms 0 --json --timeline "$RT/no/t.json"
     one_line_error "plot without a source" "give --pid P or --trace" "$ctl" plot --out "$RT/x.svg"
+    # A path holding a newline is shown escaped: the error stays one line.
+    one_line_error "an unwritable timeline named with a newline" 'cannot write .*/no/a\\x0ab\.json' \
+      "$ctl" simulate --trace ref:resnet50 --budget 50% --search-ms 0 --json --timeline "$RT/no/a"$'\n'"b.json"
+    # A file option given as "" (a script's unset variable) is refused, not taken as not given.
+    for opt in --plan --timeline; do
+      err=$("$ctl" simulate --trace ref:resnet50 --budget 50% --search-ms 0 $opt "" 2>&1 >/dev/null) &&
+        fail "simulate $opt '' succeeded"
+      [[ $err == *"$opt: expected a file path, got ''"* ]] || fail "simulate $opt '': got '$err'"
+    done
     # Traces whose times could not be drawn are refused by the parser, in time (the plot once
     # looped forever on them); a budget of 0 is a budget, not "draw at the peak".
     trace() {  # DUR_US BYTES_PER_S

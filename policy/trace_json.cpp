@@ -283,8 +283,10 @@ Plan parse_plan(const json& root, const Trace& trace) {
       pe.evict_at = get_position(*it, join(p, "evict_at"), n);
     pe.trigger = get_position(member(e, p, "trigger"), join(p, "trigger"), n);
     pe.back_access = get_position(member(e, p, "back_access"), join(p, "back_access"), n);
+    // A copy's time, bytes over a link's speed: up to 2^50 bytes at 1 byte/s, past what a trace's
+    // times may be (kMaxTraceTimeUs); any finite figure a planner writes reads back.
     if (auto it = e.find("swap_in_us"); it != e.end())
-      pe.swap_in_us = get_time_us(*it, join(p, "swap_in_us"));
+      pe.swap_in_us = get_nonneg_double(*it, join(p, "swap_in_us"));
     plan.entries.push_back(pe);
   }
   return plan;

@@ -151,7 +151,15 @@ void write_file(const std::string& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   if (f) f << text;
   if (f) f.close();
-  if (!f) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
+  if (!f)
+    throw std::runtime_error("cannot write " + printable_text(path) + ": " + std::strerror(errno));
+}
+
+// A file option given as "" (a script's unset variable) is refused, not taken as not given.
+CLI::Validator non_empty_path() {
+  return CLI::Validator(
+      [](std::string& v) { return v.empty() ? std::string("expected a file path, got ''") : ""; },
+      "PATH");
 }
 
 Evaluation plan_and_simulate(const Analysis& a, std::uint64_t budget, const PlanOptions& o,
@@ -346,7 +354,7 @@ void run(const Options& o) {
         chrome::to_json(t).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
     if (!o.json)
       std::cout << fmt::format("wrote the simulated timeline to {} (open it in ui.perfetto.dev)\n",
-                               o.timeline);
+                               printable_text(o.timeline));
   }
 }
 
@@ -414,6 +422,7 @@ void add_simulate_command(CLI::App& app) {
   sub->add_option("--plan", o->plan,
                   "simulate this plan (gswap-plan JSON, such as `gswapctl trace dump --plan-out` "
                   "writes: the plan gswapd follows) instead of planning")
+      ->check(non_empty_path())
       ->excludes(policy)
       ->excludes(search)
       ->excludes(seed)
@@ -421,7 +430,8 @@ void add_simulate_command(CLI::App& app) {
       ->excludes(require_fit);
   sub->add_option("--timeline", o->timeline,
                   "also write the simulated iteration as a timeline (Chrome trace event JSON for "
-                  "ui.perfetto.dev or chrome://tracing)");
+                  "ui.perfetto.dev or chrome://tracing)")
+      ->check(non_empty_path());
   sub->callback([o] { run(*o); });
 }
 
