@@ -129,11 +129,16 @@ Trace load_trace(const std::string& spec) {
   return last_marked_iteration(t);
 }
 
-Plan load_plan(const std::string& path, const Trace& trace) {
+// `no_recompute`: the trace's recomputation was set aside (--no-recompute), which a refusal of a
+// recompute entry then says.
+Plan load_plan(const std::string& path, const Trace& trace, bool no_recompute = false) {
   Plan plan;
   std::string err;
-  if (!parse_plan_json(read_text(path, "plan"), trace, &plan, &err))
+  if (!parse_plan_json(read_text(path, "plan"), trace, &plan, &err)) {
+    if (no_recompute && err.find("is not recomputable") != std::string::npos)
+      err += " (--no-recompute: the trace's recomputation is set aside)";
     throw std::runtime_error(printable_text(path + ": " + err));
+  }
   return plan;
 }
 
@@ -238,7 +243,7 @@ void run(const Options& o) {
   std::string label = policy_name(*kind);
   if (!o.plan.empty()) {
     // A plan made elsewhere (gswapd's, from `trace dump --plan-out`), simulated as it is.
-    ev.plan = load_plan(o.plan, trace);
+    ev.plan = load_plan(o.plan, trace, o.no_recompute);
     ev.sim = simulate(a, ev.plan, budget);
     // The planners never make such a plan; one made by hand can recompute a region from one
     // already freed, from itself (sources in a cycle), or through a chain the simulator does
