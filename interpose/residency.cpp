@@ -1059,9 +1059,16 @@ std::uint64_t Residency::touched_bytes(const TouchSet& t) const {
   return need;
 }
 
-bool Residency::can_never_fit(std::uint64_t touched) const {
+bool Residency::can_never_fit(const TouchSet& t, std::uint64_t touched) const {
+  // During a capture memory may go over the budget (make_room), and a call whose regions are all
+  // on the device restores nothing (the budget may just have been lowered): neither is refused.
+  if (gate_.capturing()) return false;
+  bool absent = false;
+  for (std::size_t i = 0; i < t.n && !absent; ++i)
+    absent = t.regions[i]->state.load() != kRegionResident &&
+             t.regions[i]->state.load() != kRegionFree;
   const std::uint64_t b = budget();
-  return touched > b || arena_bytes_ > b - touched;
+  return absent && (touched > b || arena_bytes_ > b - touched);
 }
 
 CUresult Residency::prepare(TouchSet& t, CUstream stream, bool per_thread, bool sync) {
@@ -1069,7 +1076,7 @@ CUresult Residency::prepare(TouchSet& t, CUstream stream, bool per_thread, bool 
   std::uint64_t t0 = monotonic_ns();
   std::unique_lock<std::mutex> lock(mutex_);
   Context ctx(*this);
-  if (const std::uint64_t need = touched_bytes(t); can_never_fit(need)) {
+  if (const std::uint64_t need = touched_bytes(t); can_never_fit(t, need)) {
     log_oom(need);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
@@ -1123,7 +1130,7 @@ CUresult Residency::keep_resident(TouchSet& t, bool for_capture) {
   RestorerLock one_restorer(*this);
   std::unique_lock<std::mutex> lock(mutex_);
   Context ctx(*this);
-  if (const std::uint64_t need = touched_bytes(t); can_never_fit(need)) {
+  if (const std::uint64_t need = touched_bytes(t); !for_capture && can_never_fit(t, need)) {
     log_oom(need);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }

@@ -291,10 +291,11 @@ class Residency {
   void rescue(Region* r);
   void log_oom(std::uint64_t asked);
   // The bytes of the regions `t` touches (mutex_ held): all must be on the device at once. More
-  // than the budget leaves beside gswap's arena, and the call can never run: it fails at once
-  // instead of waiting for room that only its own pins hold.
+  // than the budget leaves beside gswap's arena, with one of them to bring back and no capture
+  // on (which may go over the budget), and the call can never run: it fails at once instead of
+  // waiting for room that only its own pins hold.
   std::uint64_t touched_bytes(const TouchSet& t) const;
-  bool can_never_fit(std::uint64_t touched) const;
+  bool can_never_fit(const TouchSet& t, std::uint64_t touched) const;
   void count_stall(std::uint64_t ns, std::uint64_t start_ns);  // start: host ns
   void release_held(const std::vector<std::uint64_t>& ids);    // one graph hold each
   // Waiting for memory: whether swap-outs and frees in flight still complete now and then.

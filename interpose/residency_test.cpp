@@ -626,6 +626,24 @@ TEST(Residency, NothingLeavesDuringACaptureAndTheExcessGoesAfter) {
   (void)c;
 }
 
+// During a capture memory goes over the budget, and a call touching more than the budget of
+// regions already on the device (the capture's own allocations among them) is not refused as
+// one that could never fit: it restores nothing.
+TEST(Residency, ACallAboveTheBudgetDuringACaptureIsNotRefused) {
+  Env env(2 * kMiB);
+  CUdeviceptr a = env.alloc(kMiB), b = env.alloc(kMiB);
+  ASSERT_EQ(env.launch({a, b}), CUDA_SUCCESS);
+  env.res.capture_begin();
+  CUdeviceptr c = env.alloc(kMiB);  // over the budget, admitted: a capture evicts nothing
+  EXPECT_EQ(env.launch({a, b, c}), CUDA_SUCCESS);
+  TouchSet t;
+  for (CUdeviceptr p : {a, b, c}) t.add(env.region(p));
+  EXPECT_EQ(env.res.keep_resident(t, /*for_capture=*/true), CUDA_SUCCESS);
+  EXPECT_EQ(env.res.stats().oom, 0u);
+  env.res.capture_end();
+  env.res.drain();
+}
+
 TEST(Residency, FreesDuringACaptureWaitForItsEnd) {
   Env env(4 * kMiB);
   CUdeviceptr a = env.alloc(kMiB);

@@ -161,6 +161,12 @@ constexpr std::uint32_t kD2HTrack = 100000, kH2DTrack = 100001, kWaitTrack = 100
 bool configure(const char* path, std::uint64_t max_events) {
   if (!path || !*path || max_events == 0) return true;
   State& st = s();
+  // Configured again in a forked child (its own cuInit): the parent's ring and records go.
+  st.on.store(false, std::memory_order_release);
+  std::free(st.ring);
+  st.ring = nullptr;
+  st.ring_size = st.next = 0;
+  st.aligned = false;
   std::snprintf(st.path, sizeof st.path, "%s", path);
   st.ring = static_cast<Record*>(std::calloc(max_events, sizeof(Record)));
   if (!st.ring) return false;

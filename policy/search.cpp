@@ -124,19 +124,30 @@ class Helpers {
     lock.lock();
     drain(lock);
     lock.unlock();
+    // `waiting` may throw (it reads the caller's clock): the helpers' jobs still run on this
+    // frame's objects, so its exception waits with theirs until every job is done.
+    std::exception_ptr waited;
+    auto call_waiting = [&] {
+      if (!waiting || waited) return;
+      try {
+        waiting();
+      } catch (...) {
+        waited = std::current_exception();
+      }
+    };
     for (int i = 0; i < kYields && pending_.load() != 0; ++i) {
-      if (waiting && i % 64 == 0) waiting();
+      if (i % 64 == 0) call_waiting();
       std::this_thread::yield();
     }
     lock.lock();
-    while (!done_.wait_for(lock, std::chrono::milliseconds(1), [&] { return pending_.load() == 0; }))
-      if (waiting) {
-        lock.unlock();
-        waiting();
-        lock.lock();
-      }
+    while (!done_.wait_for(lock, std::chrono::milliseconds(1), [&] { return pending_.load() == 0; })) {
+      lock.unlock();
+      call_waiting();
+      lock.lock();
+    }
     job_ = nullptr;
     if (error_) std::rethrow_exception(error_);
+    if (waited) std::rethrow_exception(waited);
   }
 
  private:
