@@ -425,6 +425,9 @@ class Client : public proto::EventSink {
   std::uint64_t prune_visits_ = 0;
   std::deque<LaunchInfo> launches_;  // in seq order (but see on_launch)
   static constexpr std::size_t kMaxReorder = 4096;
+  // Launches moved in the window by launches put back in seq order, per drain (poll).
+  static constexpr std::size_t kMaxReorderMoves = std::size_t{1} << 20;
+  std::size_t reorder_moves_ = 0;
   // Periods take_measured looks at in one scan, newest first.
   static constexpr std::size_t kMaxMeasureCandidates = 256;
   // Timings that came before their launch (on_gpu_timing), by seq: (start, duration).

@@ -1811,6 +1811,34 @@ TEST(ClientOrder, LaunchesWhoseSeqsRunBackwardsStayBounded) {
 
 // Timings of launches that never come are bounded, and one for a launch that left the window is
 // dropped.
+// Launches that each go thousands back in the window cost at most kMaxReorderMoves (2^20)
+// moved launches per drain: past that, a drain's further ones are left out (one warning), and
+// the window stays in seq order. The next drain takes them again.
+TEST(ClientOrder, LaunchesPutFarBackAreBoundedPerDrain) {
+  ClientLimits limits;
+  limits.trace_launches = 16384;
+  DirectClient d(limits);
+  d.alloc(1);
+  const std::uint64_t base = d.lib.seq + 1;
+  for (std::uint64_t k = 0; k < 8192; ++k) d.launch_at(base + 2 * k, 101, 1);
+  d.drain();
+  ASSERT_EQ(d.client.launches().size(), 8192u);
+  // Each between two launches about 4,000 from the window's end: about 4,000 moves each.
+  for (std::uint64_t k = 0; k < 2000; ++k) d.launch_at(base + 2 * (4192 + k) + 1, 102, 1);
+  d.drain();
+  const auto& w = d.client.launches();
+  const std::size_t taken = w.size() - 8192;
+  EXPECT_GT(taken, 200u);  // 2^20 moves: about 262 of them
+  EXPECT_LT(taken, 300u);
+  for (std::size_t i = 1; i < w.size(); ++i) ASSERT_LT(w[i - 1].seq, w[i].seq);
+  ASSERT_EQ(d.client.warnings().size(), 1u);
+  EXPECT_NE(d.client.warnings()[0].find("would move more than"), std::string::npos);
+  // A launch a few back, in the next drain, is put in order.
+  d.launch_at(base + 2 * 8190 + 1, 103, 1);
+  d.drain();
+  EXPECT_EQ(d.client.launches().size(), 8192 + taken + 1);
+}
+
 TEST(ClientOrder, TimingsWithoutALaunchAreBounded) {
   ClientLimits limits;
   limits.trace_launches = 64;
