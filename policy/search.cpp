@@ -270,8 +270,9 @@ class Search {
     }
     // The seeds, unless going on, `width` at a time.
     struct Made {
-      Plan plan;  // as its planner made it
-      SimResult sim;  // with recomputation stripped when swap-only, as simulated
+      Plan plan;      // with recomputation stripped when swap-only, as simulated
+      SimResult sim;
+      Plan as_made;   // the first seed only, as its planner made it
     };
     for (std::size_t i = 0; i < names.size() && !go_on;) {
       if (i > 0 && (seeding_done() || (best_ && best_->sim.feasible && !room_for(seed_ms)))) break;
@@ -280,36 +281,36 @@ class Search {
       const bool timed = i == 0 && o_.now_ms;
       const double t0 = timed ? o_.now_ms() : 0;
       run_jobs(n, [&](std::size_t j) {
-        made[j].plan = make_seed(names[i + j]);
-        if (i + j == 0 && !made[j].plan.feasible) return;  // see below
-        Plan p = made[j].plan;
-        if (!o_.allow_recompute) strip_recompute(p);
-        made[j].sim = simulate(a_, p, budget_);
+        Plan plan = make_seed(names[i + j]);
+        if (i + j == 0) {
+          made[j].as_made = plan;
+          if (!plan.feasible) return;  // see below
+        }
+        if (!o_.allow_recompute) strip_recompute(plan);
+        made[j].sim = simulate(a_, plan, budget_);
+        made[j].plan = std::move(plan);
       });
       if (timed) seed_ms = o_.now_ms() - t0;
-      bool done = false;
-      for (std::size_t j = 0; j < n && !done; ++j) {
-        Plan& plan = made[j].plan;
+      std::size_t j = 0;
+      for (; j < n; ++j) {
         const std::string& name = names[i + j];
         if (i + j == 0) {
-          first = plan;
-          if (!plan.feasible) {  // no plan can fit: say why, as the greedy planner does
-            res.plan = plan;
+          first = std::move(made[j].as_made);
+          if (!first.feasible) {  // no plan can fit: say why, as the greedy planner does
+            res.plan = first;
             res.plan.fits = false;
             finish(res, false);
             return res;
           }
         } else if (seeding_done()) {
-          done = true;
           break;
         }
-        if (!o_.allow_recompute) strip_recompute(plan);
-        if (Plan e = early_wraps(plan); !e.entries.empty())
+        if (Plan e = early_wraps(made[j].plan); !e.entries.empty())
           early.emplace_back(std::move(e), name + " (early)");
-        if (auto b = simulated(std::move(plan), std::move(made[j].sim), name))
+        if (auto b = simulated(std::move(made[j].plan), std::move(made[j].sim), name))
           seeds.push_back(std::move(*b));
       }
-      if (done) break;
+      if (j < n) break;
       i += n;
     }
     for (std::size_t i = 0; i < early.size();) {
@@ -318,16 +319,11 @@ class Search {
       std::vector<Plan> plans;
       for (std::size_t j = 0; j < n; ++j) plans.push_back(early[i + j].first);
       std::vector<SimResult> sims = simulate_all(plans);
-      bool done = false;
-      for (std::size_t j = 0; j < n && !done; ++j) {
-        if (j > 0 && seeding_done()) {
-          done = true;
-          break;
-        }
+      std::size_t j = 0;
+      for (; j < n && (j == 0 || !seeding_done()); ++j)
         if (auto b = simulated(std::move(plans[j]), std::move(sims[j]), early[i + j].second))
           seeds.push_back(std::move(*b));
-      }
-      if (done) break;
+      if (j < n) break;
       i += n;
     }
     // Then the feedback rounds, from the best seed down. On a long iteration the time budget may
@@ -356,15 +352,10 @@ class Search {
             },
             out_of_time);
       }
-      bool done = false;
-      for (std::size_t j = 0; j < n && !done; ++j) {
-        if (j > 0 && stop()) {
-          done = true;
-          break;
-        }
+      std::size_t j = 0;
+      for (; j < n && (j == 0 || !stop()); ++j)
         with_feedback(std::move(seeds[i + j]), std::move(rounds[j]));
-      }
-      if (done) break;
+      if (j < n) break;
       i += n;
     }
     if (!best_) {  // cancelled before the first simulation: the greedy plan, unsimulated
