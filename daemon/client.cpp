@@ -28,6 +28,11 @@ namespace gswap::daemon {
 namespace {
 // The longest GPU timing or recomputation cost believed: what a trace may say.
 constexpr std::uint64_t kMaxTimeNs = static_cast<std::uint64_t>(policy::kMaxTraceTimeUs * 1e3);
+// The launch window is in seq order: std::lower_bound with this finds the first launch at or
+// after a seq.
+bool seq_below(const LaunchInfo& l, std::uint64_t seq) {
+  return l.seq < seq;
+}
 }  // namespace
 
 ClientShm::~ClientShm() {
@@ -267,9 +272,8 @@ void Client::maybe_detect_iteration() {
   if (marks_.size() >= 2) {
     // The window is in seq order: two binary searches, not a pass over it at every tick.
     const std::uint64_t mark = marks_[marks_.size() - 2], next = marks_.back();
-    auto by_seq = [](const LaunchInfo& l, std::uint64_t s) { return l.seq < s; };
-    const auto from = std::lower_bound(launches_.begin(), launches_.end(), mark, by_seq);
-    const auto to = std::lower_bound(from, launches_.end(), next, by_seq);
+    const auto from = std::lower_bound(launches_.begin(), launches_.end(), mark, seq_below);
+    const auto to = std::lower_bound(from, launches_.end(), next, seq_below);
     if (from != to)
       iteration_ = {static_cast<std::uint64_t>(to - from), from->seq, std::prev(to)->seq, 1.0,
                     "marks"};
@@ -552,9 +556,8 @@ std::optional<MeasuredIteration> Client::take_measured(std::uint64_t device_byte
   }
   std::size_t len = iteration_.length;
   // The window is in seq order: found by binary search, not a pass at every scan.
-  const auto at = std::lower_bound(
-      launches_.begin(), launches_.end(), iteration_.first_seq,
-      [](const LaunchInfo& l, std::uint64_t s) { return l.seq < s; });
+  const auto at =
+      std::lower_bound(launches_.begin(), launches_.end(), iteration_.first_seq, seq_below);
   std::size_t start = launches_.size();
   if (at != launches_.end() && at->seq == iteration_.first_seq)
     start = static_cast<std::size_t>(at - launches_.begin());
@@ -887,8 +890,7 @@ void Client::on_gpu_timing(std::uint64_t seq, std::uint64_t start_ns, std::uint6
   }
   ++counters_.timings;
   // Launches are in seq order: a binary search finds the one timed.
-  auto it = std::lower_bound(launches_.begin(), launches_.end(), seq,
-                             [](const LaunchInfo& l, std::uint64_t s) { return l.seq < s; });
+  auto it = std::lower_bound(launches_.begin(), launches_.end(), seq, seq_below);
   if (it != launches_.end() && it->seq == seq) {
     it->start_ns = start_ns;
     it->duration_ns = duration_ns;
