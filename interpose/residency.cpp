@@ -1064,9 +1064,10 @@ bool Residency::can_never_fit(const TouchSet& t, std::uint64_t touched) const {
   // on the device restores nothing (the budget may just have been lowered): neither is refused.
   if (gate_.capturing()) return false;
   bool absent = false;
-  for (std::size_t i = 0; i < t.n && !absent; ++i)
-    absent = t.regions[i]->state.load() != kRegionResident &&
-             t.regions[i]->state.load() != kRegionFree;
+  for (std::size_t i = 0; i < t.n && !absent; ++i) {
+    const std::uint32_t st = t.regions[i]->state.load();
+    absent = st != kRegionResident && st != kRegionFree;
+  }
   const std::uint64_t b = budget();
   return absent && (touched > b || arena_bytes_ > b - touched);
 }
