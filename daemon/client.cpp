@@ -716,8 +716,8 @@ void Client::on_launch(std::uint64_t seq, std::uint32_t stream, std::uint64_t fu
     // whose every launch goes thousands back would otherwise cost tens of millions of moves a
     // drain, on the loop that drains every client. The library's launches come at most a few
     // hundred out of order.
-    const std::size_t moves = static_cast<std::size_t>(
-        std::min(at - launches_.begin(), launches_.end() - at));
+    const std::size_t moves =
+        static_cast<std::size_t>(std::min(at - launches_.begin(), launches_.end() - at));
     const bool too_costly = reorder_moves_ + moves > kMaxReorderMoves;
     if (repeated || too_late || too_costly) {
       warn_once(kWarnLaunchSeq,

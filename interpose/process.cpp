@@ -283,15 +283,16 @@ CUresult check_settings() {
   // be, and every swap past the pinned cap would fail then.
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
   if (pages > 0 && page > 0 &&
-      g->config.staging_bytes / static_cast<std::uint64_t>(page) >= static_cast<std::uint64_t>(pages)) {
+      g->config.staging_bytes / static_cast<std::uint64_t>(page) >=
+          static_cast<std::uint64_t>(pages)) {
     char x[32], y[32];
     log_configure(LogLevel::kError, 2);
-    GSWAP_LOG(kError,
-              "refusing to start: GSWAP_STAGING_BYTES=%s is not less than the host's %s of "
-              "memory; every cuInit fails with CUDA_ERROR_INVALID_VALUE",
-              format_bytes(g->config.staging_bytes, x, 32),
-              format_bytes(static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page), y,
-                           32));
+    GSWAP_LOG(
+        kError,
+        "refusing to start: GSWAP_STAGING_BYTES=%s is not less than the host's %s of "
+        "memory; every cuInit fails with CUDA_ERROR_INVALID_VALUE",
+        format_bytes(g->config.staging_bytes, x, 32),
+        format_bytes(static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page), y, 32));
     return refuse(CUDA_ERROR_INVALID_VALUE);
   }
   // A file setting whose file cannot be written (errno says why) refuses every cuInit.
@@ -364,8 +365,10 @@ CUresult init_process() {
     g->init_result = de;
     return g->init_result;
   } else {
-    GSWAP_LOG(kWarn, "%s -> %d (%s): the device's size is unknown; the budget is not checked "
-              "against it", failed, static_cast<int>(de), driver_error_name(de));
+    GSWAP_LOG(kWarn,
+              "%s -> %d (%s): the device's size is unknown; the budget is not checked "
+              "against it",
+              failed, static_cast<int>(de), driver_error_name(de));
   }
   std::uint64_t b = g->config.budget.resolve(g->physical_total);
   if (b == 0 && g->config.budget.is_percent) {

@@ -289,8 +289,7 @@ void write() {
   {
     std::lock_guard<std::mutex> lock(st.mutex);
     std::uint64_t n = std::min<std::uint64_t>(st.next, st.ring_size);
-    for (std::uint64_t i = st.next - n; i < st.next; ++i)
-      recs.push_back(st.ring[i % st.ring_size]);
+    for (std::uint64_t i = st.next - n; i < st.next; ++i) recs.push_back(st.ring[i % st.ring_size]);
     offset = st.aligned ? st.host_minus_device : 0;
     st.on.store(false);
   }

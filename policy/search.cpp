@@ -135,12 +135,13 @@ class Helpers {
         waited = std::current_exception();
       }
     };
-    for (int i = 0; i < kYields && pending_.load() != 0; ++i) {
+    auto all_done = [&] { return pending_.load() == 0; };
+    for (int i = 0; i < kYields && !all_done(); ++i) {
       if (i % 64 == 0) call_waiting();
       std::this_thread::yield();
     }
     lock.lock();
-    while (!done_.wait_for(lock, std::chrono::milliseconds(1), [&] { return pending_.load() == 0; })) {
+    while (!done_.wait_for(lock, std::chrono::milliseconds(1), all_done)) {
       lock.unlock();
       call_waiting();
       lock.lock();
@@ -190,9 +191,9 @@ class Helpers {
   std::mutex m_;  // guards what follows; the atomics are written under it and read without it
   std::condition_variable wake_, done_;
   const std::function<void(std::size_t)>* job_ = nullptr;  // the batch's, while one runs
-  std::size_t count_ = 0, next_ = 0;                        // its jobs, and the next to take
-  std::atomic<std::size_t> pending_{0};                     // its jobs not done yet
-  std::atomic<std::uint64_t> round_{0};                     // batches handed out
+  std::size_t count_ = 0, next_ = 0;                       // its jobs, and the next to take
+  std::atomic<std::size_t> pending_{0};                    // its jobs not done yet
+  std::atomic<std::uint64_t> round_{0};                    // batches handed out
   std::atomic<bool> quit_{false};
   std::exception_ptr error_;
   std::vector<std::thread> threads_;
@@ -270,9 +271,9 @@ class Search {
     }
     // The seeds, unless going on, `width` at a time.
     struct Made {
-      Plan plan;      // with recomputation stripped when swap-only, as simulated
+      Plan plan;  // with recomputation stripped when swap-only, as simulated
       SimResult sim;
-      Plan as_made;   // the first seed only, as its planner made it
+      Plan as_made;  // the first seed only, as its planner made it
     };
     for (std::size_t i = 0; i < names.size() && !go_on;) {
       if (i > 0 && (seeding_done() || (best_ && best_->sim.feasible && !room_for(seed_ms)))) break;
@@ -565,11 +566,11 @@ class Search {
   // of moves to find them. Two-stream BERT with recompute at 30% of its peak: 3.61 of the bound
   // after 1,000 plans without the sweep, 1.85 with it.
   //
-  // With helper threads (helpers_), the plans the sweep would try next from b are simulated together,
-  // one per thread, and taken in the sweep's order up to the first one kept, which changes b; the
-  // ones after it are dropped, uncounted. So the sweep tries, keeps and counts the same plans
-  // whatever the number of threads. Few are kept where the seeds are swap-only (none of 918 on
-  // two-stream BERT at 30% of its peak) and about a third with recompute.
+  // With helper threads (helpers_), the plans the sweep would try next from b are simulated
+  // together, one per thread, and taken in the sweep's order up to the first one kept, which
+  // changes b; the ones after it are dropped, uncounted. So the sweep tries, keeps and counts the
+  // same plans whatever the number of threads. Few are kept where the seeds are swap-only (none of
+  // 918 on two-stream BERT at 30% of its peak) and about a third with recompute.
   Best prune(Best b) {
     struct Step {
       std::size_t k;  // the entry
@@ -701,7 +702,8 @@ class Search {
     CapuchinOptions full, swap_only;
     full.cancel = swap_only.cancel = o_.cancel;
     swap_only.allow_recompute = false;
-    if (name == "capuchin") return plan_capuchin(a_, budget_, o_.allow_recompute ? full : swap_only);
+    if (name == "capuchin")
+      return plan_capuchin(a_, budget_, o_.allow_recompute ? full : swap_only);
     if (name == "swap-only") return plan_capuchin(a_, budget_, swap_only);
     if (name == "recompute") return plan_recompute_only(a_, budget_);
     if (name == "belady") return plan_belady(a_, budget_);

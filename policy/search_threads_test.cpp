@@ -76,7 +76,9 @@ TEST(SearchThreadsTest, AThreadThatCannotStartIsLeftOut) {
   // The search starts the sweeps' helper threads first (no more than the machine runs at once,
   // one less than the walks), ends them, then starts the walks' threads.
   const int helpers = static_cast<int>(usable_search_threads(4)) - 1;
-  auto walks_for = [&](int started) { return static_cast<std::size_t>(std::max(0, started - helpers)) + 1; };
+  auto walks_for = [&](int started) {
+    return static_cast<std::size_t>(std::max(0, started - helpers)) + 1;
+  };
   for (bool bad_alloc : {false, true}) {
     SCOPED_TRACE(bad_alloc ? "std::bad_alloc" : "EAGAIN");
     // Out of threads for good once `started` threads have started: a helper or a walk left out,

@@ -8,8 +8,8 @@
 // cells that miss the bound targets again, with eight seeds for 2 s each: a plan within the
 // target shows that the plan, not the bound, was loose there. `--long` plans a 600-layer ViT-B/16
 // (17,412 launches) at 30-90% of its peak, swap-only and with recompute; `--long-helpers` searches
-// it for 200 ms and 1 s with one thread and with several, where no walk starts. `--refine` gives, per
-// corpus cell, the plan gswapd publishes first and the one its refinement publishes.
+// it for 200 ms and 1 s with one thread and with several, where no walk starts. `--refine` gives,
+// per corpus cell, the plan gswapd publishes first and the one its refinement publishes.
 // `--held-out` prints the corpus table for traces outside the corpus (other batch sizes, depths,
 // link speeds and random seeds), to see how the planner does on traces it was not built against,
 // then searches the cells that miss their target again (four seeds for 2 s each), as
@@ -353,8 +353,9 @@ void long_helpers(int layers) {
           o.threads = i == 0 ? 1 : n;
           r[i] = search_plan(a, budget, o);
         }
-        fmt::print("| vit-b16 x{}{} | {}% | {:.0f} | {} | {} | {:.2f} | {:.3f} | {:.3f} |\n", layers,
-                   swap_only ? "/swap-only" : "", pct, ms, r[0].evaluations, r[1].evaluations,
+        fmt::print("| vit-b16 x{}{} | {}% | {:.0f} | {} | {} | {:.2f} | {:.3f} | {:.3f} |\n",
+                   layers, swap_only ? "/swap-only" : "", pct, ms, r[0].evaluations,
+                   r[1].evaluations,
                    static_cast<double>(r[1].evaluations) / static_cast<double>(r[0].evaluations),
                    r[0].sim.step_time_us / lb, r[1].sim.step_time_us / lb);
       }
