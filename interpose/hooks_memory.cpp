@@ -7,7 +7,9 @@
 #include "interpose/log.h"
 #include "interpose/process.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
 
 namespace gswap::interpose {
 namespace {
@@ -97,6 +99,31 @@ CUresult hook_cuMemGetInfo_v2(size_t* free, size_t* total) {
 CUresult hook_cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
   CUresult e = real().cuDeviceTotalMem_v2(bytes, dev);
   if (e == CUDA_SUCCESS && bytes) *bytes = budget_total(dev, *bytes);
+  return e;
+}
+
+// The CUDA 2.0 ABIs, with 32-bit sizes: the same answers, capped at 4 GiB - 1 as the driver caps
+// its own.
+namespace {
+unsigned int capped_32(std::uint64_t v) {
+  return static_cast<unsigned int>(std::min<std::uint64_t>(v, 0xffffffffu));
+}
+}  // namespace
+
+CUresult hook_cuMemGetInfo(unsigned int* free, unsigned int* total) {
+  std::size_t f = 0, t = 0;
+  if (free && total && memory_info(&f, &t)) {
+    *free = capped_32(f);
+    *total = capped_32(t);
+    return CUDA_SUCCESS;
+  }
+  return real().cuMemGetInfo(free, total);
+}
+
+CUresult hook_cuDeviceTotalMem(unsigned int* bytes, CUdevice dev) {
+  CUresult e = real().cuDeviceTotalMem(bytes, dev);
+  // The budget is below the device's memory, so capping both commutes with taking the least.
+  if (e == CUDA_SUCCESS && bytes) *bytes = capped_32(budget_total(dev, *bytes));
   return e;
 }
 
@@ -273,11 +300,22 @@ CUresult hook_cuStreamCreateWithPriority(CUstream* s, unsigned int flags, int pr
   return e;
 }
 
-CUresult hook_cuStreamDestroy_v2(CUstream s) {
+namespace {
+// Both ABIs of cuStreamDestroy: gswap forgets the stream first, so that no swap-out is ordered
+// after a handle the driver may reuse.
+CUresult destroy_stream(CUstream s, CUresult (*destroy)(CUstream)) {
   const CUcontext tracked = stream_destroyed(s);
-  const CUresult e = real().cuStreamDestroy_v2(s);
+  const CUresult e = destroy(s);
   if (e != CUDA_SUCCESS) stream_destroy_failed(s, tracked);  // it lives on
   return e;
+}
+}  // namespace
+
+CUresult hook_cuStreamDestroy_v2(CUstream s) {
+  return destroy_stream(s, real().cuStreamDestroy_v2);
+}
+CUresult hook_cuStreamDestroy(CUstream s) {
+  return destroy_stream(s, real().cuStreamDestroy);
 }
 
 }  // namespace gswap::interpose
