@@ -1354,8 +1354,10 @@ void Residency::for_each_live(void (*first)(void* ctx), void (*fn)(const Region&
 
 bool Residency::memory_info(std::uint64_t* free, std::uint64_t* total) {
   std::lock_guard<std::mutex> lock(mutex_);
-  // Another context (another device) is the driver's to answer, as for its allocations.
-  if (device_ready() && dev_.current() != ctx_) return false;
+  // Another context (another device) is the driver's to answer, as for its allocations. Before
+  // the first region, the budget is device 0's (the one it was resolved against), as
+  // cuDeviceTotalMem answers it (budget_total).
+  if (device_ready() ? dev_.current() != ctx_ : dev_.ordinal() != 0) return false;
   std::uint64_t b = budget();
   std::uint64_t t = cfg_.physical_total ? std::min(b, cfg_.physical_total) : b;
   // Pooled handles are free to the application, and so is memory whose stream-ordered free is

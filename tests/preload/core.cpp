@@ -22,7 +22,8 @@
 //   core MODULE.so no_context MiB   allocation and memory queries from a thread with no context
 //                                   fail as on the driver
 //   core MODULE.so other_device MiB cuMemGetInfo in device 1's context and cuDeviceTotalMem of
-//                                   device 1 are the driver's answers (simcuda with two devices)
+//                                   device 1 are the driver's answers, before device 0's first
+//                                   region and after (simcuda with two devices)
 //   core MODULE.so graph_memory MiB graph memory kept after its graph ran does not count against
 //                                   the budget
 //   core MODULE.so huge MiB         an allocation larger than the budget fails with one line;
@@ -353,13 +354,32 @@ void swap_some(unsigned long long bytes, unsigned value) {
 // Another device's context (the test runs simcuda with two devices): cuMemGetInfo and
 // cuDeviceTotalMem there are the driver's answers, the budget only device 0's.
 int run_other_device(unsigned long long bytes) {
+  int failed = 0;
+  // Before the first region, too, device 1 is the driver's to answer, as cuDeviceTotalMem says.
+  std::thread([&] {
+    CUdevice dev;
+    CUcontext ctx;
+    PCHECK(cuDeviceGet(&dev, 1));
+    PCHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    PCHECK(cuCtxSetCurrent(ctx));
+    std::size_t f = 0, t = 0, total = 0;
+    PCHECK(cuMemGetInfo(&f, &t));
+    PCHECK(cuDeviceTotalMem(&total, 1));
+    if (t != total) {
+      std::fprintf(stderr,
+                   "other_device: before any region, device 1 reports a total of %zu where "
+                   "cuDeviceTotalMem says %zu\n",
+                   t, total);
+      failed = 1;
+    }
+    PCHECK(cuDevicePrimaryCtxRelease(dev));
+  }).join();
   CUdeviceptr p = 0;
   PCHECK(cuMemAlloc(&p, bytes));  // device 0's regions exist
   std::size_t total0 = 0, total1 = 0, budget_total = 0, budget_free = 0;
   PCHECK(cuDeviceTotalMem(&total0, 0));
   PCHECK(cuDeviceTotalMem(&total1, 1));
   PCHECK(cuMemGetInfo(&budget_free, &budget_total));
-  int failed = 0;
   std::thread([&] {
     CUdevice dev;
     CUcontext ctx;
