@@ -142,7 +142,8 @@ std::optional<PeriodResult> detect_iteration_period(std::span<const std::uint64_
   return std::nullopt;
 }
 
-Trace last_marked_iteration(const Trace& trace) {
+Trace last_marked_iteration(const Trace& trace, bool* none_selects) {
+  if (none_selects) *none_selects = false;
   if (trace.iterations.empty()) return trace;
   Trace out;
   out.device = trace.device;
@@ -165,7 +166,10 @@ Trace last_marked_iteration(const Trace& trace) {
         if (l.seq >= m.first_seq && l.seq <= m.last_seq) out.launches.push_back(l);
     }
   }
-  if (out.launches.empty()) return trace;
+  if (out.launches.empty()) {
+    if (none_selects) *none_selects = true;
+    return trace;
+  }
   for (const Region& r : trace.regions)
     if (r.alloc_seq <= m.last_seq && (!r.free_seq || *r.free_seq > m.first_seq))
       out.regions.push_back(r);

@@ -31,7 +31,8 @@ std::optional<PeriodResult> detect_iteration_period(std::span<const std::uint64_
 // The iteration a trace's planners and simulator work on: with iteration marks, the launches of
 // the last one that selects any (its first_seq to last_seq) and the regions live during it, which
 // keep their allocation and free positions (allocated before it: live at its start); otherwise
-// (no mark, or none selecting a launch) the trace as it is.
-Trace last_marked_iteration(const Trace& trace);
+// (no mark, or none selecting a launch) the trace as it is. `none_selects`, when given, is set
+// to whether the trace has marks and none of them selects a launch.
+Trace last_marked_iteration(const Trace& trace, bool* none_selects = nullptr);
 
 }  // namespace gswap::policy

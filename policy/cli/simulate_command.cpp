@@ -126,7 +126,17 @@ Trace load_trace(const std::string& spec) {
   // The message may quote the trace's own text (a kernel name, a link value).
   if (!parse_trace_json(text, &t, &err))
     throw std::runtime_error(printable_text(spec + ": " + err));
-  return last_marked_iteration(t);
+  bool none_selects = false;
+  Trace it = last_marked_iteration(t, &none_selects);
+  // Marks that select nothing are most likely marks of other launches (another recording's
+  // seq numbers): the whole trace is used, and the user is told.
+  if (none_selects)
+    fmt::print(stderr,
+               "warning: {}: no iteration mark holds a launch (the launches' seq run from {} to "
+               "{}); the whole trace is used\n",
+               printable_text(spec), t.launches.empty() ? 0 : t.launches.front().seq,
+               t.launches.empty() ? 0 : t.launches.back().seq);
+  return it;
 }
 
 // `no_recompute`: the trace's recomputation was set aside (--no-recompute), which a refusal of a
