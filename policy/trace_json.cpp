@@ -6,6 +6,7 @@
 #include "policy/trace_json.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
@@ -28,11 +29,12 @@ struct PathError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Short form of a number for messages: "1e+308", "0.5".
+// A number for messages, in the shortest text that reads back as it ("1e+308", "0.5",
+// "1000000100000"): a value just over a limit never prints as the limit.
 std::string fmt_double(double d) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", d);
-  return buf;
+  const auto r = std::to_chars(buf, buf + sizeof buf, d);
+  return std::string(buf, r.ptr);
 }
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {

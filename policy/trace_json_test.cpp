@@ -206,6 +206,11 @@ TEST(TraceJsonTest, TimesAndBandwidthsStayFinite) {
                   "device.h2d_bytes_per_s: must be at least 1 byte/s, got 1e-300");
   expect_rejected(mutate("\"d2h_bytes_per_s\": 5.0e10", "\"d2h_bytes_per_s\": 0.5"),
                   "device.d2h_bytes_per_s: must be at least 1 byte/s");
+  // Just past a limit, the message shows the value, not the limit it rounds to.
+  expect_rejected(mutate("\"dur_us\": 21.0", "\"dur_us\": 1.0000001e12"),
+                  "launches[0].dur_us: 1000000100000 us is longer");
+  expect_rejected(mutate("\"h2d_bytes_per_s\": 5.0e10", "\"h2d_bytes_per_s\": 0.9999999"),
+                  "device.h2d_bytes_per_s: must be at least 1 byte/s, got 0.9999999");
   Trace t;
   std::string err;
   EXPECT_TRUE(parse_trace_json(mutate("\"dur_us\": 21.0", "\"dur_us\": 1e12"), &t, &err)) << err;
