@@ -1157,6 +1157,11 @@ TEST(UntrustedText, KeepsPrintableUtf8AndEscapesTheRest) {
   // Noncharacters XML does not allow (an SVG plot's title holds a trace's path).
   EXPECT_EQ(printable_text("x\xef\xbf\xbe\xef\xbf\xbf\xef\xbf\xbd"), "x\\ufffe\\uffff\xef\xbf\xbd");
   EXPECT_EQ(printable_text(std::string("a\0b", 3)), "a\\x00b");
+  // Right-to-left override, first strong isolate, line separator: they would reorder or break
+  // what follows on the line.
+  EXPECT_EQ(printable_text("k\xe2\x80\xae"
+                           "abc\xe2\x81\xa8\xe2\x80\xa8"),
+            "k\\u202eabc\\u2068\\u2028");
 }
 
 // A hostile executable name and kernel names that are not UTF-8 reach neither the log nor JSON

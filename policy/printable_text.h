@@ -13,8 +13,10 @@
 namespace gswap::policy {
 
 // Valid UTF-8 is kept as it is, except control characters (C0, DEL and C1), which become `\xNN`
-// (`\u0085` for C1 characters), and U+FFFE and U+FFFF, which XML does not allow (`\ufffe`); a
-// byte that is not part of a valid UTF-8 sequence becomes `\xNN`.
+// (`\u0085` for C1 characters), U+FFFE and U+FFFF, which XML does not allow (`\ufffe`), and the
+// bidirectional formatting characters and line and paragraph separators, which reorder or break
+// the rest of the line (`\u202e`); a byte that is not part of a valid UTF-8 sequence becomes
+// `\xNN`.
 // A printable string comes back unchanged.
 std::string printable_text(std::string_view raw);
 
