@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +20,7 @@
 #include "policy/lower_bound.h"
 #include "policy/reference_traces.h"
 #include "policy/test_traces.h"
+#include "policy/trace_json.h"
 
 namespace gswap::policy {
 namespace {
@@ -53,6 +56,31 @@ TEST(SearchTest, DeterministicForASeed) {
   o.time_budget_ms = 1e9;
   const SearchResult r3 = search_plan(a, budget, o);
   EXPECT_TRUE(same(r1.plan, r3.plan));
+}
+
+// A training iteration whose weights, gradients and Adam state fill most of the budget, with no
+// region recomputable (policy/testdata/weights_fill_the_budget.json) at 90% of its peak: the best
+// seed is no plan at all, which evicts on demand twice, and walks from it never reach the plans
+// that fit. Fresh starts take the best plan that fits too (the greedy plan here, 3% slower than
+// no plan), from which the walk finds a step about two thirds as long.
+TEST(SearchTest, FreshStartsTakeAPlanThatFitsWhereTheBestSeedDoesNot) {
+  std::ifstream in(GSWAP_POLICY_TESTDATA_DIR "/weights_fill_the_budget.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  Trace t;
+  std::string err;
+  ASSERT_TRUE(parse_trace_json(text.str(), &t, &err)) << err;
+  const Analysis a = analyze(t);
+  const std::uint64_t budget = a.peak_bytes * 9 / 10;
+  const SimResult none = simulate(a, Plan{}, budget);
+  ASSERT_GT(none.demand_evictions, 0u);
+  SearchOptions o;
+  o.max_evaluations = 20'000;
+  const SearchResult r = search_plan(a, budget, o);
+  EXPECT_TRUE(r.plan.fits);
+  EXPECT_EQ(r.sim.demand_evictions, 0u);
+  EXPECT_LT(r.sim.step_time_us, 0.8 * none.step_time_us)
+      << r.sim.step_time_us << " us against " << none.step_time_us << " us with no plan";
 }
 
 // Past kReseedAfter moves without a new best the walk starts over from its seed; the sequence
