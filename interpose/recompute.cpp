@@ -286,6 +286,29 @@ bool Residency::begin_drop(Region* r) {
   return true;
 }
 
+// A region whose drop ends while request_restores waits for it is given memory at once (a
+// dropped region gets memory only, its caller recomputing it), and holds that memory while the
+// recomputation of its sources, a chain, takes more: at a budget the plan found enough for the
+// chain, the deepest source then found no room (a launch of a 6-deep chain at 1 MiB failed with
+// CUDA_ERROR_OUT_OF_MEMORY, where 832 KiB sufficed once each region had memory only after its
+// sources). So the drops end first, and dropped regions get memory in recompute, after their
+// sources.
+void Residency::settle_drops_in_flight(std::unique_lock<std::mutex>& lock, const TouchSet& t) {
+  for (;;) {
+    bool waiting = false;
+    for (std::size_t i = 0; i < t.n; ++i) {
+      Region* r = t.regions[i];
+      if (r->state.load() != kRegionEvicting || !r->dropping) continue;
+      if (!r->swapper_busy && !r->handle_given)
+        rescue(r);  // still mapped with its bytes
+      else
+        waiting = true;
+    }
+    if (!waiting) return;
+    wait_progress(lock, 1000);
+  }
+}
+
 CUresult Residency::recompute_dropped(std::unique_lock<std::mutex>& lock, TouchSet& t, CUstream s) {
   for (std::size_t i = 0; i < t.n; ++i)
     if (needs_recompute(t.regions[i]))
@@ -325,6 +348,7 @@ CUresult Residency::recompute(std::unique_lock<std::mutex>& lock, Region* r, CUs
   // dropped by then: round again.
   CUresult e = CUDA_SUCCESS;
   for (;;) {
+    settle_drops_in_flight(lock, src);
     for (std::size_t i = 0; i < src.n && e == CUDA_SUCCESS; ++i)
       if (needs_recompute(src.regions[i])) e = recompute(lock, src.regions[i], s, depth + 1);
     if (e != CUDA_SUCCESS) break;

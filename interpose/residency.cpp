@@ -1092,6 +1092,7 @@ CUresult Residency::prepare(TouchSet& t, CUstream stream, bool per_thread, bool 
       gate_.capturing() ? restore_stream_ : (per_thread && !stream ? CU_STREAM_PER_THREAD : stream);
   CUresult e = CUDA_SUCCESS;
   for (;;) {
+    settle_drops_in_flight(lock, t);
     e = recompute_dropped(lock, t, rs);
     if (e == CUDA_SUCCESS) e = request_restores(lock, t);
     bool again = false;
@@ -1140,6 +1141,7 @@ CUresult Residency::keep_resident(TouchSet& t, bool for_capture) {
   for (std::size_t i = 0; i < t.n; ++i) t.regions[i]->pins.fetch_add(1, std::memory_order_seq_cst);
   CUresult e = CUDA_SUCCESS;
   for (;;) {
+    settle_drops_in_flight(lock, t);
     e = recompute_dropped(lock, t, restore_stream_);  // gswap's own stream: never captured
     if (e == CUDA_SUCCESS) e = request_restores(lock, t);
     bool again = false;

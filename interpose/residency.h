@@ -345,6 +345,10 @@ class Residency {
   bool begin_drop(Region* r);
   // Brings back the dropped regions of t (pinned by the caller): recomputes them on stream s.
   CUresult recompute_dropped(std::unique_lock<std::mutex>& lock, TouchSet& t, CUstream s);
+  // Ends the drops in flight among t's regions (pinned by the caller) before anything is asked
+  // for them: called off where the region still holds its bytes, waited for where its memory went
+  // to another region, which leaves it dropped for recompute_dropped.
+  void settle_drops_in_flight(std::unique_lock<std::mutex>& lock, const TouchSet& t);
   // Recomputes r (kDropped, pinned by the caller) on s: its sources first. restorer_mutex_ held.
   CUresult recompute(std::unique_lock<std::mutex>& lock, Region* r, CUstream s, int depth);
   // Before a registration of r ends: a drop in flight is cancelled or seen to its end, and a

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Scenario: a chain of recomputations in guided mode. recompute_chain (tests/preload) registers six
+# activations of 256 KiB, each recomputable from the one before; at a budget of four of them, on
+# a slow link, gswapd's plan drops them and the backward pass recomputes a chain at its first
+# launch. A region whose drop was still in flight there used to be given memory at once and hold
+# it while its sources were recomputed, and the deepest source found no room: the launch failed
+# with CUDA_ERROR_OUT_OF_MEMORY. It must run, recompute, and give the checksum of a run without
+# gswap.
+source "$(dirname "$0")/lib.sh"
+: "${CHAIN_PROGRAM:?}" "${CHAIN_MODULE:?}"
+export SIMCUDA_GRANULARITY=64KiB SIMCUDA_H2D_BPS=50e6 SIMCUDA_D2H_BPS=50e6
+ARGS=("$CHAIN_MODULE" 6 256 ${E2E_ITERS:-20})
+"$CHAIN_PROGRAM" "${ARGS[@]}" >"$RT/ref.out" 2>&1 || fail "without gswap: $(cat "$RT/ref.out")"
+ref=$(checksum_of "$RT/ref.out")
+grep -q "registered: 0" "$RT/ref.out" || fail "registered without gswap"
+start_daemon "$RT/daemon.log"
+env LD_PRELOAD="$LIBGSWAP" GSWAP_BUDGET=1MiB GSWAP_SUMMARY=1 "$CHAIN_PROGRAM" "${ARGS[@]}" \
+  >"$RT/chain.out" 2>&1 || fail "recompute_chain failed under gswap: $(tail -n 5 "$RT/chain.out")"
+got=$(checksum_of "$RT/chain.out")
+[[ -n $ref && $got == "$ref" ]] || fail "checksum $got differs from the reference $ref"
+grep -q "registered: 6" "$RT/chain.out" || fail "registrations: $(grep registered "$RT/chain.out")"
+grep -Eq "gswap summary: .* oom=0 .*mode=guided .*recomputes=[1-9][0-9]* .*recompute_failures=0" \
+  "$RT/chain.out" || fail "summary: $(grep 'gswap summary' "$RT/chain.out")"
+echo "PASS recompute_chain"
