@@ -95,7 +95,8 @@ struct SearchResult {
 // the search goes on, and back to the walk's best plan after a while without progress; after a
 // longer while with no new best plan at all, the walk starts over from the seed (the first time
 // from the seed with its wraps of optimizer state spread over the optimizer; where the seed evicts
-// on demand, every so often from the best seed that does not). A plan with demand
+// on demand, every so often from the best seed that does not; after a round of those that found
+// nothing better, from the next other seed). A plan with demand
 // evictions loses ties to one that fits, but a faster one wins (and is reported with fits ==
 // false). The clock and the evaluation cap end the seeds only once one has run in the simulator,
 // so a plan it cannot run is returned only when no seed runs (or when cancelled), even with a
