@@ -353,15 +353,21 @@ void swap_some(unsigned long long bytes, unsigned value) {
 
 // Another device's context (the test runs simcuda with two devices): cuMemGetInfo and
 // cuDeviceTotalMem there are the driver's answers, the budget only device 0's.
+// Makes device `ordinal`'s primary context current on this thread; returns the device.
+CUdevice use_device(int ordinal) {
+  CUdevice dev;
+  CUcontext ctx;
+  PCHECK(cuDeviceGet(&dev, ordinal));
+  PCHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
+  PCHECK(cuCtxSetCurrent(ctx));
+  return dev;
+}
+
 int run_other_device(unsigned long long bytes) {
   int failed = 0;
   // Before the first region, too, device 1 is the driver's to answer, as cuDeviceTotalMem says.
   std::thread([&] {
-    CUdevice dev;
-    CUcontext ctx;
-    PCHECK(cuDeviceGet(&dev, 1));
-    PCHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    PCHECK(cuCtxSetCurrent(ctx));
+    const CUdevice dev = use_device(1);
     std::size_t f = 0, t = 0, total = 0;
     PCHECK(cuMemGetInfo(&f, &t));
     PCHECK(cuDeviceTotalMem(&total, 1));
@@ -381,11 +387,7 @@ int run_other_device(unsigned long long bytes) {
   PCHECK(cuDeviceTotalMem(&total1, 1));
   PCHECK(cuMemGetInfo(&budget_free, &budget_total));
   std::thread([&] {
-    CUdevice dev;
-    CUcontext ctx;
-    PCHECK(cuDeviceGet(&dev, 1));
-    PCHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    PCHECK(cuCtxSetCurrent(ctx));
+    const CUdevice dev = use_device(1);
     std::size_t f0 = 0, t0 = 0, f1 = 0, t1 = 0;
     PCHECK(cuMemGetInfo(&f0, &t0));
     CUdeviceptr q = 0;
