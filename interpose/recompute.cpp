@@ -178,24 +178,16 @@ CUresult Residency::settle_drop(std::unique_lock<std::mutex>& lock, Region* r) {
 }
 
 CUresult Residency::settle_pinned(std::unique_lock<std::mutex>& lock, Region* r) {
-  for (;;) {
-    std::uint32_t st = r->state.load();
-    if (st == kRegionEvicting && r->dropping) {
-      if (!r->swapper_busy && !r->handle_given) {
-        rescue(r);  // still mapped with its bytes
-        return CUDA_SUCCESS;
-      }
-      wait_progress(lock, 1000);  // its memory went to another region: let the drop end first
-      continue;
-    }
-    if (st != kRegionDropped) return CUDA_SUCCESS;
-    if (r->host_valid) {
-      r->host_valid = false;
-      transition(r, kRegionHost);  // restored from its copy when next needed
-      return CUDA_SUCCESS;
-    }
-    return recompute(lock, r, gate_.capturing() ? restore_stream_ : legacy_stream(), 0);
+  TouchSet one;
+  one.add(r);
+  settle_drops_in_flight(lock, one);
+  if (r->state.load() != kRegionDropped) return CUDA_SUCCESS;
+  if (r->host_valid) {
+    r->host_valid = false;
+    transition(r, kRegionHost);  // restored from its copy when next needed
+    return CUDA_SUCCESS;
   }
+  return recompute(lock, r, gate_.capturing() ? restore_stream_ : legacy_stream(), 0);
 }
 
 int Residency::unregister_recompute(std::uint64_t ptr) {
@@ -302,7 +294,7 @@ void Residency::settle_drops_in_flight(std::unique_lock<std::mutex>& lock, const
       if (!r->swapper_busy && !r->handle_given)
         rescue(r);  // still mapped with its bytes
       else
-        waiting = true;
+        waiting = true;  // its memory went to another region: let the drop end first
     }
     if (!waiting) return;
     wait_progress(lock, 1000);
