@@ -452,7 +452,7 @@ class Search {
     std::size_t since_best = 0, walked = 0, since_new_best = 0;
     std::size_t round_at = 0, others = 0;   // the next of the first starts; other starts made
     double round_best = merit(best_->sim);  // the best plan's merit as the round began
-    bool walk_moved = false;  // walk_best bettered since the walk last started
+    bool walk_moved = false;                // walk_best bettered since the walk last started
     while (!stop() && !moves_->gaps.empty()) {
       Plan cand = cur.plan;
       if (!move(cand, cur.sim)) continue;

@@ -120,8 +120,8 @@ int main(int argc, char** argv) {
         !load("cuMemFree_v2", &api.free) || !load("cuMemcpyHtoD_v2", &api.htod) ||
         !load("cuMemcpyDtoH_v2", &api.dtoh) || !load("cuStreamCreate", &api.stream_create) ||
         !load("cuMemcpyHtoDAsync_v2", &api.htod_async) ||
-        !load("cuStreamSynchronize", &api.stream_sync) ||
-        !load("cuMemGetInfo", &api.mem_info_v1) || !load("cuDeviceTotalMem", &api.total_mem_v1) ||
+        !load("cuStreamSynchronize", &api.stream_sync) || !load("cuMemGetInfo", &api.mem_info_v1) ||
+        !load("cuDeviceTotalMem", &api.total_mem_v1) ||
         !load("cuStreamDestroy", &api.stream_destroy_v1))
       return fail("dlsym could not find an entry point");
   } else {
