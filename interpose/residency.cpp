@@ -681,6 +681,7 @@ CUresult Residency::alloc_region(CUdeviceptr* out, std::uint64_t bytes, CUstream
   r->handle = h;
   r->stream_ordered = async;
   resident_ += mapped;
+  if (mapped != bytes) mark_fixed_rose();  // its rounding
   note_peak();
   r->streams.store(
       stream ? fast_.streams.bit(reinterpret_cast<std::uintptr_t>(stream), per_thread) : 0,
@@ -718,6 +719,7 @@ CUresult Residency::alloc_arena(std::uint64_t estimate, ForwardAlloc forward, vo
   if (e == CUDA_SUCCESS && out) {
     arena_[*out] = bytes;
     arena_bytes_ += bytes;
+    mark_fixed_rose();
     note_peak();
   }
   return e;
@@ -1167,6 +1169,7 @@ CUresult Residency::keep_resident(TouchSet& t, bool for_capture) {
       if (r->state.load() == kRegionFree) continue;
       if (!for_capture) {
         r->must_stay = true;
+        mark_fixed_rose();
       } else if (r->capture_period != capture_period_ + 1) {
         // Held while the capture is open (capture_end lets go once no capture is on).
         r->capture_period = capture_period_ + 1;
@@ -1215,6 +1218,7 @@ CUresult Residency::keep_all_resident(const char* why) {
     GSWAP_LOG(kWarn, "%s: every allocation now stays resident (accesses cannot be seen)", why);
   untrackable_seen_ = true;
   for (Region* r : live_) r->must_stay = true;  // and those allocated meanwhile
+  mark_fixed_rose();
   fast_.all_stay.store(true, std::memory_order_release);
   return CUDA_SUCCESS;
 }
@@ -1319,6 +1323,7 @@ std::vector<std::uint64_t> Residency::take_captured() {
   std::lock_guard<std::mutex> lock(mutex_);
   for (Region* r : live_)
     if (r->capture_period == capture_period_ + 1) ++r->graph_holds;
+  mark_fixed_rose();
   return captured_;
 }
 

@@ -185,7 +185,8 @@ class Residency {
   CUresult wait_restores(const TouchSet& t, CUstream stream, bool per_thread, bool host_wait);
   Timings& timings() { return timings_; }
 
-  // Called on the swapper thread about once a second (telemetry counters).
+  // Called on the swapper thread about once a second (telemetry counters), and within
+  // kPromptTickNs after the fixed figure (ResidencyStats::fixed) may have risen.
   void set_tick(void (*fn)(void* ctx), void* ctx) {
     tick_ = fn;
     tick_ctx_ = ctx;
@@ -266,6 +267,7 @@ class Residency {
   std::uint64_t used() const { return resident_ + evicting_ + freeing_ + pooled_ + arena_bytes_; }
   void transition(Region* r, std::uint32_t to);
   void note_peak();
+  void mark_fixed_rose() { fixed_rose_.store(true, std::memory_order_relaxed); }
   Region* new_region();
   void recycle(Region* r);
   void finish_free(Region* r);
@@ -451,6 +453,11 @@ class Residency {
   std::vector<Device::Event> slot_events_;  // one per stream slot, recorded by the swapper only
   Device::Event legacy_event_ = nullptr;
   std::uint64_t last_tick_ns_ = 0;
+  // The fixed figure may have risen since the last tick (mark_fixed_rose): gswapd plans the
+  // budget less that figure, and a plan it made without it (before the next one-second tick)
+  // fills the budget with regions and leaves the arena no room. The swapper ticks early.
+  std::atomic<bool> fixed_rose_{false};
+  static constexpr std::uint64_t kPromptTickNs = 10'000'000;
   std::uint64_t steps_ = 0;             // swapper passes (mutex_)
   std::uint64_t last_counters_ns_ = 0;  // the timeline's last memory sample (swapper)
   void (*tick_)(void* ctx) = nullptr;

@@ -153,9 +153,12 @@ void* Residency::swapper_main(void* arg) {
       did = self->external_timings_->poll(self->timings_, sink) || did;
     }
     std::uint64_t now = monotonic_ns();
-    if (now - self->last_tick_ns_ >= 1'000'000'000ull) {
+    const bool second = now - self->last_tick_ns_ >= 1'000'000'000ull;
+    if (second || (now - self->last_tick_ns_ >= kPromptTickNs &&
+                   self->fixed_rose_.load(std::memory_order_relaxed))) {
       self->last_tick_ns_ = now;
-      self->host_.trim_idle(now);
+      self->fixed_rose_.store(false, std::memory_order_relaxed);
+      if (second) self->host_.trim_idle(now);
       if (self->tick_) self->tick_(self->tick_ctx_);
     }
     if (did) {
@@ -436,6 +439,7 @@ void Residency::issue_evict(std::unique_lock<std::mutex>& lock, Region* r) {
     r->streams.fetch_or(consumed);  // later orderings (its free) wait for those users again
     rescue(r);
     r->must_stay = true;
+    mark_fixed_rose();
     GSWAP_LOG(kError, "region %llu stays resident: %s", (unsigned long long)r->id, what);
   };
   if (r->dropping && !r->drop_copy) {
@@ -540,6 +544,7 @@ void Residency::complete_evict(Region* r) {
     ++swap_errors_;
     rescue(r);
     r->must_stay = true;
+    mark_fixed_rose();
     GSWAP_LOG(kError, "region %llu stays resident: its memory could not be unmapped",
               (unsigned long long)r->id);
     return;
