@@ -187,7 +187,9 @@ CUresult Residency::settle_pinned(std::unique_lock<std::mutex>& lock, Region* r)
     transition(r, kRegionHost);  // restored from its copy when next needed
     return CUDA_SUCCESS;
   }
-  return recompute(lock, r, gate_.capturing() ? restore_stream_ : legacy_stream(), 0);
+  CUresult e = recompute(lock, r, gate_.capturing() ? restore_stream_ : legacy_stream(), 0);
+  if (e == CUDA_ERROR_OUT_OF_MEMORY) log_oom(r->mapped);
+  return e;
 }
 
 int Residency::unregister_recompute(std::uint64_t ptr) {
@@ -301,7 +303,32 @@ void Residency::settle_drops_in_flight(std::unique_lock<std::mutex>& lock, const
   }
 }
 
+// A recomputation needs its sources on the device beside its region, and the access its other
+// regions: together more than the budget may hold where the access alone fits (a plan made for
+// more memory than the library now has: gswapd's first plan, made before the library reported
+// the small allocations of the program, dropped one of three activations at a budget of three,
+// and the backward's launch failed with CUDA_ERROR_OUT_OF_MEMORY where a run with no plan
+// passes). So the access's regions that need no recomputation may leave for its memory once
+// nothing else can (make_room): they come back after, when its sources may leave in turn (an
+// extra swap, never a failure).
 CUresult Residency::recompute_dropped(std::unique_lock<std::mutex>& lock, TouchSet& t, CUstream s) {
+  // From a recomputation callback: the regions of the access it recomputes for may be yielding.
+  if (in_recompute()) return recompute_each(lock, t, s);
+  bool any = false;
+  for (std::size_t i = 0; i < t.n && !any; ++i) any = needs_recompute(t.regions[i]);
+  if (!any) return CUDA_SUCCESS;
+  TouchSet others;
+  for (std::size_t i = 0; i < t.n; ++i)
+    if (!needs_recompute(t.regions[i])) others.add(t.regions[i]);
+  yieldable_ = &others;  // restorer_mutex_ held: one access at a time
+  CUresult e = recompute_each(lock, t, s);
+  yieldable_ = nullptr;
+  for (Region* r : yielded_) r->pins.fetch_add(1, std::memory_order_seq_cst);
+  yielded_.clear();
+  return e;
+}
+
+CUresult Residency::recompute_each(std::unique_lock<std::mutex>& lock, TouchSet& t, CUstream s) {
   for (std::size_t i = 0; i < t.n; ++i)
     if (needs_recompute(t.regions[i]))
       if (CUresult e = recompute(lock, t.regions[i], s, 0); e != CUDA_SUCCESS) return e;
@@ -354,7 +381,6 @@ CUresult Residency::recompute(std::unique_lock<std::mutex>& lock, Region* r, CUs
   }
   if (e != CUDA_SUCCESS) {
     unpin_sources();
-    if (e == CUDA_ERROR_OUT_OF_MEMORY) log_oom(r->mapped);
     return e;
   }
   const bool has_copy = r->host_valid;

@@ -156,6 +156,46 @@ TEST(Recompute, AChainIsRecomputedSourceFirstAndKeepsItsIntermediate) {
   EXPECT_EQ(env.res.stats().recomputes, 4u);
 }
 
+// A launch over a dropped region and another, at a budget that holds the two but not the
+// dropped one's source beside them: where a run with no drop passes, the other region leaves
+// while the recomputation runs and comes back after, and the source makes room for it.
+void other_regions_make_room(bool swapper_thread) {
+  Env env(2 * kMiB, swapper_thread);
+  CUdeviceptr a = env.alloc(kMiB), b = env.alloc(kMiB);
+  env.fill(a, kMiB, 1);
+  env.fill(b, kMiB, 2);
+  Recipe rb{&env, a, 1, 2};
+  ASSERT_EQ(reg(env, b, kMiB, {a}, &rb), GSWAP_OK);
+  drop(env, b);
+  ASSERT_EQ(env.launch({b}), CUDA_SUCCESS);  // trusted from here: the next drop keeps no copy
+  drop(env, b);
+  ASSERT_FALSE(env.region(b)->host_valid);
+  CUdeviceptr c = env.alloc(kMiB);
+  env.fill(c, kMiB, 3);
+  ASSERT_EQ(env.state(a), kRegionResident);
+  ASSERT_EQ(env.state(c), kRegionResident);
+  const std::uint64_t oom = env.res.stats().oom;
+  ASSERT_EQ(env.launch({b, c}), CUDA_SUCCESS);
+  env.res.drain();
+  EXPECT_EQ(rb.calls, 2);
+  EXPECT_TRUE(env.holds(b, kMiB, 2));
+  EXPECT_TRUE(env.holds(c, kMiB, 3));
+  EXPECT_NE(env.state(a), kRegionResident);  // left for c
+  EXPECT_EQ(env.res.stats().oom, oom);
+  EXPECT_LE(env.res.stats().used, 2 * kMiB);
+  // The source's bytes are intact.
+  ASSERT_EQ(env.launch({a}), CUDA_SUCCESS);
+  EXPECT_TRUE(env.holds(a, kMiB, 1));
+}
+
+TEST(Recompute, TheLaunchsOtherRegionsMakeRoomForARecomputationsSource) {
+  other_regions_make_room(false);
+}
+
+TEST(Recompute, TheLaunchsOtherRegionsMakeRoomWithASwapperThread) {
+  other_regions_make_room(true);
+}
+
 TEST(Recompute, AKeptIntermediateIsDroppedBeforeAnyRegionIsSwapped) {
   Env env(4 * kMiB);
   CUdeviceptr w = env.alloc(kMiB);  // the least recently used region

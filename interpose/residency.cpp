@@ -398,11 +398,33 @@ Residency::Room Residency::make_room(std::uint64_t bytes, bool over_budget_ok) {
 
 // What makes room, in order: the plan's swap-outs and drops still queued, then intermediates kept
 // after a chain of recomputations (dropping them costs no copy), then least-recently-used victims,
-// until used() + bytes, less what is already leaving, fits the budget.
+// then, for a recomputation, the other regions of the access it is for (yieldable_), until
+// used() + bytes, less what is already leaving, fits the budget.
 void Residency::send_away_in_order(std::uint64_t bytes) {
   begin_queued_planned();
   send_away(bytes, may_drop_kept, /*drop=*/true);
   send_away(bytes, may_leave, /*drop=*/false);
+  if (yieldable_) yield_access_regions(bytes);
+}
+
+// The access's own regions (yieldable_), pinned by it alone, leave for its recomputation:
+// unpinned to begin their swap-out (a pin held by another call too keeps one where it is), and
+// pinned again by recompute_dropped once the recomputation has its memory.
+void Residency::yield_access_regions(std::uint64_t bytes) {
+  for (std::size_t i = 0; i < yieldable_->n; ++i) {
+    if (used() - evicting_ - freeing_ + bytes <= budget() || !may_evict_now()) return;
+    Region* r = yieldable_->regions[i];
+    if (r->must_stay || r->graph_holds != 0 || r->swapper_busy ||
+        !mapped_state(r->state.load(std::memory_order_relaxed)) ||
+        std::find(yielded_.begin(), yielded_.end(), r) != yielded_.end() ||
+        r->pins.load(std::memory_order_seq_cst) != 1)
+      continue;
+    r->pins.fetch_sub(1, std::memory_order_seq_cst);
+    if (begin_evict(r))
+      yielded_.push_back(r);
+    else
+      r->pins.fetch_add(1, std::memory_order_seq_cst);  // another call pinned it meanwhile
+  }
 }
 
 // Hands the victims `accept` lets the VictimPolicy pick to the swapper (dropped without a copy

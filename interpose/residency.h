@@ -283,6 +283,7 @@ class Residency {
   Room make_room(std::uint64_t bytes, bool over_budget_ok);
   void send_away(std::uint64_t bytes, VictimPolicy::Evictable accept, bool drop);
   void send_away_in_order(std::uint64_t bytes);
+  void yield_access_regions(std::uint64_t bytes);
   CUresult wait_for_room(std::unique_lock<std::mutex>& lock, std::uint64_t bytes);
   void wait_progress(std::unique_lock<std::mutex>& lock, std::uint64_t max_us);
   bool step_locked(std::unique_lock<std::mutex>& lock);
@@ -346,12 +347,17 @@ class Residency {
   // Recomputation (recompute.cpp), mutex_ held unless said.
   bool begin_drop(Region* r);
   // Brings back the dropped regions of t (pinned by the caller): recomputes them on stream s.
+  // Where that finds no room beside t's other regions, those may leave while it runs (they
+  // come back after, through request_restores; see yieldable_). Logs nothing: the caller
+  // logs an out-of-memory answer.
   CUresult recompute_dropped(std::unique_lock<std::mutex>& lock, TouchSet& t, CUstream s);
+  CUresult recompute_each(std::unique_lock<std::mutex>& lock, TouchSet& t, CUstream s);
   // Ends the drops in flight among t's regions (pinned by the caller) before anything is asked
   // for them: called off where the region still holds its bytes, waited for where its memory went
   // to another region, which leaves it dropped for recompute_dropped.
   void settle_drops_in_flight(std::unique_lock<std::mutex>& lock, const TouchSet& t);
   // Recomputes r (kDropped, pinned by the caller) on s: its sources first. restorer_mutex_ held.
+  // Logs no out-of-memory answer (its caller does).
   CUresult recompute(std::unique_lock<std::mutex>& lock, Region* r, CUstream s, int depth);
   // Before a registration of r ends: a drop in flight is cancelled or seen to its end, and a
   // dropped r is brought back (recomputed, or left on the host with its copy). restorer_mutex_
@@ -453,6 +459,11 @@ class Residency {
   std::vector<Device::Event> slot_events_;  // one per stream slot, recorded by the swapper only
   Device::Event legacy_event_ = nullptr;
   std::uint64_t last_tick_ns_ = 0;
+  // While recompute_dropped recomputes for an access, the access's other regions (pinned by it):
+  // they may leave for the recomputation's memory once nothing else can (make_room), and those
+  // that did (yielded_, unpinned meanwhile) come back before the access runs. mutex_.
+  const TouchSet* yieldable_ = nullptr;
+  std::vector<Region*> yielded_;
   // The fixed figure may have risen since the last tick (mark_fixed_rose): gswapd plans the
   // budget less that figure, and a plan it made without it (before the next one-second tick)
   // fills the budget with regions and leaves the arena no room. The swapper ticks early.
