@@ -141,11 +141,9 @@ bool Client::poll(std::string* error) {
       launches_at_guided_ = counters_.launches_seen;
     }
     sample_counters();
-    const std::uint64_t fixed = counters_.status.fixed_bytes;
-    if (fixed > fixed_reserve_) {
-      constexpr std::uint64_t kStep = kFixedReserveStep;
-      fixed_reserve_ = fixed > ~0ull - kStep ? ~0ull : (fixed + kStep - 1) / kStep * kStep;
-      fixed_reserve_rose_ = true;
+    if (counters_.status.fixed_bytes > fixed_most_) {
+      fixed_most_ = counters_.status.fixed_bytes;
+      fixed_most_rose_ = true;
     }
   }
   maybe_detect_iteration();

@@ -263,12 +263,14 @@ class Client : public proto::EventSink {
   }
   // Forgets the launch window (the program changed shape: detect afresh).
   void forget_launches();
-  // What plans leave to memory the library cannot move: the most fixed_bytes the library has
-  // reported since it connected (small allocations come and go within an iteration), rounded up to
-  // kFixedReserveStep so that it rises seldom. True once after each rise.
-  static constexpr std::uint64_t kFixedReserveStep = 256ull << 10;
+  // The most fixed_bytes the library has reported since it connected (small allocations come and
+  // go within an iteration), and whether it rose since the last take_fixed_most_rose().
+  std::uint64_t fixed_most() const { return fixed_most_; }
+  bool take_fixed_most_rose() { return std::exchange(fixed_most_rose_, false); }
+  // What plans leave to memory the library cannot move: fixed_most() rounded up, so that it rises
+  // seldom (Server::raise_fixed_reserve). Never lowered.
   std::uint64_t fixed_reserve() const { return fixed_reserve_; }
-  bool take_fixed_reserve_rose() { return std::exchange(fixed_reserve_rose_, false); }
+  void set_fixed_reserve(std::uint64_t bytes) { fixed_reserve_ = bytes; }
 
   // After a plan that moved nothing (everything fitted): whether the library still swaps.
   // arm_idle_watch() when such a plan is published (publish() disarms it); swapped_while_idle()
@@ -451,8 +453,9 @@ class Client : public proto::EventSink {
   int drift_ = 0;
   bool feedback_pending_ = false;
   Refinement refinement_;
+  std::uint64_t fixed_most_ = 0;
+  bool fixed_most_rose_ = false;
   std::uint64_t fixed_reserve_ = 0;
-  bool fixed_reserve_rose_ = false;
   bool idle_armed_ = false;
   std::int64_t idle_since_ms_ = 0;
   std::uint64_t idle_swapped_out_ = 0;

@@ -79,6 +79,9 @@ class Server {
   // The budget the client's library really enforces: its share, capped by its own GSWAP_BUDGET.
   std::uint64_t effective_budget(const Client& c) const;
   std::uint64_t plan_budget(const Client& c) const;
+  bool raise_fixed_reserve(Client& c);
+  static constexpr std::uint64_t kMinFixedReserveStep = 64ull << 10;
+  static constexpr std::uint64_t kMaxFixedReserveStep = 256ull << 10;
   // Hands the client's measured iteration to the planning thread (under its effective budget).
   void replan(Client& c);
   void measure_again(Client& c, const std::string& why);

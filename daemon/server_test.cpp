@@ -936,10 +936,38 @@ TEST_F(ServerTest, FixedBytesThatComeAndGoDoNotKeepAPlanFromLanding) {
   }
   nlohmann::json s = server_->status_json();
   ASSERT_EQ(ph.mode, static_cast<std::uint32_t>(proto::PlanMode::kGuided)) << s.dump();
-  // The most reported, rounded up to Client::kFixedReserveStep.
+  // The most reported, rounded up to Server::kMaxFixedReserveStep (a sixteenth of this budget is
+  // more).
   EXPECT_EQ(s["clients"][0]["plan_budget_bytes"], (192ull << 20) - (5ull << 19));
   close(shm);
   close(fd);
+}
+
+// The reserve for fixed bytes is rounded up to a sixteenth of the budget, between 64 KiB and
+// 256 KiB: an 8-byte allocation takes 64 KiB of a 1 MiB budget, not a quarter of it, and
+// 256 KiB of a large one.
+TEST_F(ServerTest, TheFixedReserveIsRoundedToAStepThatFollowsTheBudget) {
+  auto plan_budget_with = [&](std::uint64_t budget, std::initializer_list<std::uint64_t> fixed) {
+    FakeLibrary lib;
+    int fd = -1, shm = -1;
+    connect_library(budget, &lib, &fd, &shm);
+    for (std::uint64_t f : fixed) {
+      proto::StatusPayload st{};
+      st.fixed_bytes = f;
+      lib.status(st);
+      for (int i = 0; i < 3; ++i) server_->tick(2);
+    }
+    nlohmann::json s = server_->status_json();
+    close(shm);
+    close(fd);
+    for (int i = 0; i < 20 && !server_->status_json()["clients"].empty(); ++i) server_->tick(5);
+    return s["clients"][0]["plan_budget_bytes"].get<std::uint64_t>();
+  };
+  EXPECT_EQ(plan_budget_with(1ull << 20, {8}), (1ull << 20) - (64ull << 10));
+  // Only rises count: the most reported.
+  EXPECT_EQ(plan_budget_with(1ull << 20, {8, 70ull << 10, 8}), (1ull << 20) - (128ull << 10));
+  EXPECT_EQ(plan_budget_with(2ull << 20, {8}), (2ull << 20) - (128ull << 10));
+  EXPECT_EQ(plan_budget_with(64ull << 20, {8}), (64ull << 20) - (256ull << 10));
 }
 
 // An input allocated and uploaded in every iteration before the iteration's signature has been
