@@ -414,10 +414,8 @@ void Residency::yield_access_regions(std::uint64_t bytes) {
   for (std::size_t i = 0; i < yieldable_->n; ++i) {
     if (used() - evicting_ - freeing_ + bytes <= budget() || !may_evict_now()) return;
     Region* r = yieldable_->regions[i];
-    if (r->must_stay || r->graph_holds != 0 || r->swapper_busy ||
-        !mapped_state(r->state.load(std::memory_order_relaxed)) ||
-        std::find(yielded_.begin(), yielded_.end(), r) != yielded_.end() ||
-        r->pins.load(std::memory_order_seq_cst) != 1)
+    if (!movable(r) || r->pins.load(std::memory_order_seq_cst) != 1 ||
+        std::find(yielded_.begin(), yielded_.end(), r) != yielded_.end())
       continue;
     r->pins.fetch_sub(1, std::memory_order_seq_cst);
     if (begin_evict(r))

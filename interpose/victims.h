@@ -18,13 +18,18 @@ inline bool mapped_state(std::uint32_t st) {
   return st == kRegionResident || st == kRegionRestoring;
 }
 
-// Whether r may leave now: mapped, pinned by no launch, not required to stay, not in the
-// swapper's hands. The predicate residency gives a VictimPolicy (mutex held). A region whose
-// restore is still in flight may leave too: its swap-out is ordered after that restore.
-inline bool may_leave(const Region* r, const void*) {
+// Whether r may leave but for the pins of launches: mapped, not required to stay, not in the
+// swapper's hands (mutex held). A region whose restore is still in flight may leave too: its
+// swap-out is ordered after that restore.
+inline bool movable(const Region* r) {
   return !r->must_stay && r->graph_holds == 0 &&
-         mapped_state(r->state.load(std::memory_order_relaxed)) &&
-         r->pins.load(std::memory_order_relaxed) == 0 && !r->swapper_busy;
+         mapped_state(r->state.load(std::memory_order_relaxed)) && !r->swapper_busy;
+}
+
+// Whether r may leave now: movable and pinned by no launch. The predicate residency gives a
+// VictimPolicy (mutex held).
+inline bool may_leave(const Region* r, const void*) {
+  return movable(r) && r->pins.load(std::memory_order_relaxed) == 0;
 }
 
 // Whether some region could leave but for a launch's pin (held only between a launch's check
