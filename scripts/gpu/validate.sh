@@ -44,6 +44,9 @@ Options:
   --python PY            python with torch (default: python3)
   --models LIST          PyTorch models (default: resnet50,gpt2)
   --maxbatch-budget SIZE fixed budget of the max-batch search (default: 8GiB)
+  --maxbatch-part P      bare, gswap or both (default): each search takes up to 10 minutes, so a
+                         machine with a 10-minute limit per command runs them in two calls
+  --maxbatch-bare N      the bare search's result from an earlier call, for --maxbatch-part gswap
   --minitrain-args ARGS  minitrain's shape (default: "--layers 8 --width 1024 --batch 16384 --iters 10")
   --guided-iters N       minitrain's iterations in minitrain-guided (default: 30)
   --torch-steps N        steps of every PyTorch training run (default: 20); the first half are left
@@ -67,6 +70,8 @@ out=${OUT:-./gpu-results}
 py=python3
 models=resnet50,gpt2
 maxbatch_budget=8GiB
+maxbatch_part=both
+maxbatch_bare=
 minitrain_args="--layers 8 --width 1024 --batch 16384 --iters 10"
 guided_iters=30
 torch_steps=20
@@ -82,6 +87,8 @@ while [[ $# -gt 0 ]]; do
     --python) py=$2; shift 2 ;;
     --models) models=$2; shift 2 ;;
     --maxbatch-budget) maxbatch_budget=$2; shift 2 ;;
+    --maxbatch-part) maxbatch_part=$2; shift 2 ;;
+    --maxbatch-bare) maxbatch_bare=$2; shift 2 ;;
     --minitrain-args) minitrain_args=$2; shift 2 ;;
     --guided-iters) guided_iters=$2; shift 2 ;;
     --torch-steps) torch_steps=$2; shift 2 ;;
@@ -96,6 +103,12 @@ done
 cd "$root" || exit 2
 [[ $build_dir = /* ]] || build_dir=$root/$build_dir
 [[ $timing == events || $timing == cupti ]] || { echo "--timing: events or cupti, not '$timing'" >&2; exit 2; }
+[[ $maxbatch_part == bare || $maxbatch_part == gswap || $maxbatch_part == both ]] ||
+  { echo "--maxbatch-part: bare, gswap or both, not '$maxbatch_part'" >&2; exit 2; }
+[[ -z $maxbatch_bare || $maxbatch_bare =~ ^[1-9][0-9]*$ ]] ||
+  { echo "--maxbatch-bare: a positive batch size, not '$maxbatch_bare'" >&2; exit 2; }
+[[ $maxbatch_part != gswap || -n $maxbatch_bare ]] ||
+  { echo "--maxbatch-part gswap needs --maxbatch-bare N (the bare search's result)" >&2; exit 2; }
 # CUPTI for --timing cupti: GSWAP_CUPTI_PATH, else the one build-carry.sh packed, else the
 # toolkit's, else the one PyTorch's wheels bring.
 if [[ $timing == cupti && -z ${GSWAP_CUPTI_PATH:-} ]]; then
@@ -615,12 +628,25 @@ if [[ $torch_selected = 1 ]]; then
     mb_common=(--model "$m" --max-batch-search --start-batch 16 --trial-steps 2 --trial-timeout 200)
     [[ $m = resnet50 ]] && mb_common+=(--max-batch 2048 --resolution 8)
     [[ $m = gpt2 ]] && mb_common+=(--max-batch 256 --resolution 2)
-    run "torch_${m}_maxbatch_bare" 590 "${train[@]}" "${mb_common[@]}" --budget "$maxbatch_budget"
-    bare_max=$(json_field "$(log "torch_${m}_maxbatch_bare")" max_batch max_batch)
-    run "torch_${m}_maxbatch_gswap" 590 "${train[@]}" "${mb_common[@]}" --gswap-lib "$lib" \
-      --gswap-budget "$maxbatch_budget"
-    g_max=$(json_field "$(log "torch_${m}_maxbatch_gswap")" max_batch max_batch)
-    if [[ -n $bare_max && -n $g_max && $bare_max -gt 0 ]]; then
+    bare_max=$maxbatch_bare
+    if [[ $maxbatch_part != gswap ]]; then
+      run "torch_${m}_maxbatch_bare" 590 "${train[@]}" "${mb_common[@]}" --budget "$maxbatch_budget"
+      bare_max=$(json_field "$(log "torch_${m}_maxbatch_bare")" max_batch max_batch)
+    fi
+    if [[ $maxbatch_part = bare ]]; then
+      if [[ -n $bare_max ]]; then
+        record "torch_${m}_maxbatch_bare" MEASURED "max batch at $maxbatch_budget without gswap: $bare_max (then --maxbatch-part gswap --maxbatch-bare $bare_max)"
+      else
+        record "torch_${m}_maxbatch_bare" FAIL "search incomplete; see logs/torch_${m}_maxbatch_bare.log"
+      fi
+    else
+      run "torch_${m}_maxbatch_gswap" 590 "${train[@]}" "${mb_common[@]}" --gswap-lib "$lib" \
+        --gswap-budget "$maxbatch_budget"
+      g_max=$(json_field "$(log "torch_${m}_maxbatch_gswap")" max_batch max_batch)
+    fi
+    if [[ $maxbatch_part = bare ]]; then
+      :
+    elif [[ -n $bare_max && -n $g_max && $bare_max -gt 0 ]]; then
       ratio=$(calc "$g_max / $bare_max")
       target "torch_${m}_maxbatch" "$(calc "$ratio >= 3")" \
         "max batch at $maxbatch_budget: $bare_max without gswap, $g_max with: ${ratio}x (target >= 3x)"
