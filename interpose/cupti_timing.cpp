@@ -30,10 +30,15 @@ constexpr std::uint64_t kSilenceNs = 3'000'000'000;
 constexpr std::uint64_t kForcedSilenceNs = 1'000'000'000;
 constexpr std::uint64_t kSilenceLaunches = 256;
 // The activity kinds gswap enables. The kernel, copy and memset records of CUDA 13's CUPTI
-// (CUpti_ActivityKernel10, Memcpy6, Memset4) are the layouts read below.
-constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
-                                         CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-                                         CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET};
+// (CUpti_ActivityKernel10, Memcpy6, Memset4) are the layouts read below. CUPTI writes an external
+// correlation record only beside the driver API record of the call
+// (cuptiActivityPushExternalCorrelationId: "when a CUPTI activity API record is created while
+// within an external API region"), so the driver kind is enabled too, and its records skipped.
+// Without it, an H200 delivered thousands of kernel records and no external one; with the API
+// records of the timed calls alone (cuptiActivityEnableDriverApi, by callback id), neither.
+constexpr CUpti_ActivityKind kKinds[] = {
+    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_DRIVER,
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET};
 
 struct Api {
   CUptiResult (*get_version)(std::uint32_t*);
@@ -68,7 +73,8 @@ std::atomic<std::uint64_t> g_done_overflow{0};  // timings the queue had no room
 std::atomic<std::uint64_t> g_incomplete{0};     // activity records without their timestamps
 // What the callback was given, for the log line that says why CUPTI was given up.
 struct Delivered {
-  std::atomic<std::uint64_t> buffers{0}, kernels{0}, copies{0}, memsets{0}, externals{0}, joined{0};
+  std::atomic<std::uint64_t> buffers{0}, kernels{0}, copies{0}, memsets{0}, externals{0}, apis{0},
+      joined{0};
 };
 Delivered g_delivered;
 
@@ -110,6 +116,9 @@ void CUPTIAPI buffer_completed(CUcontext, std::uint32_t, std::uint8_t* buffer, s
           if (r->externalKind == kKind) got = g_join.external(r->correlationId, r->externalId, &t);
           break;
         }
+        case CUPTI_ACTIVITY_KIND_DRIVER:  // enabled for the external records beside them
+          count(g_delivered.apis);
+          break;
         case CUPTI_ACTIVITY_KIND_KERNEL:
         case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
           count(g_delivered.kernels);
@@ -205,10 +214,11 @@ void describe_deliveries(char* out, std::size_t size) {
     return (unsigned long long)c.load(std::memory_order_relaxed);
   };
   std::snprintf(out, size,
-                "%llu buffers so far: %llu kernel, %llu copy, %llu memset and %llu external "
-                "correlation records, %llu accesses timed",
+                "%llu buffers so far: %llu kernel, %llu copy, %llu memset, %llu driver API and "
+                "%llu external correlation records, %llu accesses timed",
                 v(g_delivered.buffers), v(g_delivered.kernels), v(g_delivered.copies),
-                v(g_delivered.memsets), v(g_delivered.externals), v(g_delivered.joined));
+                v(g_delivered.memsets), v(g_delivered.apis), v(g_delivered.externals),
+                v(g_delivered.joined));
 }
 
 Service g_service;

@@ -1,9 +1,11 @@
 // fake_cupti.cpp: a stand-in libcupti for the tests of GSWAP_TIMING=cupti on simcuda (real CUPTI
 // needs NVIDIA's driver). It implements the activity API calls libgswap makes, with CUDA 13's
-// record layouts: each pop of an external correlation id becomes a call with a correlation id,
-// an external correlation record and a kernel record whose start and end are the push and pop
-// times on the registered timestamp clock. To exercise the join, odd calls' kernel records come
-// before their external records and every third call's external record waits for the next flush.
+// record layouts: each pop of an external correlation id becomes a call to cuLaunchKernel with a
+// correlation id, and a kernel record whose start and end are the push and pop times on the
+// registered timestamp clock. As real CUPTI does, it writes the external correlation record only
+// beside a driver API record (CUpti_ActivityAPI), so only when CUPTI_ACTIVITY_KIND_DRIVER is
+// enabled. To exercise the join, odd calls' kernel records come before their
+// external records and every third call's external record waits for the next flush.
 //
 // Environment (all optional):
 //   FAKE_CUPTI_VERSION          what cuptiGetVersion says (default CUPTI_API_VERSION)
@@ -14,8 +16,10 @@
 //   FAKE_CUPTI_FORCED_ONLY      1: a flush without CUPTI_ACTIVITY_FLAG_FLUSH_FORCED delivers
 //                               nothing (as on a busy GPU, where the buffer being filled always
 //                               holds work still running)
-//   FAKE_CUPTI_REPORT           a file that gets "calls=N delivered=M flushes=F forced=G" at exit
+//   FAKE_CUPTI_REPORT           a file that gets "calls=N delivered=M flushes=F forced=G
+//                               api_kind=0|1" at exit (1: CUPTI_ACTIVITY_KIND_DRIVER enabled)
 #include <cupti_activity.h>
+#include <cupti_driver_cbid.h>
 #include <cupti_result.h>
 #include <cupti_version.h>
 #include <time.h>
@@ -45,6 +49,7 @@ std::vector<Call> g_calls;  // made since the last flush
 std::vector<Call> g_held;   // external records held back one flush
 std::uint32_t g_correlation = 0;
 std::uint64_t g_delivered = 0, g_flushes = 0, g_forced = 0;
+bool g_api_kind = false;  // CUPTI_ACTIVITY_KIND_DRIVER enabled
 thread_local std::vector<std::pair<std::uint64_t, std::uint64_t>> t_stack;  // (id, start)
 
 std::uint64_t env_u64(const char* name, std::uint64_t fallback) {
@@ -76,6 +81,24 @@ void put_external(std::vector<std::uint8_t>* out, const Call& c) {
   put(out, &r, sizeof r);
 }
 
+// The driver API record of the call, which the external correlation record precedes.
+void put_api(std::vector<std::uint8_t>* out, const Call& c) {
+  CUpti_ActivityAPI r{};
+  r.kind = CUPTI_ACTIVITY_KIND_DRIVER;
+  r.cbid = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
+  r.start = c.start;
+  r.end = c.start + 1;
+  r.correlationId = c.correlation;
+  put(out, &r, sizeof r);
+}
+
+// A call's external correlation and API records: written only when the driver kind is enabled.
+void put_call(std::vector<std::uint8_t>* out, const Call& c) {
+  if (!g_api_kind) return;
+  put_external(out, c);
+  put_api(out, c);
+}
+
 void put_kernel(std::vector<std::uint8_t>* out, const Call& c) {
   CUpti_ActivityKernel10 r{};
   r.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
@@ -94,9 +117,9 @@ struct Report {
     const char* path = std::getenv("FAKE_CUPTI_REPORT");
     if (!path || !*path) return;
     if (FILE* f = std::fopen(path, "w")) {
-      std::fprintf(f, "calls=%u delivered=%llu flushes=%llu forced=%llu\n", g_correlation,
-                   (unsigned long long)g_delivered, (unsigned long long)g_flushes,
-                   (unsigned long long)g_forced);
+      std::fprintf(f, "calls=%u delivered=%llu flushes=%llu forced=%llu api_kind=%d\n",
+                   g_correlation, (unsigned long long)g_delivered, (unsigned long long)g_flushes,
+                   (unsigned long long)g_forced, g_api_kind ? 1 : 0);
       std::fclose(f);
     }
   }
@@ -134,10 +157,14 @@ FAKE_EXPORT CUptiResult cuptiGetTimestamp(std::uint64_t* ts) {
   return CUPTI_SUCCESS;
 }
 
-FAKE_EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind) {
+FAKE_EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (kind == CUPTI_ACTIVITY_KIND_DRIVER) g_api_kind = true;
   return CUPTI_SUCCESS;
 }
-FAKE_EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind) {
+FAKE_EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind kind) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (kind == CUPTI_ACTIVITY_KIND_DRIVER) g_api_kind = false;
   return CUPTI_SUCCESS;
 }
 
@@ -173,7 +200,7 @@ FAKE_EXPORT CUptiResult cuptiActivityFlushAll(std::uint32_t flags) {
     if (!forced && env_u64("FAKE_CUPTI_FORCED_ONLY", 0)) return CUPTI_SUCCESS;
     request = g_request;
     complete = g_complete;
-    for (const Call& c : g_held) put_external(&records, c);
+    for (const Call& c : g_held) put_call(&records, c);
     g_held.clear();
     for (const Call& c : g_calls) {
       if (c.correlation % 3 == 0) {
@@ -181,9 +208,9 @@ FAKE_EXPORT CUptiResult cuptiActivityFlushAll(std::uint32_t flags) {
         g_held.push_back(c);
       } else if (c.correlation % 2) {
         put_kernel(&records, c);
-        put_external(&records, c);
+        put_call(&records, c);
       } else {
-        put_external(&records, c);
+        put_call(&records, c);
         put_kernel(&records, c);
       }
     }

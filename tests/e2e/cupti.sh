@@ -3,7 +3,8 @@
 # each measured access bracketed by gswap into CUPTI's records, in shuffled order and across
 # flushes). The measured iterations are timed from CUPTI's records alone (no event is recorded),
 # gswapd plans from them, the library follows the plan, and results are bitwise those without
-# gswap; a trace dumped meanwhile has the durations. Where CUPTI cannot be used (no libcupti, a
+# gswap; a trace dumped meanwhile has the durations. The stand-in, as CUPTI does, writes external
+# correlation records only beside driver API records: the library enables those. Where CUPTI cannot be used (no libcupti, a
 # CUPTI of another CUDA major version, its callbacks refused) or stops delivering (a profiler took
 # the callbacks), one warning says so and events time the accesses: the run still gets a plan.
 # Where its default flush returns nothing, forced flushes take over first.
@@ -63,6 +64,8 @@ t = json.load(open(sys.argv[1]))
 kernels = [l for l in t["launches"] if l["kernel"].startswith("mt_")]
 assert kernels and all(l["dur_us"] > 0 for l in kernels), "kernels without a duration"
 PY
+grep -q "api_kind=1$" "$RT/cupti.report" ||
+  fail "driver API records not enabled: $(cat "$RT/cupti.report")"
 echo "cupti: $(cat "$RT/cupti.report"), $(grep -o 'mode=.*' "$RT/cupti.out")"
 
 # CUPTI's default flush returns nothing (as on a busy H200): after 3 s the library flushes with
