@@ -90,6 +90,10 @@ bool load_config(EnvLookup env, Config* out, char* err, unsigned err_size) {
   if (!settings::parse_bool(v, &out->summary))
     return bad(err, err_size, "summary", v, "expected 0 or 1");
 
+  v = value_of(env, "hook_profile");
+  if (!settings::parse_bool(v, &out->hook_profile))
+    return bad(err, err_size, "hook_profile", v, "expected 0 or 1");
+
   v = value_of(env, "recompute_keep_copy");
   if (!settings::parse_bool(v, &out->recompute_keep_copy))
     return bad(err, err_size, "recompute_keep_copy", v, "expected 0 or 1");

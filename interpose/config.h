@@ -20,6 +20,7 @@ struct Config {
   std::uint64_t pinned_cap = 0;
   std::uint64_t staging_bytes = 0;
   bool summary = true;
+  bool hook_profile = false;         // GSWAP_HOOK_PROFILE (hook_profile.h)
   bool recompute_keep_copy = false;  // recompute.h's failure rule
   // Test-only fault injection (GSWAP_DEBUG_SKIP_RESTORE=1, declared in settings.def): restores
   // claim residency without mapping memory and the residency wait is dropped, so the preload tests

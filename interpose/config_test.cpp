@@ -33,6 +33,7 @@ TEST(Config, Defaults) {
   EXPECT_EQ(c.pinned_cap, 16ull << 30);
   EXPECT_EQ(c.staging_bytes, 64ull << 20);
   EXPECT_TRUE(c.summary);
+  EXPECT_FALSE(c.hook_profile);
   EXPECT_EQ(c.log_level, LogLevel::kWarn);
   EXPECT_FALSE(c.debug_skip_restore);
   EXPECT_EQ(c.daemon, Config::Daemon::kConnect);
@@ -106,6 +107,8 @@ TEST(Config, BadValuesAreRefusedWithTheVariableName) {
   EXPECT_FALSE(load({{"GSWAP_SUMMARY", "maybe"}}, &c, &err));
   EXPECT_FALSE(load({{"GSWAP_DEBUG_SKIP_RESTORE", "sometimes"}}, &c, &err));
   EXPECT_NE(err.find("GSWAP_DEBUG_SKIP_RESTORE"), std::string::npos) << err;
+  EXPECT_FALSE(load({{"GSWAP_HOOK_PROFILE", "2"}}, &c, &err));
+  EXPECT_NE(err.find("GSWAP_HOOK_PROFILE"), std::string::npos) << err;
 }
 
 // A refusal is one line that keeps its reason: a long value is cut to its first 64 bytes, and a
@@ -152,7 +155,8 @@ TEST(Config, OtherSettings) {
                     {"GSWAP_SUMMARY", "0"},
                     {"GSWAP_LOG", "debug"},
                     {"GSWAP_SWAP_THRESHOLD", "4MiB"},
-                    {"GSWAP_DEBUG_SKIP_RESTORE", "1"}},
+                    {"GSWAP_DEBUG_SKIP_RESTORE", "1"},
+                    {"GSWAP_HOOK_PROFILE", "1"}},
                    &c, &err))
       << err;
   EXPECT_EQ(c.pinned_cap, 1ull << 20);
@@ -161,6 +165,7 @@ TEST(Config, OtherSettings) {
   EXPECT_EQ(c.log_level, LogLevel::kDebug);
   EXPECT_EQ(c.swap_threshold.bytes, 4ull << 20);
   EXPECT_TRUE(c.debug_skip_restore);
+  EXPECT_TRUE(c.hook_profile);
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include "interpose/device_cuda.h"
 #include "interpose/driver.h"
 #include "interpose/frameworks.h"
+#include "interpose/hook_profile.h"
 #include "interpose/layout_cache.h"
 #include "interpose/log.h"
 #include "interpose/residency.h"
@@ -191,6 +192,7 @@ void at_exit() {
   if (g && g->owner_pid == ::getpid()) g_res->stop_swapper();
   if (g && g->owner_pid == ::getpid()) timeline::write();
   print_summary();
+  if (g && g->owner_pid == ::getpid()) hook_profile::report();
   telemetry::stop();
 }
 
@@ -214,6 +216,7 @@ void fork_child() {
   layout_cache_reset();
   cupti::forget_after_fork();
   telemetry::after_fork_child();
+  hook_profile::after_fork_child();
 }
 
 // Opens GSWAP_LOG_FILE; false (with errno) when it cannot be written. Non-blocking, so that a
@@ -399,6 +402,7 @@ CUresult init_process() {
   g_res->set_tick(publish_tick, nullptr);
   cupti::configure(g->config.timing == Config::Timing::kCupti, g->config.cupti_path);
   g_res->set_external_timings(&cupti::service());
+  hook_profile::enable(g->config.hook_profile);
   static std::atomic<bool> daemon_recording{false};
   if (timeline::enabled()) {
     // Every call numbered and every kernel timed from the start, daemon or not.
