@@ -740,13 +740,17 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
   // all 12,000 launches over the budget gives (in 7 s; 10 ms without the refinement: 2458 ms).
   std::size_t over = 0;
   for (std::size_t i = 0; i < n; ++i) over += a.live_bytes[i] > budget;
+  // The refinement and the items cost about 100-200 ns a visit: past max_visits / 16 visits
+  // (3.1 million by default, under a second) they take the cheaper paths below, which spend at
+  // most as many (a 10,000-launch trace at 5e7 visits took 4 to 10 s).
+  const double full_visits = max_visits * kPartialRefinementShare;
   const bool refine_all =
-      static_cast<double>(over) * static_cast<double>(t.regions.size()) <= max_visits;
+      static_cast<double>(over) * static_cast<double>(t.regions.size()) <= full_visits;
   // Listing the recomputation items visits every recomputable region at every launch over the
   // budget. Where that would be slow, every recomputable region live at a launch and not touched
   // by it leaves for free instead (a cost of 0 only lowers the bound).
   const bool itemize =
-      static_cast<double>(over) * static_cast<double>(recomputable.size()) <= max_visits;
+      static_cast<double>(over) * static_cast<double>(recomputable.size()) <= full_visits;
   // Fewer points on the alpha grid for long iterations; any grid keeps the bound a bound.
   const int steps = over <= 20'000 ? 256 : 32;
   // Recomputation needs room for the region and its sources (README "A recomputation needs
@@ -1124,6 +1128,7 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
   };
   if (refine_all) {
     for (std::size_t i = 0; i < n; ++i) at_launch(i, true, false);
+    lb.refined_launches = over;
   } else if (!itemize) {
     // The refinement's terms assume the recomputation items listed (where they are not, every
     // recomputable region is free to leave, and the two were never meant to be combined).
@@ -1133,13 +1138,14 @@ LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visit
     ranked.reserve(over);
     for (std::size_t i = 0; i < n; ++i)
       if (a.live_bytes[i] > budget) ranked.emplace_back(at_launch(i, false, true), i);
-    const double visits = max_visits * kPartialRefinementShare;
+    const double visits = full_visits;
     const auto k = std::min(
         ranked.size(),
         static_cast<std::size_t>(std::max(1.0, visits / std::max<double>(1, t.regions.size()))));
     std::partial_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(k), ranked.end(),
                       std::greater<>());
     for (std::size_t j = 0; j < k; ++j) at_launch(ranked[j].second, true, false);
+    lb.refined_launches = k;
   }
   lb.covering_us = covering_bound(a, budget);
   lb.bound_us = std::max({lb.compute_us, lb.traffic_us, lb.covering_us});

@@ -16,12 +16,14 @@ struct LowerBound {
   // each direction's engine (policy/README.md, "Traffic over the whole iteration").
   double covering_us = 0;
   std::size_t tightest_launch = 0;
+  std::size_t refined_launches = 0;  // launches the refinement ran at (each visits every region)
 };
 
 // max_visits: the refinements and the recomputation items each visit regions at every launch
-// over the budget; past this many visits they fall back to coarser terms that are still a
-// bound, the refinements running only at the launches with the highest values, on 1/16 of the
-// visits (policy/README.md). Tests lower it to exercise the fallbacks.
+// over the budget; past a sixteenth of this many visits (about 100-200 ns each) they fall back
+// to coarser terms that are still a bound, the refinements running only at the launches with
+// the highest values, on that sixteenth (policy/README.md). Tests lower it to exercise the
+// fallbacks.
 LowerBound lower_bound(const Analysis& a, std::uint64_t budget, double max_visits = 5e7);
 
 }  // namespace gswap::policy

@@ -593,6 +593,33 @@ TEST(LowerBoundTest, PastTheVisitsTheHighestLaunchesAreRefinedStill) {
   }
 }
 
+// The refinement visits every region at each launch it runs at: at most a sixteenth of
+// max_visits in all (or one launch), so a long iteration costs under a second. At every launch
+// over the budget when that many visits allow it, at the highest launches otherwise.
+TEST(LowerBoundTest, TheRefinementSpendsASixteenthOfTheVisitsAtMost) {
+  TransformerConfig c;
+  c.layers = 4, c.patch = 16, c.seq = 197, c.hidden = 768, c.heads = 12, c.batch = 64;
+  c.vocab = 1000;
+  const Trace t = without_recompute(make_transformer(c));
+  const Analysis a = analyze(t);
+  const std::uint64_t budget = a.peak_bytes / 2;
+  std::size_t over = 0;
+  for (std::uint64_t b : a.live_bytes) over += b > budget;
+  ASSERT_GT(over, 16u);
+  const double regions = static_cast<double>(t.regions.size());
+  const double all = static_cast<double>(over) * regions;
+  const LowerBound full = lower_bound(a, budget, 16 * all);
+  EXPECT_EQ(full.refined_launches, over);
+  for (double visits : {16 * all - 1, all, all / 4, 0.0}) {
+    const LowerBound part = lower_bound(a, budget, visits);
+    EXPECT_LT(part.refined_launches, over) << visits;
+    EXPECT_GE(part.refined_launches, 1u) << visits;
+    EXPECT_LE(static_cast<double>(part.refined_launches) * regions, std::max(regions, visits / 16))
+        << visits;
+    EXPECT_LE(part.bound_us, full.bound_us * (1 + 1e-12)) << visits;
+  }
+}
+
 // A corpus trace at half its peak: its lower bound, after checking that the plans the search
 // finds in each of `evaluations` run validly and no faster than it.
 double bound_at_half_peak_searched(std::string_view name,
