@@ -2,6 +2,7 @@
 #include "policy/analysis.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <unordered_map>
 
@@ -115,14 +116,25 @@ Analysis analyze(const Trace& trace) {
   match_next_instances(trace, &a);
   a.is_source.assign(nr, false);
   a.sources.assign(nr, {});
+  a.sources_from.assign(nr, 0);
+  a.sources_to.assign(nr, std::numeric_limits<std::size_t>::max());
+  a.sources_known.assign(nr, false);
   for (std::size_t r = 0; r < nr; ++r) {
     const Region& reg = trace.regions[r];
     if (!reg.recompute) continue;
+    bool known = true;
     for (RegionId src : reg.recompute->sources) {
       const auto it = a.index.find(src);
       a.sources[r].push_back(it == a.index.end() ? kNoRegion : it->second);
       if (it != a.index.end() && src != reg.id) a.is_source[it->second] = true;
+      if (it == a.index.end() || it->second == r) {
+        known = false;
+        continue;
+      }
+      a.sources_from[r] = std::max(a.sources_from[r], a.first_live[it->second]);
+      a.sources_to[r] = std::min(a.sources_to[r], a.last_live[it->second]);
     }
+    a.sources_known[r] = known;
   }
   std::vector<std::int64_t> small_diff(a.n + 1, 0);  // live regions that are never evicted
   for (std::size_t r = 0; r < nr; ++r)
@@ -226,16 +238,8 @@ Analysis analyze(const Trace& trace) {
 }
 
 bool Analysis::sources_allocated_together(std::size_t r, std::size_t from, std::size_t b) const {
-  const auto& rc = trace->regions[r].recompute;
-  if (!rc) return false;
-  std::size_t lo = from, hi = b;  // launches where every source so far is allocated
-  for (RegionId src : rc->sources) {
-    auto it = index.find(src);
-    if (it == index.end() || it->second == r) return false;
-    lo = std::max(lo, first_live[it->second]);
-    hi = std::min(hi, last_live[it->second]);
-  }
-  return lo <= hi;
+  if (!trace->regions[r].recompute || !sources_known[r]) return false;
+  return std::max(from, sources_from[r]) <= std::min(b, sources_to[r]);
 }
 
 bool Analysis::recomputable_at(std::size_t r, std::size_t b) const {

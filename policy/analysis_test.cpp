@@ -188,6 +188,50 @@ TEST(SegmentTreeTest, AgreesWithAPlainArray) {
   }
 }
 
+// sources_allocated_together, found once per region, answers as the definition does: every
+// source another region of the trace, all allocated together at some launch j, from <= j <= b.
+TEST(AnalysisTest, SourcesAllocatedTogetherFollowsItsDefinition) {
+  std::mt19937_64 rng(11);
+  int recomputable = 0, together = 0;
+  for (int k = 0; k < 200; ++k) {
+    Trace t = testing::random_trace(rng);
+    // More sources than the generator gives, some unknown or the region itself.
+    std::uniform_int_distribution<std::size_t> pick(0, t.regions.size() - 1);
+    for (std::size_t r = 0; r < t.regions.size(); ++r) {
+      if (!t.regions[r].recompute || rng() % 3) continue;
+      for (int e = 0; e < 6; ++e) t.regions[r].recompute->sources.push_back(t.regions[pick(rng)].id);
+      if (rng() % 8 == 0) t.regions[r].recompute->sources.push_back(t.regions[r].id);
+      if (rng() % 8 == 0) t.regions[r].recompute->sources.push_back(1'000'000);
+    }
+    const Analysis a = analyze(t);
+    for (std::size_t r = 0; r < t.regions.size(); ++r) {
+      if (!t.regions[r].recompute) {
+        EXPECT_FALSE(a.sources_allocated_together(r, 0, a.n));
+        continue;
+      }
+      ++recomputable;
+      for (std::size_t from = 0; from < a.n; from += 3)
+        for (std::size_t b = from; b < a.n; b += 2) {
+          bool want = false;
+          for (std::size_t j = from; j <= b && !want; ++j) {
+            bool all = true;
+            for (RegionId src : t.regions[r].recompute->sources) {
+              const auto it = a.index.find(src);
+              all = all && it != a.index.end() && it->second != r &&
+                    a.first_live[it->second] <= j && j <= a.last_live[it->second];
+            }
+            want = all;
+          }
+          EXPECT_EQ(a.sources_allocated_together(r, from, b), want)
+              << "trace " << k << " region " << r << " from " << from << " to " << b;
+          together += want;
+        }
+    }
+  }
+  EXPECT_GT(recomputable, 100);
+  EXPECT_GT(together, 100);
+}
+
 // A region dropped after launch 1 and read again at 6, recomputed from S (allocated over 2..4):
 // not at 6, where S is gone, but as a source of another region's recomputation while S is there,
 // and kept until 6.
