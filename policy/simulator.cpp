@@ -598,6 +598,7 @@ class Sim {
         // simulator follows, cannot run: the plan reads data it does not have.
         if (s.recomputing || depth >= kMaxRecomputeDepth) {
           ++res_.access_violations;
+          if (!s.recomputing) ++res_.too_deep_recomputations;
           return true;
         }
         if (reg.recompute) {

@@ -38,6 +38,8 @@ struct SimResult {
   std::size_t demand_restores = 0;    // restores that stalled a launch because nothing prefetched
   std::size_t donated_restores = 0;   // prefetches given the memory of a swap-out still in flight
   std::size_t access_violations = 0;  // launches started with a region absent; must stay 0
+  // Of those, recomputations whose chain of sources is longer than kMaxRecomputeDepth.
+  std::size_t too_deep_recomputations = 0;
   // Per plan entry: how long its back-access waited for a swap-in still in flight (0 when on
   // time). This is the "observed lateness" the feedback rule consumes.
   std::vector<double> lateness_us;

@@ -800,6 +800,32 @@ TEST(SimulatorTest, RandomTracesKeepEveryInvariant) {
 // region) never crash the simulator, keep it within the budget, and, when every access finds its
 // data, never beat the lower bound; without recomputations every access finds its region
 // resident.
+// A recomputation whose chain of sources is longer than the simulator follows is an access
+// violation of its own kind, which gswapctl names: regions 1..n each recomputed from the one
+// before, all dropped after launch 0 and read by launch 2 through the last one.
+TEST(SimulatorTest, AChainLongerThanTheSimulatorFollowsIsCountedApart) {
+  for (std::size_t n : {static_cast<std::size_t>(kMaxRecomputeDepth),
+                        static_cast<std::size_t>(kMaxRecomputeDepth) + 1}) {
+    Trace t = empty_trace(3, 1.0, 1e9);
+    const RegionId root = add_region(t, 2 * kMiB, 0, -1, {0, 1});
+    RegionId prev = root;
+    Plan p;
+    for (std::size_t i = 1; i <= n; ++i) {
+      const RegionId r = add_region(t, 2 * kMiB, 0, -1, {0});
+      t.regions[r - 1].recompute = Recompute{1.0, {prev}};
+      p.entries.push_back({r, EvictKind::kRecompute, 0, kNoLaunch, kNoLaunch, kNoLaunch, 0.0});
+      prev = r;
+    }
+    t.launches[2].regions.push_back(prev);
+    const Analysis a = analyze(t);
+    const SimResult s = simulate(a, p, a.peak_bytes);
+    ASSERT_TRUE(s.feasible);
+    const std::size_t deep = n > static_cast<std::size_t>(kMaxRecomputeDepth) ? 1 : 0;
+    EXPECT_EQ(s.too_deep_recomputations, deep) << n;
+    EXPECT_EQ(s.access_violations, deep) << n;
+  }
+}
+
 TEST(SimulatorTest, RandomPlansKeepEveryInvariantAndTheBound) {
   std::mt19937_64 rng(20261126);
   int runs = 0, invalid = 0;

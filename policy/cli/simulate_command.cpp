@@ -258,6 +258,12 @@ void run(const Options& o) {
     // The planners never make such a plan; one made by hand can recompute a region from one
     // already freed, from itself (sources in a cycle), or through a chain the simulator does
     // not follow.
+    if (ev.sim.feasible && ev.sim.too_deep_recomputations)
+      throw std::runtime_error(printable_text(fmt::format(
+          "{}: not a plan the simulator can follow: {} recomputation{} would need a chain of "
+          "more than {} recomputed regions, longer than the simulator follows",
+          o.plan, ev.sim.too_deep_recomputations,
+          ev.sim.too_deep_recomputations == 1 ? "" : "s", kMaxRecomputeDepth)));
     if (ev.sim.feasible && ev.sim.access_violations)
       throw std::runtime_error(printable_text(fmt::format(
           "{}: not a valid plan for this trace: {} access{} would run without {} data (a "
