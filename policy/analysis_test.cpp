@@ -199,7 +199,8 @@ TEST(AnalysisTest, SourcesAllocatedTogetherFollowsItsDefinition) {
     std::uniform_int_distribution<std::size_t> pick(0, t.regions.size() - 1);
     for (std::size_t r = 0; r < t.regions.size(); ++r) {
       if (!t.regions[r].recompute || rng() % 3) continue;
-      for (int e = 0; e < 6; ++e) t.regions[r].recompute->sources.push_back(t.regions[pick(rng)].id);
+      for (int e = 0; e < 6; ++e)
+        t.regions[r].recompute->sources.push_back(t.regions[pick(rng)].id);
       if (rng() % 8 == 0) t.regions[r].recompute->sources.push_back(t.regions[r].id);
       if (rng() % 8 == 0) t.regions[r].recompute->sources.push_back(1'000'000);
     }

@@ -262,8 +262,8 @@ void run(const Options& o) {
       throw std::runtime_error(printable_text(fmt::format(
           "{}: not a plan the simulator can follow: {} recomputation{} would need a chain of "
           "more than {} recomputed regions, longer than the simulator follows",
-          o.plan, ev.sim.too_deep_recomputations,
-          ev.sim.too_deep_recomputations == 1 ? "" : "s", kMaxRecomputeDepth)));
+          o.plan, ev.sim.too_deep_recomputations, ev.sim.too_deep_recomputations == 1 ? "" : "s",
+          kMaxRecomputeDepth)));
     if (ev.sim.feasible && ev.sim.access_violations)
       throw std::runtime_error(printable_text(fmt::format(
           "{}: not a valid plan for this trace: {} access{} would run without {} data (a "
