@@ -130,12 +130,14 @@ Trace load_trace(const std::string& spec) {
   Trace it = last_marked_iteration(t, &none_selects);
   // Marks that select nothing are most likely marks of other launches (another recording's
   // seq numbers): the whole trace is used, and the user is told.
-  if (none_selects)
+  if (none_selects && t.launches.empty())
+    fmt::print(stderr, "warning: {}: the trace has no launch; its iteration marks select nothing\n",
+               printable_text(spec));
+  else if (none_selects)
     fmt::print(stderr,
                "warning: {}: no iteration mark holds a launch (the launches' seq run from {} to "
                "{}); the whole trace is used\n",
-               printable_text(spec), t.launches.empty() ? 0 : t.launches.front().seq,
-               t.launches.empty() ? 0 : t.launches.back().seq);
+               printable_text(spec), t.launches.front().seq, t.launches.back().seq);
   return it;
 }
 
