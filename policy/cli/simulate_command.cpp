@@ -455,7 +455,15 @@ void add_simulate_command(CLI::App& app) {
                   "also write the simulated iteration as a timeline (Chrome trace event JSON for "
                   "ui.perfetto.dev or chrome://tracing)")
       ->check(non_empty_path());
-  sub->callback([o] { run(*o); });
+  // The search's options mean nothing to the other policies: refused there, not ignored.
+  sub->callback([o, search, seed, threads, require_fit] {
+    if (o->plan.empty() && parse_policy(o->policy) != PolicyKind::kCapuchin)
+      for (CLI::Option* opt : {search, seed, threads, require_fit})
+        if (opt->count() && parse_policy(o->policy))
+          throw CLI::ValidationError(opt->get_name(), "applies to --policy capuchin only, not " +
+                                                          printable_text(o->policy));
+    run(*o);
+  });
 }
 
 }  // namespace gswap::policy::cli
