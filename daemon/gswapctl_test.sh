@@ -305,6 +305,11 @@ PY
     one_line_error "an unwritable timeline" "cannot write $RT/no/t.json" \
       "$ctl" simulate --trace ref:resnet50 --budget 50% --search-ms 0 --json --timeline "$RT/no/t.json"
     one_line_error "plot without a source" "give --pid P or --trace" "$ctl" plot --out "$RT/x.svg"
+    # The search's time with another policy is refused, as by simulate.
+    err=$("$ctl" plot --trace ref:resnet50 --budget 50% --policy lru --search-ms 5 --out "$RT/x.svg" 2>&1) &&
+      fail "plot --policy lru --search-ms 5 succeeded"
+    [[ $err == *"--search-ms: applies to --policy capuchin only, not lru"* ]] ||
+      fail "plot --policy lru --search-ms 5: got '$err'"
     # A path holding a newline is shown escaped: the error stays one line.
     one_line_error "an unwritable timeline named with a newline" 'cannot write .*/no/a\\x0ab\.json' \
       "$ctl" simulate --trace ref:resnet50 --budget 50% --search-ms 0 --json --timeline "$RT/no/a"$'\n'"b.json"

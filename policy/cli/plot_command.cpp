@@ -91,6 +91,11 @@ void add_plot_command(CLI::App& app, TraceFetcher fetch) {
   sub->callback([o, fetch, sub] {
     if (!sub->count("--pid") && !sub->count("--trace"))
       throw std::runtime_error("plot: give --pid P or --trace FILE|ref:NAME");
+    // As simulate: the search's time means nothing to the other policies.
+    if (sub->count("--search-ms") && parse_policy(o->policy) &&
+        parse_policy(o->policy) != PolicyKind::kCapuchin)
+      throw CLI::ValidationError(
+          "--search-ms", "applies to --policy capuchin only, not " + printable_text(o->policy));
     Trace t;
     std::string name;
     std::optional<std::uint64_t> budget;  // none: the trace's peak
