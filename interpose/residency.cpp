@@ -542,8 +542,9 @@ void Residency::log_oom(std::uint64_t asked) {
     return;
   }
   GSWAP_LOG(kError,
-            "out of memory: asked %s, budget %s, resident %s, pinned host %s; nothing more can be "
-            "evicted (CUDA_ERROR_OUT_OF_MEMORY)",
+            "out of memory: asked %s, budget %s, resident %s, pinned host %s; not enough of what "
+            "is resident can leave (pinned by calls in flight, made to stay, or needed by this "
+            "call) (CUDA_ERROR_OUT_OF_MEMORY)",
             format_bytes(asked, a, 32), format_bytes(budget(), b, 32), format_bytes(used(), c, 32),
             format_bytes(host_.pinned_bytes(), d, 32));
 }
