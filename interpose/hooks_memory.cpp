@@ -18,11 +18,7 @@ namespace {
 // as it does without gswap, with the driver's code, before gswap takes or frees a region on it:
 // gswap's own event on such a stream would fail only after, and the call report success.
 CUresult check_stream(CUstream s) {
-  if (s == nullptr || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD ||
-      !real().cuStreamGetFlags)
-    return CUDA_SUCCESS;
-  unsigned int flags = 0;
-  return real().cuStreamGetFlags(s, &flags);
+  return check_app_stream(s);
 }
 
 // Whether `pool` is the current device's current or default memory pool: what a region stands

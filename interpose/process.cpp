@@ -556,11 +556,21 @@ bool region_owner(CUcontext* ctx, CUdevice* device) {
   return true;
 }
 
+CUresult check_app_stream(CUstream s) {
+  if (s == nullptr || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD ||
+      !real().cuStreamGetFlags)
+    return CUDA_SUCCESS;
+  unsigned int flags = 0;
+  return real().cuStreamGetFlags(s, &flags);
+}
+
 CUresult prepare_slow(TouchSet& t, CUstream stream, bool per_thread, bool sync) {
+  if (CUresult e = check_app_stream(stream); e != CUDA_SUCCESS) return e;
   return g_res->prepare(t, stream, per_thread, sync);
 }
 
 CUresult wait_restoring(TouchSet& t, CUstream stream, bool per_thread, bool sync) {
+  if (CUresult e = check_app_stream(stream); e != CUDA_SUCCESS) return e;
   return g_res->wait_restores(t, stream, per_thread,
                               sync || g_fast->capturing.load(std::memory_order_relaxed) > 0);
 }

@@ -54,9 +54,15 @@ bool region_slack(CUdeviceptr p);
 // The context and device regions belong to (false before the first region).
 bool region_owner(CUcontext* ctx, CUdevice* device);
 
+// CUDA_SUCCESS, or the driver's code for a stream it does not know (destroyed, or never made):
+// checked before gswap does work on the application's stream, whose failure would otherwise
+// show as gswap's own errors. The null, legacy and per-thread streams are always known.
+CUresult check_app_stream(CUstream s);
+
 // Slow path of an access: makes every region of t resident (restoring, evicting others), has
 // the caller's stream (or, for sync calls, the host) wait for restores, and pins them all.
-// On success the caller marks use, enqueues, then unpins.
+// On success the caller marks use, enqueues, then unpins. On a stream the driver does not know,
+// the driver's code (check_app_stream) before anything moves.
 CUresult prepare_slow(TouchSet& t, CUstream stream, bool per_thread, bool sync);
 // The wait path of an access whose regions are all mapped but some still being restored
 // (kRestoring): the caller's stream waits for those restores on the device (the host, for

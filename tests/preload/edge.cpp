@@ -30,6 +30,10 @@
 //                                cuMemGetInfo with a null pointer, a launch of an unloaded
 //                                module's function and graph launches of no instance and of a
 //                                destroyed one fail as without gswap; then as swap
+//   edge MODULE.so dead_stream   a launch, an async copy and an async memset on a destroyed
+//                                stream, of a region swapped out: each fails with the driver's
+//                                code before gswap brings anything back or calls the driver on
+//                                that stream (no error of gswap's own is logged); then as swap
 //   edge MODULE.so zero_extent   2D and 3D copies between swapped-out regions with a Height,
 //                                Depth, layer height or pitch of 0, which the driver reads as one
 //                                row, one layer, the copy's height and its width: the rows copied
@@ -348,6 +352,28 @@ int run_bad_calls(unsigned long long region_bytes) {
   return 0;
 }
 
+// Work on a stream the driver no longer knows fails with its code, as without gswap, before
+// gswap restores the region or records and waits on that stream (whose failures it would log as
+// its own errors).
+int run_dead_stream(unsigned long long region_bytes) {
+  const unsigned long long n = region_bytes / 4;
+  CUdeviceptr b[3];
+  for (auto& p : b) {
+    PCHECK(cuMemAlloc(&p, region_bytes));
+    PCHECK(cuMemsetD32(p, 9u, n));  // over a budget of two: b[0] is swapped out by the third
+  }
+  CUstream dead;
+  PCHECK(cuStreamCreate(&dead, CU_STREAM_NON_BLOCKING));
+  PCHECK(cuStreamDestroy(dead));
+  std::vector<unsigned> host(n, 1u);
+  PEXPECT(launch_add(g_add, dead, b[0], n, 1) == CUDA_ERROR_INVALID_HANDLE);
+  PEXPECT(cuMemcpyHtoDAsync(b[0], host.data(), region_bytes, dead) == CUDA_ERROR_INVALID_HANDLE);
+  PEXPECT(cuMemsetD32Async(b[0], 1u, n, dead) == CUDA_ERROR_INVALID_HANDLE);
+  for (auto& p : b) PEXPECT(all_equal(p, n, 9u, nullptr));
+  std::printf("dead_stream: work on a destroyed stream refused, the regions unchanged\n");
+  return 0;
+}
+
 int run_zero_extent(unsigned long long region_bytes) {
   const unsigned long long n = region_bytes / 4;
   constexpr std::size_t kRow = 1024;
@@ -623,9 +649,10 @@ int check_before_init() {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr,
-                 "usage: edge MODULE.so oom|fork|swap|graph|indirect|bounds|contend|capture_v1|"
-                 "capture_fail|bad_calls|zero_extent|wide|init|before_init [region-MiB]\n");
+    std::fprintf(
+        stderr,
+        "usage: edge MODULE.so oom|fork|swap|graph|indirect|bounds|contend|capture_v1|"
+        "capture_fail|bad_calls|dead_stream|zero_extent|wide|init|before_init [region-MiB]\n");
     return 2;
   }
   std::string mode = argv[2];
@@ -664,6 +691,7 @@ int main(int argc, char** argv) {
   if (mode == "capture_fail") return run_capture_fail(region_bytes);
   if (mode == "bad_calls") return run_bad_calls(region_bytes) != 0 ? 1 : run_swap(region_bytes);
   if (mode == "zero_extent") return run_zero_extent(region_bytes);
+  if (mode == "dead_stream") return run_dead_stream(region_bytes) != 0 ? 1 : run_swap(region_bytes);
   if (mode == "wide") return run_wide(region_bytes);
   std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
   return 2;
