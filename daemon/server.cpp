@@ -363,6 +363,7 @@ void Server::tick(int timeout_ms) {
     }
   }
   collect_plans();
+  flush_counted_lines(now);
   if (now - last_feedback_ms_ >= 300) {
     last_feedback_ms_ = now;
     for (auto& c : clients_) apply_feedback(*c);
@@ -401,7 +402,26 @@ void Server::accept_one() {
   }
   // One line a second at most: a flood must not fill the log either.
   pending_closed_ += closed;
-  std::int64_t now = now_ms();
+  flush_counted_lines(now_ms());
+}
+
+// Kept to a few lines a second: a peer that may not use gswapd (or speaks another protocol) and
+// connects in a loop wrote a line each time, 2 MB of log a second from one process.
+constexpr std::size_t kRefusalLinesPerSecond = 5;
+
+void Server::log_refusal(pid_t pid, const std::string& msg) {
+  const std::int64_t now = now_ms();
+  flush_counted_lines(now);
+  if (refusals_logged_ < kRefusalLinesPerSecond) {
+    ++refusals_logged_;
+    log_->warn("refused pid {}: {}", pid, msg);
+    return;
+  }
+  ++refusals_unlogged_;
+  last_unlogged_refusal_ = fmt::format("pid {}: {}", pid, msg);
+}
+
+void Server::flush_counted_lines(std::int64_t now) {
   if (pending_closed_ && now - pending_closed_logged_ms_ >= 1000) {
     log_->warn(
         "closed {} connection{} that had not said hello, to make room (at most {} per "
@@ -409,6 +429,14 @@ void Server::accept_one() {
         pending_closed_, pending_closed_ == 1 ? "" : "s", kMaxPendingPerPeer, kMaxPending);
     pending_closed_ = 0;
     pending_closed_logged_ms_ = now;
+  }
+  if (now - refusals_window_ms_ >= 1000) {
+    if (refusals_unlogged_)
+      log_->warn("refused {} more handshake{} in a second, without a line each (the last: {})",
+                 refusals_unlogged_, refusals_unlogged_ == 1 ? "" : "s", last_unlogged_refusal_);
+    refusals_window_ms_ = now;
+    refusals_logged_ = refusals_unlogged_ = 0;
+    last_unlogged_refusal_.clear();
   }
 }
 
@@ -458,7 +486,7 @@ void Server::handshake(Pending& p) {
   if (p.not_allowed) {
     std::string msg = fmt::format("uid {} gid {} may not use this gswapd (uid {}); see allow_uids",
                                   p.uid, p.gid, geteuid());
-    log_->warn("refused pid {}: {}", p.pid, msg);
+    log_refusal(p.pid, msg);
     refuse(p.fd, proto::HelloStatus::kNotAllowed, msg);
     return;
   }
@@ -485,7 +513,7 @@ void Server::handshake(Pending& p) {
     } else {
       msg = fmt::format("handshake refused: {}", proto::hello_status_name(st));
     }
-    log_->warn("refused pid {}: {}", p.pid, msg);
+    log_refusal(p.pid, msg);
     refuse(p.fd, st, msg);
     return;
   }
@@ -501,14 +529,14 @@ void Server::handshake(Pending& p) {
       }) >= static_cast<std::ptrdiff_t>(kMaxConnectionsPerProcess)) {
     std::string msg = fmt::format("pid {} already holds {} connections (a process needs one)",
                                   p.pid, kMaxConnectionsPerProcess);
-    log_->warn("refused pid {}: {}", p.pid, msg);
+    log_refusal(p.pid, msg);
     refuse(p.fd, proto::HelloStatus::kFull, msg);
     return;
   }
   if (clients_.size() >= config_.uint("max_clients")) {
     std::string msg =
         fmt::format("gswapd already serves {} clients (max_clients)", clients_.size());
-    log_->warn("refused pid {}: {}", p.pid, msg);
+    log_refusal(p.pid, msg);
     refuse(p.fd, proto::HelloStatus::kFull, msg);
     return;
   }

@@ -64,6 +64,11 @@ class Server {
   void close_pending(std::size_t index);
   void handshake(Pending& p);
   void refuse(int fd, proto::HelloStatus status, const std::string& message);
+  // "refused pid P: MSG", rate-limited: a peer refused in a loop must not fill the log.
+  void log_refusal(pid_t pid, const std::string& msg);
+  // The lines counted instead of written (refusals, connections closed before their hello),
+  // once their second is over, whether or not more come.
+  void flush_counted_lines(std::int64_t now);
   // A control peer past its hello: its exchange runs in the loop, never blocking it.
   struct ControlPeer {
     ControlExchange exchange;
@@ -112,6 +117,11 @@ class Server {
   std::int64_t pending_closed_logged_ms_ = 0;
   std::size_t controls_closed_ = 0;  // control exchanges closed to make room, not yet logged
   std::int64_t controls_closed_logged_ms_ = 0;
+  // Refused handshakes: a line each up to kRefusalLinesPerSecond a second, then counted and said
+  // in one line when the second is over (log_refusal, flush_counted_lines).
+  std::int64_t refusals_window_ms_ = 0;
+  std::size_t refusals_logged_ = 0, refusals_unlogged_ = 0;
+  std::string last_unlogged_refusal_;
   std::vector<std::unique_ptr<Client>> clients_;
   ClientLimits limits_;
   std::int64_t started_at_ = 0;

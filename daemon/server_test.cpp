@@ -396,6 +396,35 @@ TEST_F(ServerTest, RefusesAHelloOfTheWrongSizeAsSuch) {
   }
 }
 
+// A peer refused in a loop writes a few lines a second, not one per attempt: 40 bad hellos in a
+// burst give 5 lines, then one line, once the second is over, counting the other 35 (even with
+// no further connection).
+TEST_F(ServerTest, RefusalsInALoopAreCountedNotLoggedOneByOne) {
+  std::ostringstream out;
+  restart_logging_to(&out);
+  for (int k = 0; k < 40; ++k) {
+    int fd = connect_raw();
+    proto::Hello h = hello();
+    h.magic = 0x1234;
+    int shm = -1;
+    proto::HelloReply r = exchange(fd, &h, sizeof h, &shm);
+    EXPECT_EQ(r.status, static_cast<std::int32_t>(proto::HelloStatus::kBadMagic));
+    close(fd);
+  }
+  auto count = [&](const std::string& what) {
+    std::size_t n = 0;
+    std::istringstream lines(out.str());
+    for (std::string l; std::getline(lines, l);) n += l.find(what) != std::string::npos;
+    return n;
+  };
+  EXPECT_LE(count("refused pid"), 5u) << out.str();
+  EXPECT_GE(count("refused pid"), 1u) << out.str();
+  const std::size_t logged = count("refused pid");
+  for (int i = 0; i < 150 && !count("more handshakes in a second"); ++i) server_->tick(10);
+  EXPECT_EQ(count("refused " + std::to_string(40 - logged) + " more handshakes in a second"), 1u)
+      << out.str();
+}
+
 TEST_F(ServerTest, ClientsShareTheBudgetAndGarbageDropsOnlyTheOffender) {
   int fd1 = connect_raw();
   proto::Hello h = hello();
