@@ -49,7 +49,11 @@ bool parse_weights(std::string_view text, std::map<std::string, double>* out, st
       *why = fmt::format("weight of '{}' must be a number in (0, 1e6]", item.substr(0, eq));
       return false;
     }
-    w[std::string(item.substr(0, eq))] = v;
+    // As the file form refuses a key given twice in "weights": which one was meant is unknown.
+    if (!w.emplace(std::string(item.substr(0, eq)), v).second) {
+      *why = fmt::format("'{}' is given a weight twice", item.substr(0, eq));
+      return false;
+    }
     if (comma == std::string_view::npos) break;
     text.remove_prefix(comma + 1);
   }
@@ -166,6 +170,21 @@ std::string Config::set_text(const settings::Declaration& d, std::string_view va
     const std::string_view ident = d.ident;
     if (ident == "max_clients" && u == 0)
       return fmt::format("'{}' serves no client: it must be at least 1", value);
+    if (ident == "max_clients" && u > kMaxClients)
+      return fmt::format("'{}' is too many clients: it must be at most {}", value, kMaxClients);
+    if (ident == "plan_search_ms" && u > kMaxPlanSearchMs)
+      return fmt::format(
+          "'{}' would hold the planning thread, which every client shares: it must be at most {} "
+          "ms",
+          value, kMaxPlanSearchMs);
+    if (ident == "plan_refine_ms" && u > kMaxPlanRefineMs)
+      return fmt::format("'{}' is too long a refinement: it must be at most {} ms", value,
+                         kMaxPlanRefineMs);
+    if (ident == "trace_launches" && u > kMaxTraceLaunches)
+      return fmt::format(
+          "'{}' would not bound a client's launch window: it must be at most {} (the longest "
+          "iteration the library follows)",
+          value, kMaxTraceLaunches);
     if (ident == "plan_search_threads" && (u == 0 || u > kMaxPlanSearchThreads))
       return fmt::format("'{}' is not a number of search threads: it must be 1 to {}", value,
                          kMaxPlanSearchThreads);

@@ -19,6 +19,13 @@ namespace gswap::daemon {
 inline constexpr std::uint64_t kMinTraceLaunches = 16;
 // The most walks plan_search_threads may ask for (policy::SearchOptions::threads' limit).
 inline constexpr std::uint64_t kMaxPlanSearchThreads = 64;
+// Upper ends of settings that would otherwise hold the one planning thread, or memory, without
+// bound: a minute's search per plan, ten minutes' refinement, the library's longest iteration
+// (2^22 launches) per client's window, 1,024 clients.
+inline constexpr std::uint64_t kMaxPlanSearchMs = 60'000;
+inline constexpr std::uint64_t kMaxPlanRefineMs = 600'000;
+inline constexpr std::uint64_t kMaxTraceLaunches = 1ull << 22;
+inline constexpr std::uint64_t kMaxClients = 1024;
 
 class Config {
  public:

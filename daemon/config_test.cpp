@@ -79,6 +79,25 @@ TEST(Config, SyntaxErrorAndNonObject) {
   EXPECT_EQ(check(R"({"plan_search_threads": 65})").size(), 1u);
   EXPECT_TRUE(check(R"({"plan_search_threads": 1})").empty());
   EXPECT_TRUE(check(R"({"plan_search_threads": 64})").empty());
+  // Settings that would hold the shared planning thread, or memory, without bound.
+  e = check(
+      R"({"plan_search_ms": 60001, "plan_refine_ms": 600001, "trace_launches": 4194305, "max_clients": 1025})");
+  ASSERT_EQ(e.size(), 4u);
+  EXPECT_NE(e[0].find("max_clients: out of range: '1025' is too many clients: it must be at most "
+                      "1024"),
+            std::string::npos)
+      << e[0];
+  EXPECT_NE(e[1].find("plan_refine_ms: out of range: '600001'"), std::string::npos) << e[1];
+  EXPECT_NE(e[2].find("plan_search_ms: out of range: '60001' would hold the planning thread"),
+            std::string::npos)
+      << e[2];
+  EXPECT_NE(e[3].find("trace_launches: out of range: '4194305' would not bound"), std::string::npos)
+      << e[3];
+  EXPECT_TRUE(
+      check(
+          R"({"plan_search_ms": 60000, "plan_refine_ms": 600000, "trace_launches": 4194304, "max_clients": 1024})")
+          .empty());
+  EXPECT_EQ(check(R"({"plan_search_ms": 18446744073709551615})").size(), 1u);
   // A value's control characters are escaped in the message, as \xNN.
   e = check(std::string(R"({"gpu_budget": "50%\u0000junk"})"));
   ASSERT_EQ(e.size(), 1u);
@@ -136,6 +155,11 @@ TEST(Config, EnvironmentOverridesFileAndIsValidated) {
   ASSERT_EQ(e.size(), 2u);
   EXPECT_EQ(e[0].rfind("GSWAP_LOG:", 0), 0u) << e[0];
   EXPECT_EQ(e[1].rfind("GSWAP_ALLOW_UIDS:", 0), 0u) << e[1];
+  // A name given two weights is refused, as a key given twice in the file's "weights".
+  env = {{"GSWAP_WEIGHTS", "a=1,a=2"}};
+  e = c.merge_env(lookup);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_NE(e[0].find("GSWAP_WEIGHTS: 'a' is given a weight twice"), std::string::npos) << e[0];
 }
 
 // A command-line value (gswapctl run --budget) is checked as its environment variable is.
