@@ -14,13 +14,6 @@
 namespace gswap::interpose {
 namespace {
 
-// A stream-ordered call on a stream the driver does not know (destroyed, or never made) fails
-// as it does without gswap, with the driver's code, before gswap takes or frees a region on it:
-// gswap's own event on such a stream would fail only after, and the call report success.
-CUresult check_stream(CUstream s) {
-  return check_app_stream(s);
-}
-
 // Whether `pool` is the current device's current or default memory pool: what a region stands
 // in for. Another pool (one of another device, or made for its own properties) and a handle the
 // driver does not know are the driver's to answer.
@@ -40,8 +33,11 @@ bool device_pool(CUmemoryPool pool) {
 CUresult alloc(CUdeviceptr* out, size_t bytes, CUstream s, bool async, bool pt, CUmemoryPool pool,
                bool from_pool = false) {
   if (!out) return CUDA_ERROR_INVALID_VALUE;
+  // A stream-ordered call on a stream the driver does not know fails as it does without gswap,
+  // before gswap takes a region on it: gswap's own event there would fail only after, and the
+  // call report success.
   if (async) {
-    if (CUresult e = check_stream(s); e != CUDA_SUCCESS) return e;
+    if (CUresult e = check_app_stream(s); e != CUDA_SUCCESS) return e;
   }
   if (from_pool && !pool) return CUDA_ERROR_INVALID_VALUE;  // as the driver answers
   if (from_pool && !device_pool(pool)) return arena_alloc(out, bytes, s, async, pt, pool);
@@ -79,11 +75,11 @@ CUresult hook_cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* p, size_t n, CUmemoryPoo
   return alloc(p, n, s, true, true, pool, true);
 }
 CUresult hook_cuMemFreeAsync(CUdeviceptr p, CUstream s) {
-  if (CUresult e = check_stream(s); e != CUDA_SUCCESS) return e;
+  if (CUresult e = check_app_stream(s); e != CUDA_SUCCESS) return e;
   return free_any(p, s, true, false);
 }
 CUresult hook_cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s) {
-  if (CUresult e = check_stream(s); e != CUDA_SUCCESS) return e;
+  if (CUresult e = check_app_stream(s); e != CUDA_SUCCESS) return e;
   return free_any(p, s, true, true);
 }
 
