@@ -570,15 +570,20 @@ TEST(LowerBoundTest, ARegionTooSmallToEvictIsNeverOff) {
   EXPECT_DOUBLE_EQ(lower_bound(b, budget).bound_us, 300.0);
 }
 
+// A 4-layer ViT-B/16, batch 64, swap-only: long enough for the refinement's visits to matter.
+Trace vit4_swap_only() {
+  TransformerConfig c;
+  c.layers = 4, c.patch = 16, c.seq = 197, c.hidden = 768, c.heads = 12, c.batch = 64;
+  c.vocab = 1000;
+  return without_recompute(make_transformer(c));
+}
+
 // Past max_visits the refinements still run at the launches with the highest values without
 // them (at least one). A 4-layer ViT-B/16, swap-only, at 50% of its peak: 35,285 us without the
 // refinements, 37,220 us with them at every launch, 37,043 us refined at the highest launch
 // only; every policy's step stays above it.
 TEST(LowerBoundTest, PastTheVisitsTheHighestLaunchesAreRefinedStill) {
-  TransformerConfig c;
-  c.layers = 4, c.patch = 16, c.seq = 197, c.hidden = 768, c.heads = 12, c.batch = 64;
-  c.vocab = 1000;
-  const Trace t = without_recompute(make_transformer(c));
+  const Trace t = vit4_swap_only();
   const Analysis a = analyze(t);
   const std::uint64_t budget = a.peak_bytes / 2;
   const double full = lower_bound(a, budget).bound_us;
@@ -597,10 +602,7 @@ TEST(LowerBoundTest, PastTheVisitsTheHighestLaunchesAreRefinedStill) {
 // max_visits in all (or one launch), so a long iteration costs under a second. At every launch
 // over the budget when that many visits allow it, at the highest launches otherwise.
 TEST(LowerBoundTest, TheRefinementSpendsASixteenthOfTheVisitsAtMost) {
-  TransformerConfig c;
-  c.layers = 4, c.patch = 16, c.seq = 197, c.hidden = 768, c.heads = 12, c.batch = 64;
-  c.vocab = 1000;
-  const Trace t = without_recompute(make_transformer(c));
+  const Trace t = vit4_swap_only();
   const Analysis a = analyze(t);
   const std::uint64_t budget = a.peak_bytes / 2;
   std::size_t over = 0;
