@@ -116,25 +116,26 @@ Analysis analyze(const Trace& trace) {
   match_next_instances(trace, &a);
   a.is_source.assign(nr, false);
   a.sources.assign(nr, {});
-  a.sources_from.assign(nr, 0);
-  a.sources_to.assign(nr, std::numeric_limits<std::size_t>::max());
-  a.sources_known.assign(nr, false);
+  constexpr std::size_t kNever = std::numeric_limits<std::size_t>::max();
+  a.sources_from.assign(nr, kNever);  // empty until a recomputation says otherwise
+  a.sources_to.assign(nr, 0);
   for (std::size_t r = 0; r < nr; ++r) {
     const Region& reg = trace.regions[r];
     if (!reg.recompute) continue;
-    bool known = true;
+    std::size_t from = 0, to = kNever;
     for (RegionId src : reg.recompute->sources) {
       const auto it = a.index.find(src);
       a.sources[r].push_back(it == a.index.end() ? kNoRegion : it->second);
       if (it != a.index.end() && src != reg.id) a.is_source[it->second] = true;
       if (it == a.index.end() || it->second == r) {
-        known = false;
-        continue;
+        from = kNever, to = 0;  // never: a source that is not another region of the trace
+      } else {
+        from = std::max(from, a.first_live[it->second]);
+        to = std::min(to, a.last_live[it->second]);
       }
-      a.sources_from[r] = std::max(a.sources_from[r], a.first_live[it->second]);
-      a.sources_to[r] = std::min(a.sources_to[r], a.last_live[it->second]);
     }
-    a.sources_known[r] = known;
+    a.sources_from[r] = from;
+    a.sources_to[r] = to;
   }
   std::vector<std::int64_t> small_diff(a.n + 1, 0);  // live regions that are never evicted
   for (std::size_t r = 0; r < nr; ++r)
@@ -238,7 +239,6 @@ Analysis analyze(const Trace& trace) {
 }
 
 bool Analysis::sources_allocated_together(std::size_t r, std::size_t from, std::size_t b) const {
-  if (!trace->regions[r].recompute || !sources_known[r]) return false;
   return std::max(from, sources_from[r]) <= std::min(b, sources_to[r]);
 }
 

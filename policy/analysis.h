@@ -44,12 +44,11 @@ struct Analysis {
   // Per region: its recomputation's sources as region indices, in the trace's order, kNoRegion
   // for an id the trace does not know (empty when not recomputable).
   std::vector<std::vector<std::size_t>> sources;
-  // Per recomputable region: the launches where every source is allocated, [sources_from,
-  // sources_to] (empty when from > to), found once so that sources_allocated_together costs the
-  // same however many sources a region lists; sources_known is false when a source is not
-  // another region of the trace.
+  // Per region: the launches where every source of its recomputation is allocated,
+  // [sources_from, sources_to], found once so that sources_allocated_together costs the same
+  // however many sources a region lists. Empty (from > to) for a region not recomputable, or
+  // with a source that is not another region of the trace.
   std::vector<std::size_t> sources_from, sources_to;
-  std::vector<bool> sources_known;
   std::vector<std::uint64_t> live_bytes;   // per launch: bytes allocated while it runs
   std::vector<std::uint64_t> working_set;  // per launch: bytes it touches
   std::uint64_t peak_bytes = 0;
