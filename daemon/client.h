@@ -248,6 +248,9 @@ class Client : public proto::EventSink {
     std::string planner;      // what the search that made the plan said (Client::planner)
     double left_ms = 0;       // search time left
     std::uint64_t seed = 0;   // the next step's
+    // The seeds no search of the plan's iteration made yet (policy::SearchResult::seeds_left):
+    // the next step makes them.
+    std::vector<std::string> seeds_left;
     std::size_t steps = 0, evaluations = 0;
     double spent_ms = 0;
     bool pending = false;  // a step submitted, its result not yet collected

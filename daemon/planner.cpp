@@ -129,6 +129,7 @@ void PlannerThread::run() {
           opt.start = &job.plan;
           opt.start_seed = "refined";
           opt.seed = job.seed;
+          opt.seeds = job.seeds;
         }
         r.search = policy::plan_iteration(job.trace, job.budget, opt);
       }

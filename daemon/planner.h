@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -51,6 +52,9 @@ class PlannerThread {
     std::vector<double> lateness_us;
     std::uint64_t plan_generation = 0;  // echoed: which published plan the lateness was for
     std::uint64_t seed = 1;             // a refinement step's search seed
+    // A refinement step's seeds to make beside the plan (policy::SearchOptions::seeds): those
+    // the searches before it ran out of time before making.
+    std::vector<std::string> seeds;
     std::uint64_t refinement = 0;       // echoed: which refinement the step belongs to
   };
   struct Result {

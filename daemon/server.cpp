@@ -719,6 +719,7 @@ void Server::collect_plans() {
           f.planner = planner;
           f.left_ms = static_cast<double>(config_.uint("plan_refine_ms"));
           f.seed = 2;  // the search's own was 1
+          f.seeds_left = r.search.seeds_left;
           refine(*c);
         }
       }
@@ -887,6 +888,7 @@ void Server::refine(Client& c) {
   job.kind = PlannerThread::Kind::kRefine;
   job.plan = f.best;
   job.seed = f.seed++;
+  job.seeds = f.seeds_left;
   job.refinement = f.serial;
   job.time_budget_ms = std::min(policy::kRefineStepMs, f.left_ms);
   f.pending = planner_->submit(std::move(job));
@@ -903,6 +905,7 @@ void Server::take_refinement(Client& c, const PlannerThread::Result& r) {
   ++f.steps;
   f.evaluations += r.search.evaluations;
   f.spent_ms += r.plan_ms;
+  f.seeds_left = r.search.seeds_left;
   const policy::Plan& plan = r.search.plan;
   if (plan.feasible && plan.fits && r.search.sim.step_time_us > 0 &&
       r.search.sim.step_time_us < f.best_us) {
@@ -1026,7 +1029,8 @@ nlohmann::json refinement_json(const Client::Refinement& f) {
           {"ms", f.spent_ms},
           {"left_ms", std::max(0.0, f.left_ms)},
           {"best_gain", f.searched_us > 0 ? 1 - f.best_us / f.searched_us : 0.0},
-          {"published_gain", f.searched_us > 0 ? 1 - f.published_us / f.searched_us : 0.0}};
+          {"published_gain", f.searched_us > 0 ? 1 - f.published_us / f.searched_us : 0.0},
+          {"seeds_left", f.seeds_left}};
 }
 }  // namespace
 

@@ -1526,6 +1526,9 @@ TEST_F(ServerTest, APlanFollowedIsRefined) {
   ASSERT_NO_FATAL_FAILURE(iterate_until_guided(lib, iteration, length, &ph, &entries));
   const std::uint64_t first_generation = ph.generation;
   const std::string first_planner = server_->status_json()["clients"][0]["planner"];
+  // With no search time, the first search made its first seeds only: the refinement (whose first
+  // step, 500 ms long, is still under way) makes the others.
+  EXPECT_FALSE(server_->status_json()["clients"][0]["refinement"]["seeds_left"].empty());
   // The step the simulator gives the plan followed.
   auto followed_step = [&] {
     policy::Trace trace;
@@ -1558,6 +1561,7 @@ TEST_F(ServerTest, APlanFollowedIsRefined) {
   EXPECT_GE(f["best_gain"].get<double>(), f["published_gain"].get<double>()) << f.dump();
   EXPECT_NEAR(f["published_gain"].get<double>(), 1 - followed_step() / first_step, 1e-6)
       << f.dump();
+  EXPECT_TRUE(f["seeds_left"].empty()) << f.dump();
   close(shm);
   close(fd);
 }
@@ -1641,6 +1645,34 @@ TEST(PlannerThreadTest, RefinementStepsWaitForEveryOtherJob) {
     if (r.kind == PlannerThread::Kind::kRefine) {
       EXPECT_EQ(r.search.seed_policy.rfind("refined", 0), 0u) << r.search.seed_policy;
     }
+}
+
+// A refinement step makes the seeds it is given beside its plan, and says which it did not make
+// (here none, with no time left after its start plan).
+TEST(PlannerThreadTest, ARefinementStepMakesTheSeedsItIsGiven) {
+  const policy::Trace trace = policy::make_unet(2);
+  const policy::Analysis a = policy::analyze(trace);
+  PlannerThread planner;
+  for (double ms : {0.0, 100.0}) {
+    PlannerThread::Job j;
+    j.client = 1;
+    j.trace = trace;
+    j.budget = a.peak_bytes / 2;
+    j.time_budget_ms = ms;
+    j.kind = PlannerThread::Kind::kRefine;
+    j.plan = policy::plan_capuchin(a, j.budget);
+    j.seeds = {"delta", "belady"};
+    ASSERT_TRUE(planner.submit(std::move(j)));
+    std::vector<PlannerThread::Result> got;
+    for (int i = 0; i < 1000 && got.empty(); ++i) {
+      for (auto& r : planner.take_results()) got.push_back(std::move(r));
+      if (got.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ASSERT_EQ(got.size(), 1u);
+    const std::vector<std::string> left =
+        ms == 0 ? std::vector<std::string>{"belady", "delta"} : std::vector<std::string>{};
+    EXPECT_EQ(got[0].search.seeds_left, left);
+  }
 }
 
 // A Client fed through its ring directly, without a server: what one client costs gswapd.

@@ -241,10 +241,19 @@ class Search {
     // strongest and cheapest come first. Over the corpus the best seed is Belady's plan in 33 of
     // 78 cells, the greedy plan in 30 and recompute-only in 14; Belady's takes a twentieth of the
     // greedy plan's time. DELTA's is cheap too, and ahead of the greedy plan where that stalls.
-    const std::vector<std::string> names =
+    const std::vector<std::string> all =
         o_.allow_recompute ? std::vector<std::string>{"capuchin",  "belady", "recompute", "delta",
                                                       "swap-only", "vdnn",   "lru"}
                            : std::vector<std::string>{"capuchin", "belady", "delta", "vdnn", "lru"};
+    const bool go_on = o_.start && o_.start->feasible;
+    // Going on from a start plan, only the seeds asked for (an earlier search's seeds_left).
+    std::vector<std::string> names;
+    for (const std::string& name : all)
+      if (!go_on || std::find(o_.seeds.begin(), o_.seeds.end(), name) != o_.seeds.end())
+        names.push_back(name);
+    auto left_from = [&](std::size_t i) {
+      res.seeds_left.assign(names.begin() + static_cast<std::ptrdiff_t>(i), names.end());
+    };
     Plan first;
     // The first batch's time (the first seed's, on one thread): a later batch starts only with
     // room left for as much, so that the search overruns its budget by a seed's simulations at
@@ -253,7 +262,6 @@ class Search {
     std::vector<std::pair<Plan, std::string>> early;  // the seeds' early forms, tried after them
     std::vector<Best> seeds;                          // each seed's first simulation
     std::vector<Best> tuned;  // each seed's best feedback round (with_feedback), for fresh starts
-    const bool go_on = o_.start && o_.start->feasible;
     // Helper threads: one less than the walks to come, and no more than the machine runs at once
     // (a job beyond them would wait for a core). They make and simulate seeds side by side, run
     // their feedback rounds side by side, and simulate the sweeps' next plans side by side; in
@@ -276,15 +284,19 @@ class Search {
       SimResult sim;
       Plan as_made;  // the first seed only, as its planner made it
     };
-    for (std::size_t i = 0; i < names.size() && !go_on;) {
-      if (i > 0 && (seeding_done() || (best_ && best_->sim.feasible && !room_for(seed_ms)))) break;
+    for (std::size_t i = 0; i < names.size();) {
+      if ((i > 0 || go_on) &&
+          (seeding_done() || (best_ && best_->sim.feasible && !room_for(seed_ms)))) {
+        left_from(i);
+        break;
+      }
       const std::size_t n = std::min(width, names.size() - i);
       std::vector<Made> made(n);
       const bool timed = i == 0 && o_.now_ms;
       const double t0 = timed ? o_.now_ms() : 0;
       run_jobs(n, [&](std::size_t j) {
         Plan plan = make_seed(names[i + j]);
-        if (i + j == 0) {
+        if (i + j == 0 && !go_on) {
           made[j].as_made = plan;
           if (!plan.feasible) return;  // see below
         }
@@ -296,7 +308,7 @@ class Search {
       std::size_t j = 0;
       for (; j < n; ++j) {
         const std::string& name = names[i + j];
-        if (i + j == 0) {
+        if (i + j == 0 && !go_on) {
           first = std::move(made[j].as_made);
           if (!first.feasible) {  // no plan can fit: say why, as the greedy planner does
             res.plan = first;
@@ -311,8 +323,13 @@ class Search {
           early.emplace_back(std::move(e), name + " (early)");
         if (auto b = simulated(std::move(made[j].plan), std::move(made[j].sim), name))
           seeds.push_back(std::move(*b));
+        else
+          break;
       }
-      if (j < n) break;
+      if (j < n) {
+        left_from(i + j);
+        break;
+      }
       i += n;
     }
     for (std::size_t i = 0; i < early.size();) {
@@ -397,7 +414,9 @@ class Search {
     // best plan so far with the recomputable regions dropped over the launches past the budget
     // (with_drops), swept too: the walk, adding one drop at a time, seldom frees enough for a
     // swap to go.
-    if (!go_on) {  // a start plan was swept, and dropped over the peak, where it was found
+    // A start plan was swept, and dropped over the peak, where it was found; a seed made beside
+    // it that is better was not.
+    if (!go_on || seed.seed.rfind(o_.start_seed, 0) != 0) {
       prune(seed);
       if (!stop())
         if (Plan dp = with_drops(best_->plan); !dp.entries.empty())

@@ -66,6 +66,12 @@ struct SearchOptions {
   // plan walks other paths: gswapd refines a plan so, in steps (daemon/README.md).
   const Plan* start = nullptr;
   std::string start_seed = "start";
+  // With `start`: seeds to make and simulate beside it, by the names SearchResult::seeds_left
+  // gives (unknown names, and names of seeds the search would not make, such as "recompute"
+  // swap-only, are ignored), such as those an earlier search of the same iteration ran out of
+  // time before making. They run first, with their early forms and feedback rounds; where one
+  // is better than the start plan, it is swept and dropped over the peak as in a first search.
+  std::vector<std::string> seeds;
 };
 
 struct SearchResult {
@@ -79,6 +85,11 @@ struct SearchResult {
   std::size_t walks = 0;         // walks run side by side after the seeds (0: stopped before)
   bool cancelled = false;        // stopped by the flag
   bool out_of_time = false;      // stopped by the time budget
+  // The seeds it did not make (SearchOptions::seeds, or every seed without a start plan), the
+  // time or the evaluation cap up first, in the order it would have made them: on a long
+  // iteration the 200 ms may end after the first seeds. A search that goes on from its plan can
+  // make them (SearchOptions::seeds), as gswapd's refinement does.
+  std::vector<std::string> seeds_left;
 };
 
 // Seeds: the greedy hybrid plan (and its swap-only form), recompute-only, Belady's

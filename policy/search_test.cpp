@@ -437,6 +437,37 @@ TEST(SearchTest, KeepsASeedMadeBesideTheFirstWhenTheFirstTakesTheWholeBudget) {
   EXPECT_EQ(r.seed_policy.rfind("belady", 0), 0u) << r.seed_policy;
 }
 
+// The seeds a search did not make, its time up first, are named in the order it would have made
+// them; a search that goes on from its plan makes those it is given (gswapd's refinement, on a
+// long iteration whose first search ran out of time after the greedy plan).
+TEST(SearchTest, NamesTheSeedsItDidNotMakeAndASearchThatGoesOnMakesThem) {
+  const SearchResult slow = search_with_a_slow_first_seed(150, 200);
+  EXPECT_EQ(slow.seeds_left,
+            (std::vector<std::string>{"belady", "recompute", "delta", "swap-only", "vdnn", "lru"}));
+  const Trace t = make_two_stream_bert();
+  const Analysis a = analyze(t);
+  const std::uint64_t budget = a.peak_bytes * 30 / 100;
+  SearchOptions o;
+  o.max_evaluations = 30;
+  EXPECT_TRUE(search_plan(a, budget, o).seeds_left.empty());
+  // Going on from the greedy plan: with Belady's plan made beside it (far better here), the
+  // search descends from it; without, from the start plan. Unknown names are ignored.
+  const Plan greedy = plan_capuchin(a, budget);
+  o.start = &greedy;
+  o.start_seed = "refined";
+  const SearchResult alone = search_plan(a, budget, o);
+  EXPECT_EQ(alone.seed_policy.rfind("refined", 0), 0u) << alone.seed_policy;
+  o.seeds = {"no-such-seed", "belady"};
+  const SearchResult with = search_plan(a, budget, o);
+  EXPECT_EQ(with.seed_policy.rfind("belady", 0), 0u) << with.seed_policy;
+  EXPECT_LT(with.sim.step_time_us, alone.sim.step_time_us);
+  EXPECT_TRUE(with.seeds_left.empty());
+  // Out of evaluations after the start plan, the seeds asked for are left.
+  o.max_evaluations = 1;
+  o.seeds = {"delta", "belady"};
+  EXPECT_EQ(search_plan(a, budget, o).seeds_left, (std::vector<std::string>{"belady", "delta"}));
+}
+
 // Cancelled before it starts, the search stops inside the greedy planner (which may take
 // seconds on a wide iteration) and says so; its caller drops the result.
 TEST(SearchTest, CancelledBeforeItStartsSaysSo) {
