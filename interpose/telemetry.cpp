@@ -85,6 +85,11 @@ struct Shared {
 // Telemetry-thread state (see the ownership notes above).
 struct Connection {
   int fd = -1;
+  // The socket's identity: a program that closes descriptors it does not own (a closefrom()
+  // before exec, say) may close it and get its number back for a file of its own, which gswap
+  // must then neither read, write nor close.
+  dev_t dev = 0;
+  ino_t ino = 0;
   unsigned char* base = nullptr;
   std::uint64_t bytes = 0;
   p::RingProducer ring;
@@ -177,9 +182,16 @@ inline p::EventRecord record(p::EventType type, std::uint64_t seq, std::uint32_t
 
 // ---- telemetry thread ---------------------------------------------------------------------
 
+// Whether g_conn.fd is still the socket gswap connected (see Connection::dev).
+bool socket_still_ours() {
+  struct stat st {};
+  return g_conn.fd >= 0 && fstat(g_conn.fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
+         st.st_dev == g_conn.dev && st.st_ino == g_conn.ino;
+}
+
 void disconnect(const char* why) {
   if (g_conn.base) munmap(g_conn.base, g_conn.bytes);
-  if (g_conn.fd >= 0) close(g_conn.fd);
+  if (socket_still_ours()) close(g_conn.fd);
   g_conn = Connection{};
   g.enabled.store(false, std::memory_order_relaxed);
   if (g_info.recording) g_info.recording->store(false, std::memory_order_relaxed);
@@ -273,9 +285,16 @@ bool try_connect(bool* refused, bool* absent) {
     munmap(base, reply.shm_bytes);
     return fail(bad);
   }
+  struct stat sock {};
+  if (fstat(fd, &sock) != 0) {
+    munmap(base, reply.shm_bytes);
+    return fail("cannot stat the socket");
+  }
   auto* b = static_cast<unsigned char*>(base);
   auto* rc = reinterpret_cast<p::RingControl*>(b + hdr.ring_control_offset);
   g_conn.fd = fd;
+  g_conn.dev = sock.st_dev;
+  g_conn.ino = sock.st_ino;
   g_conn.base = b;
   g_conn.bytes = reply.shm_bytes;
   g_conn.ring =
@@ -450,7 +469,11 @@ void read_plan() {
   if (g_info.on_budget) g_info.on_budget(b);
 }
 
+// Whether the daemon closed the connection (or broke the protocol by writing to it). The socket is
+// first checked to be gswap's still: polled or read, a descriptor the program reused would lose
+// its data to gswap.
 bool peer_closed() {
+  if (!socket_still_ours()) return true;
   pollfd pfd{g_conn.fd, POLLIN, 0};
   if (poll(&pfd, 1, 0) <= 0) return false;
   char c;
@@ -463,7 +486,8 @@ void* thread_main(void*) {
   while (!g.stop.load()) {
     if (g_conn.base) {
       if (peer_closed()) {
-        disconnect("daemon exited");
+        disconnect(socket_still_ours() ? "daemon exited"
+                                       : "the program closed its socket; reconnecting");
         next_try = now_ms() + kReconnectMs;
         continue;
       }
@@ -574,7 +598,7 @@ void after_fork_child() {
   // The parent's telemetry thread does not exist here, and its socket and mapping belong to the
   // parent's registration: forget them without writing to them, then register anew.
   if (g_conn.base) munmap(g_conn.base, g_conn.bytes);
-  if (g_conn.fd >= 0) close(g_conn.fd);
+  if (socket_still_ours()) close(g_conn.fd);
   g_conn = Connection{};
   g.enabled.store(false);
   g.connected.store(false);
