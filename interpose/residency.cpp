@@ -541,6 +541,15 @@ void Residency::log_oom(std::uint64_t asked) {
               format_bytes(asked, a, 32), format_bytes(budget(), b, 32));
     return;
   }
+  if (arena_bytes_ > budget() - asked) {
+    GSWAP_LOG(kError,
+              "out of memory: this call needs %s on the device at once, and the small "
+              "allocations, which never leave the device, hold %s of the budget %s "
+              "(CUDA_ERROR_OUT_OF_MEMORY)",
+              format_bytes(asked, a, 32), format_bytes(arena_bytes_, c, 32),
+              format_bytes(budget(), b, 32));
+    return;
+  }
   GSWAP_LOG(kError,
             "out of memory: asked %s, budget %s, resident %s, pinned host %s; not enough of what "
             "is resident can leave (pinned by calls in flight, made to stay, or needed by this "

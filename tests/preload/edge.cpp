@@ -3,6 +3,9 @@
 //   edge MODULE.so oom           a launch whose working set exceeds the budget fails with
 //                                CUDA_ERROR_OUT_OF_MEMORY at once (no wait for memory that its
 //                                own regions hold); the program goes on and its data is intact
+//   edge MODULE.so oom_small     a launch on two regions that fit the budget, but not beside the
+//                                small allocations (never evicted): refused at once, with a line
+//                                that says so; the program goes on
 //   edge MODULE.so fork          the application forks while regions are swapped; the child does
 //                                CUDA-free work and exits; the parent keeps computing correctly
 //   edge MODULE.so swap          three regions over a budget of two, each launched in turn (the
@@ -103,6 +106,39 @@ int run_oom(unsigned long long region_bytes) {
   }
   for (int k = 0; k < 3; ++k) PCHECK(cuMemFree(b[k]));
   std::printf("oom: refused with CUDA_ERROR_OUT_OF_MEMORY, data intact\n");
+  return 0;
+}
+
+// Small allocations (never evicted) and a launch on two regions that fit the budget alone but not
+// beside them: refused at once with the line that says so; a launch on one region works after.
+int run_oom_small(unsigned long long region_bytes) {
+  unsigned long long n = region_bytes / 4;
+  std::vector<CUdeviceptr> small(region_bytes / (32 << 10));  // below the granularity
+  for (CUdeviceptr& s : small) PCHECK(cuMemAlloc(&s, 32 << 10));
+  CUdeviceptr b[2];
+  for (int k = 0; k < 2; ++k) {
+    PCHECK(cuMemAlloc(&b[k], region_bytes));
+    PCHECK(cuMemsetD32(b[k], 10u * (k + 1), n));
+  }
+  Three t = {{b[0], b[1], b[1]}};
+  void* params[] = {&t, &n};
+  CUresult e = cuLaunchKernel(g_touch3, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr);
+  if (e != CUDA_ERROR_OUT_OF_MEMORY) {
+    std::fprintf(stderr, "oom_small: expected CUDA_ERROR_OUT_OF_MEMORY, got %d\n", (int)e);
+    return 1;
+  }
+  for (int k = 0; k < 2; ++k) PCHECK(launch_add(g_add, nullptr, b[k], n, 1));
+  PCHECK(cuCtxSynchronize());
+  for (int k = 0; k < 2; ++k) {
+    unsigned got = 0;
+    if (!all_equal(b[k], n, 10u * (k + 1) + 1, &got)) {
+      std::fprintf(stderr, "oom_small: region %d corrupted (got %u)\n", k, got);
+      return 1;
+    }
+  }
+  for (CUdeviceptr s : small) PCHECK(cuMemFree(s));
+  for (int k = 0; k < 2; ++k) PCHECK(cuMemFree(b[k]));
+  std::printf("oom_small: refused with CUDA_ERROR_OUT_OF_MEMORY, data intact\n");
   return 0;
 }
 
@@ -651,7 +687,7 @@ int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(
         stderr,
-        "usage: edge MODULE.so oom|fork|swap|graph|indirect|bounds|contend|capture_v1|"
+        "usage: edge MODULE.so oom|oom_small|fork|swap|graph|indirect|bounds|contend|capture_v1|"
         "capture_fail|bad_calls|dead_stream|zero_extent|wide|init|before_init [region-MiB]\n");
     return 2;
   }
@@ -681,6 +717,7 @@ int main(int argc, char** argv) {
   PCHECK(cuModuleGetFunction(&g_add_from, mod, "add_from"));
   PCHECK(cuModuleGetFunction(&g_add_list, mod, "add_list"));
   if (mode == "oom") return run_oom(region_bytes);
+  if (mode == "oom_small") return run_oom_small(region_bytes);
   if (mode == "fork") return run_fork(region_bytes);
   if (mode == "swap") return run_swap(region_bytes);
   if (mode == "graph") return run_graph(region_bytes);
