@@ -558,20 +558,23 @@ void Server::handshake(Pending& p) {
   r.status = 0;
   r.shm_bytes = client->shm().bytes();
   std::strncpy(r.message, "welcome", sizeof r.message - 1);
-  if (proto::send_with_fd(p.fd, &r, sizeof r, client->shm().fd(), MSG_NOSIGNAL | MSG_DONTWAIT) !=
-      static_cast<ssize_t>(sizeof r)) {
-    log_->warn("pid {}: could not send the shared memory: {}", p.pid, strerror(errno));
-    return;  // the Client destructor closes the socket
-  }
-  log_->info("client pid {} ({}, uid {}) connected", p.pid,
-             client->exe().empty() ? "?" : client->exe(), p.uid);
   client->set_serial(next_serial_++);
   // Kernels are timed from the start: the first complete iteration is then a measured one.
   PublishedPlan measure;
   measure.mode = proto::PlanMode::kMeasure;
   client->publish(0, measure);
+  // The client's share is in its plan area before the reply: the library applies it as it
+  // connects, before the program's first cuMemGetInfo (it waits for that in cuInit).
+  Client* added = client.get();
   clients_.push_back(std::move(client));
   rebalance();
+  if (proto::send_with_fd(p.fd, &r, sizeof r, added->shm().fd(), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+      static_cast<ssize_t>(sizeof r)) {
+    drop(clients_.size() - 1, fmt::format("could not send the shared memory: {}", strerror(errno)));
+    return;  // the Client destructor closes the socket
+  }
+  log_->info("client pid {} ({}, uid {}) connected", p.pid,
+             added->exe().empty() ? "?" : added->exe(), p.uid);
 }
 
 void Server::drop(std::size_t index, const std::string& why) {

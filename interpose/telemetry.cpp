@@ -58,6 +58,8 @@ constexpr int kMaxStaging = 64;                  // threads that can report at o
 constexpr long kReconnectMs = 500;
 constexpr long kRefusedRetryMs = 5000;
 constexpr long kSpawnRetryMs = 10000;
+// Longest cuInit waits for the first attempt to connect to gswapd (start()).
+constexpr long kFirstConnectWaitMs = 250;
 // Longest a connection's announcements wait for room in a full shared ring (the interposer holds
 // its residency mutex meanwhile, so this bounds how long the application can be held up).
 constexpr long kAnnounceMaxMs = 100;
@@ -80,6 +82,9 @@ struct Shared {
   std::atomic<std::uint64_t> counters[kNumCounters] = {};  // Counters, in declaration order
   std::atomic<std::uint64_t> applied_budget{0};
   std::atomic<std::uint32_t> connection{0};  // numbers successful connections
+  // The telemetry thread's first attempt to connect is over (failed, or connected with the
+  // daemon's first plan area read, which carries this process's share): start() waits for it.
+  std::atomic<bool> first_attempt_done{false};
 };
 
 // Telemetry-thread state (see the ownership notes above).
@@ -499,6 +504,7 @@ void* thread_main(void*) {
       drain();
       publish_status();
       read_plan();
+      g.first_attempt_done.store(true, std::memory_order_release);
       sleep_ms(2);
     } else {
       drain();  // discards (and counts) anything staged before the daemon went away
@@ -506,6 +512,7 @@ void* thread_main(void*) {
       if (now >= next_try) {
         bool refused = false, absent = false;
         if (!try_connect(&refused, &absent)) {
+          g.first_attempt_done.store(true, std::memory_order_release);
           next_try = now + (refused ? kRefusedRetryMs : kReconnectMs);
           if (absent && g_mode.load() == Mode::kSpawn && now >= next_spawn) {
             next_spawn = now + kSpawnRetryMs;
@@ -584,6 +591,17 @@ void start(const StartInfo& info) {
   if (!g_key_made) g_key_made = pthread_key_create(&g_key, release_slot) == 0;
   g_mode.store(mode);  // events may be staged from here on
   start_thread();
+  // The share gswapd gives this process arrives with the handshake: without this wait the first
+  // cuMemGetInfo, and the allocations made right after cuInit, saw the whole budget for the few
+  // milliseconds the thread took to connect, so a program that sizes itself from cuMemGetInfo
+  // sized itself for memory it would not get. Bounded: a daemon that hangs costs start-up
+  // kFirstConnectWaitMs at most; none at all costs a failed connect().
+  const long deadline = now_ms() + kFirstConnectWaitMs;
+  while (g_thread_running && !g.first_attempt_done.load(std::memory_order_acquire) &&
+         now_ms() < deadline) {
+    timespec ts{0, 200'000};
+    nanosleep(&ts, nullptr);
+  }
 }
 
 void stop() {

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Scenario: a program's first cuMemGetInfo after cuInit under gswapd already reports its share
+# (tests/preload/first_meminfo.cpp), not the whole device; a daemon that hangs delays cuInit by at
+# most the library's bounded wait.
+source "$(dirname "$0")/lib.sh"
+: "${FIRST_MEMINFO:?}"
+start_daemon "$RT/daemon.log" GSWAP_GPU_BUDGET=64MiB
+run() { env GSWAP_DAEMON=connect LD_PRELOAD="$LIBGSWAP" "$FIRST_MEMINFO"; }
+for i in $(seq 10); do
+  out=$(run) || fail "first_meminfo failed: $out"
+  [[ $out == "total 67108864 free 67108864 "* ]] || fail "run $i: $out (the share is 64 MiB)"
+done
+# A daemon that accepts and never answers: the program starts anyway, within the bounded wait
+# (250 ms) and scheduling slack, and runs passive with its own budget.
+kill -STOP "$DAEMON_PID"
+out=$(env GSWAP_BUDGET=32MiB GSWAP_DAEMON=connect LD_PRELOAD="$LIBGSWAP" "$FIRST_MEMINFO") ||
+  fail "first_meminfo failed beside a stopped daemon: $out"
+kill -CONT "$DAEMON_PID"
+[[ $out == "total 33554432 free 33554432 "* ]] || fail "beside a stopped daemon: $out"
+ms=${out##* init_ms }
+python3 -c "import sys; sys.exit(0 if float('$ms') < 1500 else 1)" ||
+  fail "cuInit took $ms ms beside a stopped daemon"
+echo "PASS first_meminfo"
