@@ -36,6 +36,18 @@ std::string packet_too_long(std::size_t bytes) {
   return fmt::format("a packet of {} bytes (frames are sent in packets of at most {})", bytes,
                      kChunk);
 }
+
+// gswapctl's wait for each answer (SO_RCVTIMEO): a wedged daemon must not hang it.
+constexpr int kControlTimeoutS = 10;
+
+// Why a recv on the control socket failed: its timeout is a daemon that does not answer.
+std::string recv_failure(ssize_t got, const char* closed) {
+  if (got == 0) return closed;
+  if (errno == EAGAIN || errno == EWOULDBLOCK)
+    return fmt::format("gswapd did not answer within {} s (is it stopped, or overloaded?)",
+                       kControlTimeoutS);
+  return strerror(errno);
+}
 }  // namespace
 
 short ControlExchange::events() const {
@@ -125,7 +137,7 @@ bool recv_frame(int fd, std::string* body, std::size_t max, std::string* error) 
   std::uint64_t len = 0;
   char buf[kChunk];
   ssize_t got = recv(fd, buf, sizeof buf, MSG_TRUNC);  // MSG_TRUNC: see ControlExchange::read
-  if (got <= 0) return *error = got == 0 ? "connection closed" : strerror(errno), false;
+  if (got <= 0) return *error = recv_failure(got, "connection closed"), false;
   if (static_cast<std::size_t>(got) > sizeof buf)
     return *error = packet_too_long(static_cast<std::size_t>(got)), false;
   if (got != sizeof len) return *error = "bad frame header", false;
@@ -135,7 +147,7 @@ bool recv_frame(int fd, std::string* body, std::size_t max, std::string* error) 
   body->reserve(len);
   while (body->size() < len) {
     got = recv(fd, buf, sizeof buf, MSG_TRUNC);
-    if (got <= 0) return *error = got == 0 ? "connection closed mid-frame" : strerror(errno), false;
+    if (got <= 0) return *error = recv_failure(got, "connection closed mid-frame"), false;
     if (static_cast<std::size_t>(got) > sizeof buf)
       return *error = packet_too_long(static_cast<std::size_t>(got)), false;
     if (body->size() + static_cast<std::size_t>(got) > len) return *error = "frame overrun", false;
@@ -152,7 +164,7 @@ bool control_request(const std::string& path, const std::string& request, std::s
   if (fd < 0) return *error = strerror(errno), false;
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  timeval tv{10, 0};  // a wedged daemon must not hang gswapctl
+  timeval tv{kControlTimeoutS, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   bool ok = false;
@@ -173,6 +185,10 @@ bool control_request(const std::string& path, const std::string& request, std::s
     }
     proto::HelloReply reply{};
     ssize_t n = recv(fd, &reply, sizeof reply, 0);
+    if (n < 0) {
+      *error = recv_failure(n, "");
+      break;
+    }
     if (n != sizeof reply || reply.magic != proto::kReplyMagic) {
       *error = "the daemon sent no valid reply";
       break;

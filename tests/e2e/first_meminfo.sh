@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Scenario: a program's first cuMemGetInfo after cuInit under gswapd already reports its share
 # (tests/preload/first_meminfo.cpp), not the whole device; a daemon that hangs delays cuInit by at
-# most the library's bounded wait.
+# most the library's bounded wait, and gswapctl says it did not answer.
 source "$(dirname "$0")/lib.sh"
 : "${FIRST_MEMINFO:?}"
 start_daemon "$RT/daemon.log" GSWAP_GPU_BUDGET=64MiB
@@ -15,7 +15,10 @@ done
 kill -STOP "$DAEMON_PID"
 out=$(env GSWAP_BUDGET=32MiB GSWAP_DAEMON=connect LD_PRELOAD="$LIBGSWAP" "$FIRST_MEMINFO") ||
   fail "first_meminfo failed beside a stopped daemon: $out"
+# gswapctl gives up after its 10 s timeout and says so.
+if "$GSWAPCTL" status >"$RT/ctl.out" 2>&1; then fail "gswapctl status answered by a stopped daemon"; fi
 kill -CONT "$DAEMON_PID"
+grep -q "gswapd did not answer within 10 s" "$RT/ctl.out" || fail "gswapctl status: $(cat "$RT/ctl.out")"
 [[ $out == "total 33554432 free 33554432 "* ]] || fail "beside a stopped daemon: $out"
 ms=${out##* init_ms }
 python3 -c "import sys; sys.exit(0 if float('$ms') < 1500 else 1)" ||
