@@ -175,6 +175,12 @@ bool Server::open(std::string* error, bool* already_running) {
     return *error = fmt::format("listen: {}", strerror(errno)), false;
   log_->info("gswapd serving GPU {} ({}, {} bytes) at {}", gpu_.ordinal, gpu_.uuid_text,
              gpu_.total_bytes, socket_path_);
+  if (const std::uint64_t total = config_.size("gpu_budget").resolve(gpu_.total_bytes);
+      gpu_.total_bytes && total > gpu_.total_bytes)
+    log_->warn(
+        "gpu_budget {} bytes is above the device's {}: shares are parts of it, and no process "
+        "goes above its own budget (the device's size without GSWAP_BUDGET)",
+        total, gpu_.total_bytes);
   return true;
 }
 

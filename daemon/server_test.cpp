@@ -1495,6 +1495,19 @@ TEST_F(ServerTest, ResnetLikeStartupThenLongIterations) {
   close(fd);
 }
 
+// A gpu_budget above the device's memory is taken as it is, with a warning.
+TEST_F(ServerTest, WarnsOfAGpuBudgetAboveTheDevice) {
+  std::ostringstream out;
+  ASSERT_NO_FATAL_FAILURE(restart_logging_to(&out));
+  EXPECT_EQ(out.str().find("above the device"), std::string::npos) << out.str();
+  config_.merge_json(nlohmann::json{{"gpu_budget", "8GiB"}}.dump());
+  std::ostringstream above;
+  ASSERT_NO_FATAL_FAILURE(restart_logging_to(&above));
+  EXPECT_NE(above.str().find("gpu_budget 8589934592 bytes is above the device's 4294967296"),
+            std::string::npos)
+      << above.str();
+}
+
 // Once a plan is followed, the planner goes on searching from it (plan_refine_ms) and publishes
 // a plan whose simulated step is at least 2% shorter. Here the first plan is the greedy one
 // (plan_search_ms 0) of a ResNet-like iteration (forward, backward in reverse, optimizer) of 64
