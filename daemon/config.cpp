@@ -18,6 +18,7 @@
 #include "policy/json_duplicates.h"
 
 #include "proto/rendezvous.h"
+#include "proto/wire.h"
 
 namespace gswap::daemon {
 namespace {
@@ -375,7 +376,14 @@ bool Config::boolean(std::string_view ident) const {
 double Config::weight_for(const std::string& exe) const {
   if (text("share") != "weighted") return 1.0;
   auto it = weights_.find(exe);
-  return it == weights_.end() ? 1.0 : it->second;
+  if (it != weights_.end()) return it->second;
+  // The library sends its executable's name in sizeof(proto::Hello::exe) bytes: a longer name
+  // arrives cut there, and is matched by the names it begins (the first, in byte order).
+  constexpr std::size_t kSent = sizeof(proto::Hello::exe);
+  if (exe.size() == kSent)
+    for (it = weights_.lower_bound(exe); it != weights_.end() && it->first.starts_with(exe); ++it)
+      if (it->first.size() > kSent) return it->second;
+  return 1.0;
 }
 
 bool make_runtime_dir(const Config& config, bool* existed, std::string* error) {

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -43,6 +44,18 @@ TEST(Config, DefaultsAndGoodFile) {
   EXPECT_DOUBLE_EQ(c.weight_for("train"), 3.0);
   EXPECT_DOUBLE_EQ(c.weight_for("other"), 1.0);
   EXPECT_EQ(c.allow_uids(), (std::vector<std::uint32_t>{1000, 1001}));
+}
+
+// The library sends at most 64 bytes of its executable's name: a weight given for a longer name
+// applies to the name cut there, and to nothing shorter.
+TEST(Config, AWeightForANameLongerThanTheLibrarySendsApplies) {
+  Config c;
+  const std::string name(80, 'n');
+  ASSERT_TRUE(
+      c.merge_json(nlohmann::json{{"share", "weighted"}, {"weights", {{name, 4}}}}.dump()).empty());
+  EXPECT_DOUBLE_EQ(c.weight_for(name.substr(0, 64)), 4.0);
+  EXPECT_DOUBLE_EQ(c.weight_for(name.substr(0, 63)), 1.0);
+  EXPECT_DOUBLE_EQ(c.weight_for(name), 4.0);
 }
 
 TEST(Config, SyntaxErrorAndNonObject) {
