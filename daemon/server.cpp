@@ -596,11 +596,32 @@ void Server::drop(std::size_t index, const std::string& why) {
 
 void Server::rebalance() {
   std::uint64_t total = config_.size("gpu_budget").resolve(gpu_.total_bytes);
-  double sum = 0;
-  for (const auto& c : clients_) sum += config_.weight_for(c->exe());
-  for (const auto& c : clients_) {
-    double share = sum > 0 ? config_.weight_for(c->exe()) / sum : 0;
-    auto budget = static_cast<std::uint64_t>(static_cast<long double>(total) * share);
+  // Shares in proportion to the weights, filled as water: a client whose own budget (its
+  // GSWAP_BUDGET, or its device's size) is below its share gets that budget, and what it leaves
+  // is shared among the others the same way, until no share is above its client's budget.
+  const std::size_t n = clients_.size();
+  std::vector<double> weight(n);
+  std::vector<bool> capped(n, false);
+  std::vector<long double> share(n, 0);
+  long double left = static_cast<long double>(total), sum = 0;
+  for (std::size_t i = 0; i < n; ++i) sum += weight[i] = config_.weight_for(clients_[i]->exe());
+  for (bool again = true; again && sum > 0;) {
+    again = false;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint64_t own = clients_[i]->requested_budget();
+      if (capped[i] || own == 0 || static_cast<long double>(own) >= left * weight[i] / sum)
+        continue;
+      capped[i] = again = true;
+      share[i] = static_cast<long double>(own);
+      left -= share[i];
+      sum -= weight[i];
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i)
+    if (!capped[i]) share[i] = sum > 0 ? left * weight[i] / sum : 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& c = clients_[i];
+    auto budget = static_cast<std::uint64_t>(share[i]);
     // At least one byte: a share of 0 reads as "no budget yet" to the library (a tiny gpu_budget
     // shared among many clients gives each the least budget there is, not none).
     budget = std::max<std::uint64_t>(budget, 1);

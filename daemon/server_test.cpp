@@ -1495,6 +1495,24 @@ TEST_F(ServerTest, ResnetLikeStartupThenLongIterations) {
   close(fd);
 }
 
+// A client whose own budget is below its share gets its own budget, and the others share what it
+// leaves; one whose budget is above its share gets the share.
+TEST_F(ServerTest, WhatAClientsOwnBudgetLeavesOfItsShareGoesToTheOthers) {
+  FakeLibrary a, b, c;
+  int fa = -1, sa = -1, fb = -1, sb = -1, fc = -1, sc = -1;
+  ASSERT_NO_FATAL_FAILURE(connect_library(100ull << 20, &a, &fa, &sa));
+  ASSERT_NO_FATAL_FAILURE(connect_library(4ull << 30, &b, &fb, &sb));
+  ASSERT_NO_FATAL_FAILURE(connect_library(400ull << 20, &c, &fc, &sc));
+  // 1 GiB: a third each is 341.3 MiB; a keeps 100 MiB and the others share 924 MiB, 462 MiB
+  // each, above c's 400 MiB: c keeps 400 MiB and b gets the 524 MiB left.
+  const nlohmann::json st = server_->status_json();
+  ASSERT_EQ(st["clients"].size(), 3u);
+  EXPECT_EQ(st["clients"][0]["budget_bytes"], 100ull << 20);
+  EXPECT_EQ(st["clients"][1]["budget_bytes"], 524ull << 20);
+  EXPECT_EQ(st["clients"][2]["budget_bytes"], 400ull << 20);
+  for (int fd : {fa, sa, fb, sb, fc, sc}) close(fd);
+}
+
 // A gpu_budget above the device's memory is taken as it is, with a warning.
 TEST_F(ServerTest, WarnsOfAGpuBudgetAboveTheDevice) {
   std::ostringstream out;
