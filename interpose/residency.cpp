@@ -524,7 +524,11 @@ CUresult Residency::stuck_oom() {
 
 void Residency::log_oom(std::uint64_t asked) {
   ++oom_;
-  char a[32], b[32], c[32], d[32];
+  char a[32], b[64], c[32], d[32];
+  // The budget, and where it comes from when gswapd's share holds the process below its own.
+  format_bytes(budget(), b, 32);
+  if (budget_is_share_.load(std::memory_order_relaxed))
+    std::strncat(b, " (gswapd's share)", sizeof b - std::strlen(b) - 1);
   if (oom_stuck_) {
     oom_stuck_ = false;
     GSWAP_LOG(kError,
@@ -538,7 +542,7 @@ void Residency::log_oom(std::uint64_t asked) {
     GSWAP_LOG(kError,
               "out of memory: this call needs %s on the device at once, more than the budget %s "
               "(CUDA_ERROR_OUT_OF_MEMORY)",
-              format_bytes(asked, a, 32), format_bytes(budget(), b, 32));
+              format_bytes(asked, a, 32), b);
     return;
   }
   if (arena_bytes_ > budget() - asked) {
@@ -546,15 +550,14 @@ void Residency::log_oom(std::uint64_t asked) {
               "out of memory: this call needs %s on the device at once, and the small "
               "allocations, which never leave the device, hold %s of the budget %s "
               "(CUDA_ERROR_OUT_OF_MEMORY)",
-              format_bytes(asked, a, 32), format_bytes(arena_bytes_, c, 32),
-              format_bytes(budget(), b, 32));
+              format_bytes(asked, a, 32), format_bytes(arena_bytes_, c, 32), b);
     return;
   }
   GSWAP_LOG(kError,
             "out of memory: asked %s, budget %s, resident %s, pinned host %s; not enough of what "
             "is resident can leave (pinned by calls in flight, made to stay, or needed by this "
             "call) (CUDA_ERROR_OUT_OF_MEMORY)",
-            format_bytes(asked, a, 32), format_bytes(budget(), b, 32), format_bytes(used(), c, 32),
+            format_bytes(asked, a, 32), b, format_bytes(used(), c, 32),
             format_bytes(host_.pinned_bytes(), d, 32));
 }
 
@@ -1379,6 +1382,7 @@ void Residency::set_budget(std::uint64_t bytes) {
   char x[32];
   GSWAP_LOG(kInfo, "new budget %s", format_bytes(b, x, 32));
   budget_.store(b, std::memory_order_relaxed);
+  budget_is_share_.store(b < cfg_.budget, std::memory_order_relaxed);
   wake_swapper();  // the swapper evicts down to it (enforce_budget)
 }
 

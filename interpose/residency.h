@@ -383,6 +383,8 @@ class Residency {
   CaptureGate gate_;
   ResidencySettings cfg_;
   std::atomic<std::uint64_t> budget_{0};
+  // The budget is gswapd's share, below the process's own (set_budget): out-of-memory lines say so.
+  std::atomic<bool> budget_is_share_{false};
 
   std::mutex mutex_;
   std::mutex restorer_mutex_;

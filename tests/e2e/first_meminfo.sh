@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
 # Scenario: a program's first cuMemGetInfo after cuInit under gswapd already reports its share
 # (tests/preload/first_meminfo.cpp), not the whole device; a daemon that hangs delays cuInit by at
-# most the library's bounded wait, and gswapctl says it did not answer.
+# most the library's bounded wait, and gswapctl says it did not answer. An out-of-memory line names
+# the budget as gswapd's share.
 source "$(dirname "$0")/lib.sh"
-: "${FIRST_MEMINFO:?}"
+: "${FIRST_MEMINFO:?}" "${EDGE:?}" "${PRELOAD_MODULE:?}"
 start_daemon "$RT/daemon.log" GSWAP_GPU_BUDGET=64MiB
 run() { env GSWAP_DAEMON=connect LD_PRELOAD="$LIBGSWAP" "$FIRST_MEMINFO"; }
 for i in $(seq 10); do
   out=$(run) || fail "first_meminfo failed: $out"
   [[ $out == "total 67108864 free 67108864 "* ]] || fail "run $i: $out (the share is 64 MiB)"
 done
+# A call that needs more than the share: its out-of-memory line says the budget is gswapd's share.
+env GSWAP_DAEMON=connect LD_PRELOAD="$LIBGSWAP" "$EDGE" "$PRELOAD_MODULE" oom 40 >"$RT/oom.out" 2>&1 ||
+  fail "edge oom failed: $(cat "$RT/oom.out")"
+grep -q "needs 120.00 MiB on the device at once, more than the budget 64.00 MiB (gswapd's share)" \
+  "$RT/oom.out" || fail "edge oom: $(cat "$RT/oom.out")"
 # A daemon that accepts and never answers: the program starts anyway, within the bounded wait
 # (250 ms) and scheduling slack, and runs passive with its own budget.
 kill -STOP "$DAEMON_PID"
