@@ -209,18 +209,43 @@ void disconnect(const char* why) {
     GSWAP_LOG(kInfo, "gswapd connection closed (%s); continuing in passive mode", why);
 }
 
-// Returns true when connected; *refused is set when the daemon answered with a refusal.
+// The socket of a handshake under way, which stop() shuts down so that a process leaving does not
+// wait out the handshake's timeout with a daemon that does not answer (stopped, say). Guarded by
+// g_connecting_mutex, under which the socket is also given up, so that stop() never shuts down a
+// descriptor that is no longer the handshake's.
+pthread_mutex_t g_connecting_mutex = PTHREAD_MUTEX_INITIALIZER;
+int g_connecting_fd = -1;
+
+void set_connecting(int fd) {
+  pthread_mutex_lock(&g_connecting_mutex);
+  g_connecting_fd = fd;
+  pthread_mutex_unlock(&g_connecting_mutex);
+}
+
+// Returns true when connected; *refused is set when the daemon answered with a refusal. The
+// handshake on fd, which the caller closes when it fails.
+bool try_connect_once(bool* refused, bool* absent, int fd);
+
 bool try_connect(bool* refused, bool* absent) {
   *refused = false;
   *absent = false;
   int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
+  set_connecting(fd);
+  const bool ok = try_connect_once(refused, absent, fd);
+  // Forgotten first, under the mutex, and only then closed on failure: stop() never shuts down a
+  // number reused since.
+  set_connecting(-1);
+  if (!ok) close(fd);
+  return ok;
+}
+
+bool try_connect_once(bool* refused, bool* absent, int fd) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, g_socket_path, sizeof addr.sun_path);
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     *absent = errno == ENOENT || errno == ECONNREFUSED;
-    close(fd);
     return false;
   }
   timeval tv{2, 0};
@@ -238,7 +263,6 @@ bool try_connect(bool* refused, bool* absent) {
   std::size_t exe_len = strnlen(program_invocation_short_name, sizeof h.exe);
   std::memcpy(h.exe, program_invocation_short_name, exe_len);
   if (send(fd, &h, sizeof h, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof h)) {
-    close(fd);
     return false;
   }
   p::HelloReply reply{};
@@ -246,8 +270,8 @@ bool try_connect(bool* refused, bool* absent) {
   ssize_t n = p::recv_with_fd(fd, &reply, sizeof reply, &shm_fd, 0);
   auto fail = [&](const char* what) {
     if (shm_fd >= 0) close(shm_fd);
-    close(fd);
-    GSWAP_LOG(kWarn, "gswapd at %s: %s; continuing in passive mode", g_socket_path, what);
+    if (!g.stop.load())  // stop() shut the handshake down: the process is leaving
+      GSWAP_LOG(kWarn, "gswapd at %s: %s; continuing in passive mode", g_socket_path, what);
     return false;
   };
   if (n != static_cast<ssize_t>(sizeof reply) || reply.magic != p::kReplyMagic)
@@ -260,7 +284,6 @@ bool try_connect(bool* refused, bool* absent) {
                 reply.version, p::kProtocolVersion);
     }
     if (shm_fd >= 0) close(shm_fd);
-    close(fd);
     return false;
   }
   if (reply.status != 0) {
@@ -272,7 +295,6 @@ bool try_connect(bool* refused, bool* absent) {
                 reply.message, p::hello_status_name(static_cast<p::HelloStatus>(reply.status)));
     }
     if (shm_fd >= 0) close(shm_fd);
-    close(fd);
     return false;
   }
   if (shm_fd < 0) return fail("no shared memory passed");
@@ -607,6 +629,10 @@ void start(const StartInfo& info) {
 void stop() {
   if (!g_thread_running) return;
   g.stop.store(true);
+  // A handshake waiting on a daemon that does not answer ends now, not at its timeout (2 s).
+  pthread_mutex_lock(&g_connecting_mutex);
+  if (g_connecting_fd >= 0) shutdown(g_connecting_fd, SHUT_RDWR);
+  pthread_mutex_unlock(&g_connecting_mutex);
   pthread_join(g_thread, nullptr);
   g_thread_running = false;
 }
@@ -614,7 +640,10 @@ void stop() {
 void after_fork_child() {
   if (g_mode.load() == Mode::kOff || !g_staging) return;
   // The parent's telemetry thread does not exist here, and its socket and mapping belong to the
-  // parent's registration: forget them without writing to them, then register anew.
+  // parent's registration: forget them without writing to them, then register anew. A handshake
+  // it had under way is the parent's too (its mutex may have been held at the fork).
+  g_connecting_mutex = PTHREAD_MUTEX_INITIALIZER;
+  g_connecting_fd = -1;
   if (g_conn.base) munmap(g_conn.base, g_conn.bytes);
   if (socket_still_ours()) close(g_conn.fd);
   g_conn = Connection{};

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Scenario: a program's first cuMemGetInfo after cuInit under gswapd already reports its share
-# (tests/preload/first_meminfo.cpp), not the whole device; a daemon that hangs delays cuInit by at
-# most the library's bounded wait, and gswapctl says it did not answer. An out-of-memory line names
-# the budget as gswapd's share.
+# (tests/preload/first_meminfo.cpp), not the whole device, and an out-of-memory line names the
+# budget as gswapd's share. A daemon that hangs delays cuInit by at most the library's bounded
+# wait and the program's exit not at all, and gswapctl says it did not answer.
 source "$(dirname "$0")/lib.sh"
 : "${FIRST_MEMINFO:?}" "${EDGE:?}" "${PRELOAD_MODULE:?}"
 start_daemon "$RT/daemon.log" GSWAP_GPU_BUDGET=64MiB
@@ -19,8 +19,13 @@ grep -q "needs 120.00 MiB on the device at once, more than the budget 64.00 MiB 
 # A daemon that accepts and never answers: the program starts anyway, within the bounded wait
 # (250 ms) and scheduling slack, and runs passive with its own budget.
 kill -STOP "$DAEMON_PID"
-out=$(env GSWAP_BUDGET=32MiB GSWAP_DAEMON=connect LD_PRELOAD="$LIBGSWAP" "$FIRST_MEMINFO") ||
+t0=$(date +%s%N)
+out=$(env GSWAP_BUDGET=32MiB GSWAP_DAEMON=connect LD_PRELOAD="$LIBGSWAP" "$FIRST_MEMINFO" 2>&1) ||
   fail "first_meminfo failed beside a stopped daemon: $out"
+wall_ms=$((($(date +%s%N) - t0) / 1000000))
+# Nor does it wait out the handshake's 2 s timeout as it exits (or warn of it).
+((wall_ms < 1500)) || fail "first_meminfo took $wall_ms ms beside a stopped daemon"
+[[ $out != *warn* ]] || fail "beside a stopped daemon: $out"
 # gswapctl gives up after its 10 s timeout and says so.
 if "$GSWAPCTL" status >"$RT/ctl.out" 2>&1; then fail "gswapctl status answered by a stopped daemon"; fi
 kill -CONT "$DAEMON_PID"
