@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <pthread.h>
 #include <spawn.h>
 #include <sys/mman.h>
@@ -211,15 +212,23 @@ void disconnect(const char* why) {
 
 // The socket of a handshake under way, which stop() shuts down so that a process leaving does not
 // wait out the handshake's timeout with a daemon that does not answer (stopped, say). Guarded by
-// g_connecting_mutex, under which the socket is also given up, so that stop() never shuts down a
-// descriptor that is no longer the handshake's.
-pthread_mutex_t g_connecting_mutex = PTHREAD_MUTEX_INITIALIZER;
+// a spin flag (held for an assignment or one shutdown call), under which the socket is also given
+// up before it is closed, so that stop() never shuts down a descriptor that is no longer the
+// handshake's.
+std::atomic_flag g_connecting_busy = ATOMIC_FLAG_INIT;
 int g_connecting_fd = -1;
 
+void lock_connecting() {
+  while (g_connecting_busy.test_and_set(std::memory_order_acquire)) sched_yield();
+}
+void unlock_connecting() {
+  g_connecting_busy.clear(std::memory_order_release);
+}
+
 void set_connecting(int fd) {
-  pthread_mutex_lock(&g_connecting_mutex);
+  lock_connecting();
   g_connecting_fd = fd;
-  pthread_mutex_unlock(&g_connecting_mutex);
+  unlock_connecting();
 }
 
 // Returns true when connected; *refused is set when the daemon answered with a refusal. The
@@ -630,9 +639,9 @@ void stop() {
   if (!g_thread_running) return;
   g.stop.store(true);
   // A handshake waiting on a daemon that does not answer ends now, not at its timeout (2 s).
-  pthread_mutex_lock(&g_connecting_mutex);
+  lock_connecting();
   if (g_connecting_fd >= 0) shutdown(g_connecting_fd, SHUT_RDWR);
-  pthread_mutex_unlock(&g_connecting_mutex);
+  unlock_connecting();
   pthread_join(g_thread, nullptr);
   g_thread_running = false;
 }
@@ -641,9 +650,9 @@ void after_fork_child() {
   if (g_mode.load() == Mode::kOff || !g_staging) return;
   // The parent's telemetry thread does not exist here, and its socket and mapping belong to the
   // parent's registration: forget them without writing to them, then register anew. A handshake
-  // it had under way is the parent's too (its mutex may have been held at the fork).
-  g_connecting_mutex = PTHREAD_MUTEX_INITIALIZER;
+  // it had under way is the parent's too (its flag may have been held at the fork).
   g_connecting_fd = -1;
+  unlock_connecting();
   if (g_conn.base) munmap(g_conn.base, g_conn.bytes);
   if (socket_still_ours()) close(g_conn.fd);
   g_conn = Connection{};
