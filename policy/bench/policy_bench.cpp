@@ -8,7 +8,9 @@
 // cells that miss the bound targets again, with eight seeds for 2 s each: a plan within the
 // target shows that the plan, not the bound, was loose there. `--long` plans a 600-layer ViT-B/16
 // (17,412 launches) at 30-90% of its peak, swap-only and with recompute; `--long-helpers` searches
-// it for 200 ms and 1 s with one thread and with several, where no walk starts. `--refine` gives,
+// it for 200 ms and 1 s with one thread and with several, where no walk starts. `--long-seeds`
+// searches a 2,000-layer narrow transformer (58,010 launches), where the 200 ms end during the
+// seeds, and then goes on with the seeds left, as gswapd's refinement does. `--refine` gives,
 // per corpus cell, the plan gswapd publishes first and the one its refinement publishes.
 // `--held-out` prints the corpus table for traces outside the corpus (other batch sizes, depths,
 // link speeds and random seeds), to see how the planner does on traces it was not built against,
@@ -363,6 +365,70 @@ void long_helpers(int layers) {
   }
 }
 
+// A long, narrow transformer (hidden 512, 2,000 layers: 58,010 launches) at 30-90% of its peak,
+// swap-only and with recompute: the 200 ms search on one thread and on the machine's (its step
+// over the ideal step, plans simulated, wall time, the seed its plan descends from, how many
+// seeds it did not make), then one 500 ms step that goes on from the one-thread plan and makes
+// the seeds left (as gswapd's refinement does), and the best baseline. The greedy plan alone
+// takes most of the 200 ms here.
+void long_seeds(int layers) {
+  TransformerConfig c;
+  c.name = "transformer-narrow";
+  c.layers = layers, c.hidden = 512, c.heads = 8, c.seq = 256, c.batch = 8, c.vocab = 32000;
+  const Trace full = make_transformer(c);
+  const std::size_t n = usable_search_threads(kSearchThreads);
+  fmt::print(
+      "| trace | budget | 200 ms, 1 thread: step/ideal (plans, ms, seed, seeds left) | 200 ms, "
+      "{} threads | then a 500 ms step with the seeds left | best baseline |\n"
+      "|---|---|---|---|---|---|\n",
+      n);
+  for (const bool swap_only : {false, true}) {
+    const Trace t = swap_only ? without_recompute(full) : full;
+    const Analysis a = analyze(t);
+    for (int pct : {30, 50, 70, 90}) {
+      const std::uint64_t budget = a.peak_bytes * static_cast<std::uint64_t>(pct) / 100;
+      auto cell = [&](const SearchResult& r, double ms) {
+        return fmt::format("{:.2f} ({}, {:.0f}, {}, {})", r.sim.step_time_us / a.ideal_step_us,
+                           r.evaluations, ms, r.seed_policy, r.seeds_left.size());
+      };
+      SearchResult r[2];
+      double ms[2];
+      for (int i = 0; i < 2; ++i) {
+        SearchOptions o;
+        o.now_ms = now_ms;
+        o.threads = i == 0 ? 1 : n;
+        o.allow_recompute = !swap_only;
+        const double t0 = now_ms();
+        r[i] = search_plan(a, budget, o);
+        ms[i] = now_ms() - t0;
+      }
+      SearchOptions step;
+      step.now_ms = now_ms;
+      step.time_budget_ms = kRefineStepMs;
+      step.threads = 1;
+      step.allow_recompute = !swap_only;
+      step.start = &r[0].plan;
+      step.start_seed = "refined";
+      step.seed = 2;
+      step.seeds = r[0].seeds_left;
+      const double t0 = now_ms();
+      const SearchResult refined = search_plan(a, budget, step);
+      const double refined_ms = now_ms() - t0;
+      double best = 0;
+      std::string best_name;
+      for (PolicyKind p : kAllPolicies) {
+        if (p == PolicyKind::kCapuchin || (swap_only && p == PolicyKind::kRecompute)) continue;
+        const Evaluation e = evaluate(p, a, budget, now_ms);
+        if (e.sim.feasible && (best_name.empty() || e.sim.step_time_us < best))
+          best = e.sim.step_time_us, best_name = policy_name(p);
+      }
+      fmt::print("| {} x{}{} | {}% | {} | {} | {} | {:.2f} ({}) |\n", c.name, layers,
+                 swap_only ? "/swap-only" : "", pct, cell(r[0], ms[0]), cell(r[1], ms[1]),
+                 cell(refined, refined_ms), best / a.ideal_step_us, best_name);
+    }
+  }
+}
+
 // A corpus cell: a trace at a budget every launch fits, with its lower bound and target.
 struct Cell {
   const CorpusTrace& ct;
@@ -480,6 +546,10 @@ int main(int argc, char** argv) {
   }
   if (argc > 1 && std::strcmp(argv[1], "--long-helpers") == 0) {
     long_helpers(600);
+    return 0;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "--long-seeds") == 0) {
+    long_seeds(2000);
     return 0;
   }
   if (argc > 1 && std::strcmp(argv[1], "--long") == 0) {
