@@ -615,10 +615,12 @@ void start(const StartInfo& info) {
     return;
   }
   if (mode == Mode::kSpawn) find_daemon_path(info.daemon_path);
-  void* mem = mmap(nullptr, sizeof(Staging) * kMaxStaging, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) return;
-  g_staging = static_cast<Staging*>(mem);  // zero pages: every slot free and empty
+  if (!g_staging) {  // a forked child keeps its parent's, emptied (after_fork_child)
+    void* mem = mmap(nullptr, sizeof(Staging) * kMaxStaging, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) return;
+    g_staging = static_cast<Staging*>(mem);  // zero pages: every slot free and empty
+  }
   if (!g_key_made) g_key_made = pthread_key_create(&g_key, release_slot) == 0;
   g_mode.store(mode);  // events may be staged from here on
   start_thread();
@@ -649,8 +651,10 @@ void stop() {
 void after_fork_child() {
   if (g_mode.load() == Mode::kOff || !g_staging) return;
   // The parent's telemetry thread does not exist here, and its socket and mapping belong to the
-  // parent's registration: forget them without writing to them, then register anew. A handshake
-  // it had under way is the parent's too (its flag may have been held at the fork).
+  // parent's registration: forget them without writing to them. The child registers with gswapd
+  // only when it initialises CUDA itself (start(), from its own cuInit): a child that never uses
+  // CUDA (a data-loader worker) took a share of the GPU budget from its parent. A handshake the
+  // parent had under way is the parent's too (its flag may have been held at the fork).
   g_connecting_fd = -1;
   unlock_connecting();
   if (g_conn.base) munmap(g_conn.base, g_conn.bytes);
@@ -667,7 +671,8 @@ void after_fork_child() {
   }
   g.dropped_no_slot.store(0);
   g_thread_running = false;
-  start_thread();
+  g.first_attempt_done.store(false);
+  g_mode.store(Mode::kOff);  // nothing is staged until start()
 }
 
 bool connected() {

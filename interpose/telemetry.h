@@ -91,7 +91,9 @@ struct StartInfo {
 // there is none: the library then runs in passive mode and reconnects later in the background.
 void start(const StartInfo& info);
 void stop();
-void after_fork_child();  // the child is a new client; the parent's connection is not shared
+// In a forked child: forgets the parent's connection (not shared) and stages nothing; the child
+// becomes a client of its own only if it initialises CUDA (start(), from its own cuInit).
+void after_fork_child();
 bool connected();
 
 // Events. `seq` is the library's global call sequence number.

@@ -180,11 +180,13 @@ int run_fork(unsigned long long region_bytes) {
   pid_t pid = fork();
   if (pid < 0) return 1;
   if (pid == 0) {
-    // CUDA does not survive fork: the child does host work only, and must exit cleanly.
+    // CUDA does not survive fork: the child does host work only, and must exit cleanly. It lives
+    // long enough for gswapd to see it, were the library to register it (it must not).
     unsigned long long sum = 0;
     for (unsigned i = 0; i < 1000000; ++i) sum += i % 7;
     std::printf("child: host work done (%llu)\n", sum);
     std::fflush(stdout);
+    usleep(300000);
     _exit(sum == 2999997 ? 0 : 3);
   }
   int status = 0;
