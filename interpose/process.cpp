@@ -186,7 +186,27 @@ void print_summary() {
   }
 }
 
+// Whether the residency mutex can be taken within a second at exit. A thread that calls exit()
+// from a signal handler may have been interrupted inside a call under gswap, holding it: the
+// swapper, the summary and telemetry's callbacks would then wait for it for ever.
+bool residency_free_at_exit() {
+  for (int i = 0; i < 100; ++i) {
+    if (g_res->mutex().try_lock()) {
+      g_res->mutex().unlock();
+      return true;
+    }
+    ::usleep(10'000);
+  }
+  return false;
+}
+
 void at_exit() {
+  if (g && g->owner_pid == ::getpid() && g->inited && !residency_free_at_exit()) {
+    GSWAP_LOG(kWarn,
+              "exiting while a call under gswap holds its state (exit() from a signal handler?): "
+              "no summary, and the swapper and gswapd's connection are not waited for");
+    return;
+  }
   // The swapper may be inside the driver: let it finish before the driver's own destructors run
   // (they run after this handler, which was registered after the driver loaded).
   if (g && g->owner_pid == ::getpid()) g_res->stop_swapper();

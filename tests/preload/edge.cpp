@@ -6,6 +6,11 @@
 //   edge MODULE.so oom_small     a launch on two regions that fit the budget, but not beside the
 //                                small allocations (never evicted): refused at once, with a line
 //                                that says so; the program goes on
+//   edge MODULE.so exit_in_handler
+//                                SIGTERM, whose handler calls exit(), lands after EDGE_SIGNAL_MS
+//                                (100) while the main thread allocates, launches and frees over
+//                                the budget: the process exits (exit_in_handler.sh runs it at
+//                                30 delays)
 //   edge MODULE.so fork          the application forks while regions are swapped; the child does
 //                                CUDA-free work and exits; the parent keeps computing correctly
 //   edge MODULE.so swap          three regions over a budget of two, each launched in turn (the
@@ -48,6 +53,7 @@
 //
 // The budget comes from GSWAP_BUDGET; sizes are chosen from the MiB figure passed in GSWAP_BUDGET.
 #include <dlfcn.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -140,6 +146,29 @@ int run_oom_small(unsigned long long region_bytes) {
   for (int k = 0; k < 2; ++k) PCHECK(cuMemFree(b[k]));
   std::printf("oom_small: refused with CUDA_ERROR_OUT_OF_MEMORY, data intact\n");
   return 0;
+}
+
+// SIGTERM, whose handler calls exit(), lands after EDGE_SIGNAL_MS (100) while the main thread
+// allocates, launches and frees over the budget: the process exits, wherever the signal finds it.
+int run_exit_in_handler(unsigned long long region_bytes) {
+  const unsigned long long n = region_bytes / 4;
+  const char* ms_text = std::getenv("EDGE_SIGNAL_MS");
+  const int ms = ms_text ? std::atoi(ms_text) : 100;
+  ::signal(SIGTERM, [](int) { std::exit(0); });
+  std::thread([ms] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    ::kill(::getpid(), SIGTERM);
+  }).detach();
+  CUdeviceptr keep;
+  PCHECK(cuMemAlloc(&keep, region_bytes));
+  PCHECK(cuMemsetD32(keep, 0u, n));
+  for (;;) {
+    CUdeviceptr t;
+    PCHECK(cuMemAlloc(&t, region_bytes));
+    PCHECK(cuMemsetD32(t, 1u, n));
+    PCHECK(launch_add(g_add, nullptr, keep, n, 1));
+    PCHECK(cuMemFree(t));
+  }
 }
 
 int run_swap(unsigned long long region_bytes) {
@@ -689,7 +718,8 @@ int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(
         stderr,
-        "usage: edge MODULE.so oom|oom_small|fork|swap|graph|indirect|bounds|contend|capture_v1|"
+        "usage: edge MODULE.so "
+        "oom|oom_small|exit_in_handler|fork|swap|graph|indirect|bounds|contend|capture_v1|"
         "capture_fail|bad_calls|dead_stream|zero_extent|wide|init|before_init [region-MiB]\n");
     return 2;
   }
@@ -720,6 +750,7 @@ int main(int argc, char** argv) {
   PCHECK(cuModuleGetFunction(&g_add_list, mod, "add_list"));
   if (mode == "oom") return run_oom(region_bytes);
   if (mode == "oom_small") return run_oom_small(region_bytes);
+  if (mode == "exit_in_handler") return run_exit_in_handler(region_bytes);
   if (mode == "fork") return run_fork(region_bytes);
   if (mode == "swap") return run_swap(region_bytes);
   if (mode == "graph") return run_graph(region_bytes);
