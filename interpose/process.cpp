@@ -612,6 +612,10 @@ void plan_before(std::uint64_t seq, std::uint64_t function, const TouchSet& t, C
     step->cupti = true;
     return;
   }
+  // A thread with no current context: the program's call fails (CUDA_ERROR_INVALID_CONTEXT), and
+  // so would the timing event, with an error line of gswap's own that read as its failure.
+  CUcontext current = nullptr;
+  if (real().cuCtxGetCurrent(&current) != CUDA_SUCCESS || !current) return;
   Device::Event start = g_res->timings().take();
   if (!start) return;
   if (cuda_device().record(start, stream) != CUDA_SUCCESS) {

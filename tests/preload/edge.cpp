@@ -11,6 +11,9 @@
 //                                (100) while the main thread allocates, launches and frees over
 //                                the budget: the process exits (exit_in_handler.sh runs it at
 //                                30 delays)
+//   edge MODULE.so no_context    a thread with no current context launches and memsets while
+//                                every access is timed: both fail as without gswap, and gswap
+//                                logs no error of its own
 //   edge MODULE.so fork          the application forks while regions are swapped; the child does
 //                                CUDA-free work and exits; the parent keeps computing correctly
 //   edge MODULE.so swap          three regions over a budget of two, each launched in turn (the
@@ -169,6 +172,34 @@ int run_exit_in_handler(unsigned long long region_bytes) {
     PCHECK(launch_add(g_add, nullptr, keep, n, 1));
     PCHECK(cuMemFree(t));
   }
+}
+
+// A thread with no current context launches and memsets while every access is timed
+// (GSWAP_TIMELINE): both fail with CUDA_ERROR_INVALID_CONTEXT, as without gswap, and gswap logs
+// no error of its own; regions swap before and after.
+int run_no_context(unsigned long long region_bytes) {
+  const unsigned long long n = region_bytes / 4;
+  CUdeviceptr b[3];
+  for (int k = 0; k < 3; ++k) {
+    PCHECK(cuMemAlloc(&b[k], region_bytes));
+    PCHECK(cuMemsetD32(b[k], 5u, n));
+    PCHECK(launch_add(g_add, nullptr, b[k], n, 1));
+  }
+  CUresult launched = CUDA_SUCCESS, set = CUDA_SUCCESS;
+  std::thread([&] {
+    launched = launch_add(g_add, nullptr, b[0], n, 1);
+    set = cuMemsetD32(b[1], 9u, n);
+  }).join();
+  if (launched != CUDA_ERROR_INVALID_CONTEXT || set != CUDA_ERROR_INVALID_CONTEXT) {
+    std::fprintf(stderr, "no_context: launch %d, memset %d, not %d\n", (int)launched, (int)set,
+                 (int)CUDA_ERROR_INVALID_CONTEXT);
+    return 1;
+  }
+  for (int k = 0; k < 3; ++k) PCHECK(launch_add(g_add, nullptr, b[k], n, 1));
+  PCHECK(cuCtxSynchronize());
+  for (int k = 0; k < 3; ++k) PEXPECT(all_equal(b[k], n, 7u, nullptr));
+  std::printf("no_context: refused as without gswap, data intact\n");
+  return 0;
 }
 
 int run_swap(unsigned long long region_bytes) {
@@ -719,7 +750,8 @@ int main(int argc, char** argv) {
     std::fprintf(
         stderr,
         "usage: edge MODULE.so "
-        "oom|oom_small|exit_in_handler|fork|swap|graph|indirect|bounds|contend|capture_v1|"
+        "oom|oom_small|exit_in_handler|no_context|fork|swap|graph|indirect|bounds|contend|capture_"
+        "v1|"
         "capture_fail|bad_calls|dead_stream|zero_extent|wide|init|before_init [region-MiB]\n");
     return 2;
   }
@@ -751,6 +783,7 @@ int main(int argc, char** argv) {
   if (mode == "oom") return run_oom(region_bytes);
   if (mode == "oom_small") return run_oom_small(region_bytes);
   if (mode == "exit_in_handler") return run_exit_in_handler(region_bytes);
+  if (mode == "no_context") return run_no_context(region_bytes);
   if (mode == "fork") return run_fork(region_bytes);
   if (mode == "swap") return run_swap(region_bytes);
   if (mode == "graph") return run_graph(region_bytes);
