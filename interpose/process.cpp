@@ -59,9 +59,19 @@ class ProcessPlanActions final : public PlanActions {
   }
   void divergence(std::uint64_t generation, std::uint64_t offset, std::uint64_t expected,
                   std::uint64_t got) override {
-    GSWAP_LOG(kInfo, "left plan generation %llu at offset %llu: expected kernel 0x%llx, got 0x%llx",
-              (unsigned long long)generation, (unsigned long long)offset,
-              (unsigned long long)expected, (unsigned long long)got);
+    // The same kernel on both sides: the iteration ran on past its end and the next one's
+    // signature, which begins with that kernel, was not seen (plan_executor.cpp).
+    if (expected == got)
+      GSWAP_LOG(kInfo,
+                "left plan generation %llu at offset %llu: the next iteration's signature (from "
+                "kernel 0x%llx) did not come",
+                (unsigned long long)generation, (unsigned long long)offset,
+                (unsigned long long)expected);
+    else
+      GSWAP_LOG(kInfo,
+                "left plan generation %llu at offset %llu: expected kernel 0x%llx, got 0x%llx",
+                (unsigned long long)generation, (unsigned long long)offset,
+                (unsigned long long)expected, (unsigned long long)got);
     telemetry::divergence(generation, offset, expected, got);
   }
   void iteration_started() override { timeline::iteration(monotonic_ns()); }
