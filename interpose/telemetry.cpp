@@ -139,7 +139,11 @@ void sleep_ms(long ms) {
   nanosleep(&ts, nullptr);
 }
 
+// The pthread key's destructor, on the exiting thread. The thread forgets the slot too: a later
+// key destructor (another library's) that calls the driver would otherwise write into a ring that
+// another thread may own by then; it claims one again, and this runs again for it.
 void release_slot(void* slot) {
+  if (t_staging == slot) t_staging = nullptr;
   static_cast<Staging*>(slot)->owned.store(0, std::memory_order_release);
 }
 
