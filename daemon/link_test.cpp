@@ -139,24 +139,33 @@ TEST(DaemonLink, EventsBudgetAndReconnect) {
   EXPECT_TRUE(serve_until(*server, [&] {
     return server->status_json()["clients"][0]["dropped_events"].get<std::uint64_t>() >= 1;
   }));
-  // fork: the child forgets the parent's registration and registers as a client of its own. It
-  // stays registered until the parent has looked for it, which the parent says through a pipe.
-  int seen[2];
+  // fork: the child forgets the parent's registration and is no client until it starts telemetry
+  // itself (its own cuInit), then one of its own. It stays registered until the parent has
+  // looked for it; the parent says when through pipes.
+  int go[2], seen[2];
+  ASSERT_EQ(pipe(go), 0);
   ASSERT_EQ(pipe(seen), 0);
   pid_t child = fork();
   if (child == 0) {
+    close(go[1]);
     close(seen[1]);
     tel::after_fork_child();
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    bool ok = !tel::connected();
+    char c = 0;
+    pollfd g{go[0], POLLIN, 0};
+    ok = poll(&g, 1, 30'000) == 1 && read(go[0], &c, 1) == 1 && ok;
+    tel::start(info);
     for (int i = 0; i < 500 && !tel::connected(); ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    bool ok = tel::connected();
+    ok = tel::connected() && ok;
     pollfd p{seen[0], POLLIN, 0};
-    char c = 0;
     ok = poll(&p, 1, 30'000) == 1 && read(seen[0], &c, 1) == 1 && ok;
     tel::stop();
     _exit(ok ? 0 : 1);
   }
   ASSERT_GT(child, 0);
+  close(go[0]);
   close(seen[0]);
   auto has_pid = [&](pid_t pid) {
     nlohmann::json st = server->status_json();
@@ -164,6 +173,15 @@ TEST(DaemonLink, EventsBudgetAndReconnect) {
       if (cl["pid"] == pid) return true;
     return false;
   };
+  // A child that never starts telemetry (a data-loader worker) takes no share.
+  for (int i = 0; i < 30; ++i) {
+    server->tick(10);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_FALSE(has_pid(child));
+  EXPECT_EQ(server->num_clients(), 1u);
+  EXPECT_EQ(write(go[1], "x", 1), 1);
+  close(go[1]);
   EXPECT_TRUE(serve_until(*server, [&] { return has_pid(child); }));
   EXPECT_TRUE(has_pid(getpid()));  // the parent's registration is untouched
   EXPECT_EQ(write(seen[1], "x", 1), 1);
