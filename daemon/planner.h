@@ -55,7 +55,7 @@ class PlannerThread {
     // A refinement step's seeds to make beside the plan (policy::SearchOptions::seeds): those
     // the searches before it ran out of time before making.
     std::vector<std::string> seeds;
-    std::uint64_t refinement = 0;       // echoed: which refinement the step belongs to
+    std::uint64_t refinement = 0;  // echoed: which refinement the step belongs to
   };
   struct Result {
     std::uint64_t client = 0, token = 0;

@@ -246,7 +246,7 @@ bool try_connect(bool* refused, bool* absent) {
   if (fd < 0) return false;
   set_connecting(fd);
   const bool ok = try_connect_once(refused, absent, fd);
-  // Forgotten first, under the mutex, and only then closed on failure: stop() never shuts down a
+  // Forgotten first, under the flag, and only then closed on failure: stop() never shuts down a
   // number reused since.
   set_connecting(-1);
   if (!ok) close(fd);

@@ -323,8 +323,6 @@ class Search {
           early.emplace_back(std::move(e), name + " (early)");
         if (auto b = simulated(std::move(made[j].plan), std::move(made[j].sim), name))
           seeds.push_back(std::move(*b));
-        else
-          break;
       }
       if (j < n) {
         left_from(i + j);
