@@ -264,6 +264,38 @@ std::size_t Analysis::first_start_at_or_after(double t) const {
                                   start_us.begin());
 }
 
+std::size_t Analysis::first_start_at_or_after(double t, std::size_t from) const {
+  if (from >= n || start_us[from] >= t) return from;
+  std::size_t below = from, above = n;  // start_us[below] < t, start_us[above] >= t
+  for (std::size_t step = 1; below + step < n; step *= 2) {
+    if (start_us[below + step] >= t) {
+      above = below + step;
+      break;
+    }
+    below += step;
+  }
+  const auto begin = start_us.begin();
+  return static_cast<std::size_t>(std::lower_bound(begin + static_cast<std::ptrdiff_t>(below) + 1,
+                                                   begin + static_cast<std::ptrdiff_t>(above), t) -
+                                  begin);
+}
+
+std::size_t Analysis::last_start_at_or_before(double t, std::size_t to) const {
+  if (start_us[to] <= t) return to;
+  std::size_t above = to, below = 0;  // start_us[above] > t; start_us[below] <= t, or below is 0
+  for (std::size_t step = 1; step < above; step *= 2) {
+    if (start_us[above - step] <= t) {
+      below = above - step;
+      break;
+    }
+    above -= step;
+  }
+  const auto begin = start_us.begin();
+  const auto it = std::upper_bound(begin + static_cast<std::ptrdiff_t>(below),
+                                   begin + static_cast<std::ptrdiff_t>(above), t);
+  return it == begin ? 0 : static_cast<std::size_t>(it - begin) - 1;
+}
+
 namespace {
 // "2 MiB" for whole mebibytes, else bytes.
 std::string size_text(std::uint64_t bytes) {

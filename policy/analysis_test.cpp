@@ -139,6 +139,32 @@ TEST(AnalysisTest, IdealTimelineRunsStreamsConcurrentlyInIssueOrder) {
   EXPECT_EQ(a.first_start_at_or_after(5.0), 2u);
 }
 
+// The galloping searches from a launch answer as binary searches over the whole iteration do,
+// clamped to the launch given: on start times with ties (launches on other streams starting
+// together) and gaps, for every launch and times before, between, on and after them.
+TEST(AnalysisTest, SearchesFromALaunchAgreeWithWholeIterationSearches) {
+  std::mt19937 rng(7);
+  for (int round = 0; round < 40; ++round) {
+    Analysis a;
+    a.n = 1 + rng() % 70;
+    double t = 0;
+    for (std::size_t i = 0; i < a.n; ++i) {
+      t += rng() % 3 == 0 ? 0 : static_cast<double>(rng() % 5);
+      a.start_us.push_back(t);
+    }
+    for (std::size_t from = 0; from < a.n + 2; ++from)
+      for (double q = -1; q <= t + 1; q += 0.5) {
+        const auto lb = static_cast<std::size_t>(
+            std::lower_bound(a.start_us.begin(), a.start_us.end(), q) - a.start_us.begin());
+        EXPECT_EQ(a.first_start_at_or_after(q, from), std::max(lb, from));
+        if (from >= a.n) continue;
+        const auto ub = static_cast<std::size_t>(
+            std::upper_bound(a.start_us.begin(), a.start_us.end(), q) - a.start_us.begin());
+        EXPECT_EQ(a.last_start_at_or_before(q, from), std::min(ub == 0 ? 0 : ub - 1, from));
+      }
+  }
+}
+
 TEST(SegmentTreeTest, RangeAddMaxAndLastAbove) {
   MaxSegmentTree st(std::vector<std::int64_t>{1, 5, 2, 8, 3});
   EXPECT_EQ(st.max_all(), 8);
