@@ -3,15 +3,16 @@
 // lower bound, and the planning time; then the planning time of a 20,000-launch iteration.
 // `--smoke` runs one small case only (used by CTest to keep the program working). `--corpus`
 // prints the corpus table (greedy and searched plans against the bound and the baselines) and
-// how greedy planning time grows with the iteration's length. `--exact` compares the planner
-// with the MILP optimum (CBC) on small random iterations. `--plan-or-bound` searches the corpus
-// cells that miss the bound targets again, with eight seeds for 2 s each: a plan within the
-// target shows that the plan, not the bound, was loose there. `--long` plans a 600-layer ViT-B/16
-// (17,412 launches) at 30-90% of its peak, swap-only and with recompute; `--long-helpers` searches
-// it for 200 ms and 1 s with one thread and with several, where no walk starts. `--long-seeds`
-// searches a 2,000-layer narrow transformer (58,010 launches), where the 200 ms end during the
-// seeds, and then goes on with the seeds left, as gswapd's refinement does. `--refine` gives,
-// per corpus cell, the plan gswapd publishes first and the one its refinement publishes.
+// how greedy planning time grows with the iteration's length (`--scale`: that alone). `--exact`
+// compares the planner with the MILP optimum (CBC) on small random iterations. `--plan-or-bound`
+// searches the corpus cells that miss the bound targets again, with eight seeds for 2 s each: a
+// plan within the target shows that the plan, not the bound, was loose there. `--long` plans a
+// 600-layer ViT-B/16 (17,412 launches) at 30-90% of its peak, swap-only and with recompute;
+// `--long-helpers` searches it for 200 ms and 1 s with one thread and with several, where no walk
+// starts. `--long-seeds` searches a 2,000-layer narrow transformer (58,010 launches), where the 200
+// ms end during the seeds, and then goes on with the seeds left, as gswapd's refinement does.
+// `--refine` gives, per corpus cell, the plan gswapd publishes first and the one its refinement
+// publishes.
 // `--held-out` prints the corpus table for traces outside the corpus (other batch sizes, depths,
 // link speeds and random seeds), to see how the planner does on traces it was not built against,
 // then searches the cells that miss their target again (four seeds for 2 s each), as
@@ -211,32 +212,33 @@ std::vector<CorpusTrace> held_out_traces() {
   return v;
 }
 
-// Greedy planning time against the iteration's length (transformer layers of 29 launches).
+// Greedy planning time against the iteration's length (transformer layers of 29 launches), at
+// 50% of the peak and at 30%, where the plan swaps more.
 void scale(int repeats) {
   fmt::print(
-      "\n| launches | regions | plan ms with recompute, CPU: min (median) | plan ms swap-only, "
-      "CPU: min (median) |\n|---|---|---|---|\n");
+      "\n| launches | regions | plan ms, CPU: min (median), 50% with recompute | 50% swap-only | "
+      "30% with recompute | 30% swap-only |\n|---|---|---|---|---|---|\n");
   for (int layers : {172, 688, 1724, 3448, 6896}) {
     TransformerConfig c;
     c.layers = layers, c.hidden = 512, c.heads = 8, c.seq = 256, c.batch = 8, c.vocab = 32000;
     const Trace t = make_transformer(c);
     const Analysis a = analyze(t);
-    double ms[2], med[2];
-    for (int k = 0; k < 2; ++k) {
-      CapuchinOptions o;
-      o.allow_recompute = k == 0;
-      std::vector<double> v;
-      for (int r = 0; r < repeats; ++r) {
-        const double c0 = cpu_ms();
-        plan_capuchin(a, a.peak_bytes / 2, o);
-        v.push_back(cpu_ms() - c0);
+    fmt::print("| {} | {} |", a.n, t.regions.size());
+    for (int pct : {50, 30})
+      for (bool recompute : {true, false}) {
+        CapuchinOptions o;
+        o.allow_recompute = recompute;
+        std::vector<double> v;
+        for (int r = 0; r < repeats; ++r) {
+          const double c0 = cpu_ms();
+          plan_capuchin(a, a.peak_bytes * static_cast<std::uint64_t>(pct) / 100, o);
+          v.push_back(cpu_ms() - c0);
+        }
+        std::sort(v.begin(), v.end());
+        // The least disturbed run on a shared machine, and the median.
+        fmt::print(" {:.1f} ({:.1f}) |", v.front(), v[v.size() / 2]);
       }
-      std::sort(v.begin(), v.end());
-      ms[k] = v.front();  // the least disturbed run on a shared machine
-      med[k] = v[v.size() / 2];
-    }
-    fmt::print("| {} | {} | {:.1f} ({:.1f}) | {:.1f} ({:.1f}) |\n", a.n, t.regions.size(), ms[0],
-               med[0], ms[1], med[1]);
+    fmt::print("\n");
   }
 }
 
@@ -569,6 +571,10 @@ int main(int argc, char** argv) {
     corpus_table(traces, 200);
     fmt::print("\n");
     plan_or_bound(traces, 4, 2000);
+    return 0;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "--scale") == 0) {
+    scale(5);
     return 0;
   }
   if (argc > 1 && std::strcmp(argv[1], "--corpus") == 0) {
