@@ -29,8 +29,10 @@ CUresult launch(CUfunction f, CUstream stream, bool per_thread, void** params, v
       return CUDA_ERROR_INVALID_HANDLE;  // as the driver answers a launch of it
     else
       tracked = false;
-  } else if (extra) {
-    tracked = scan_extra(fs.map, extra, &t);
+  } else if (extra && !scan_extra(fs.map, extra, &t)) {
+    // The driver refuses it (param_scan.h) and runs nothing: answer as it does, before anything
+    // is made resident.
+    return CUDA_ERROR_INVALID_VALUE;
   }
   if (!tracked || t.overflow) {
     CUresult e =

@@ -104,18 +104,24 @@ inline void scan_kernel_params(const RegionMap& map, const ParamLayout& layout, 
 }
 
 // extra form: CU_LAUNCH_PARAM_BUFFER_POINTER / _SIZE pairs, ended by CU_LAUNCH_PARAM_END.
-// Returns false when the buffer or its size is missing (the call cannot be tracked).
+// Returns false for an array the driver refuses with CUDA_ERROR_INVALID_VALUE: a key other than
+// those three, no BUFFER_SIZE, or no buffer for a size above 0. Such a launch never runs, so it
+// touches nothing; the caller answers it as the driver does, and nothing else changes. (An
+// unknown key cannot even be skipped safely: nothing says whether a value follows it.)
 inline bool scan_extra(const RegionMap& map, void* const* extra, TouchSet* out) {
   const void* buf = nullptr;
   std::size_t size = 0;
   bool have_size = false;
   for (std::size_t i = 0; extra[i] != nullptr; i += 2) {
     auto key = reinterpret_cast<std::uintptr_t>(extra[i]);
-    if (key == 0x01)
-      buf = extra[i + 1];    // CU_LAUNCH_PARAM_BUFFER_POINTER
-    else if (key == 0x02) {  // CU_LAUNCH_PARAM_BUFFER_SIZE
+    if (key == 0x01) {
+      buf = extra[i + 1];      // CU_LAUNCH_PARAM_BUFFER_POINTER
+    } else if (key == 0x02) {  // CU_LAUNCH_PARAM_BUFFER_SIZE
+      if (extra[i + 1] == nullptr) return false;
       size = *static_cast<const std::size_t*>(extra[i + 1]);
       have_size = true;
+    } else {
+      return false;
     }
   }
   if (!have_size || (size > 0 && buf == nullptr)) return false;

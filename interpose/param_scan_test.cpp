@@ -69,11 +69,26 @@ TEST_F(ParamScan, ExtraBufferIsScanned) {
   EXPECT_EQ(t.regions[1], &a);
 }
 
-TEST_F(ParamScan, ExtraWithoutSizeIsUntrackable) {
+// Arrays the driver refuses: no size, a null size pointer, no buffer for a size, a key it does
+// not know (nothing says whether a value follows it).
+TEST_F(ParamScan, ExtraArraysTheDriverRefusesAreNotScanned) {
   std::uint64_t buf[1] = {kBase};
-  void* extra[] = {reinterpret_cast<void*>(0x01), buf, nullptr};
+  std::size_t size = sizeof buf;
+  void* const kPtr = reinterpret_cast<void*>(0x01);
+  void* const kSize = reinterpret_cast<void*>(0x02);
+  void* no_size[] = {kPtr, buf, nullptr};
+  void* null_size[] = {kPtr, buf, kSize, nullptr, nullptr};
+  void* no_buffer[] = {kSize, &size, nullptr};
+  void* unknown_key[] = {kPtr, buf, reinterpret_cast<void*>(0x07), buf, kSize, &size, nullptr};
+  for (void** extra : {no_size, null_size, no_buffer, unknown_key}) {
+    TouchSet t;
+    EXPECT_FALSE(scan_extra(map, extra, &t));
+  }
+  std::size_t zero = 0;
+  void* empty_buffer[] = {kSize, &zero, nullptr};  // a kernel without parameters
   TouchSet t;
-  EXPECT_FALSE(scan_extra(map, extra, &t));
+  EXPECT_TRUE(scan_extra(map, empty_buffer, &t));
+  EXPECT_EQ(t.n, 0u);
 }
 
 TEST_F(ParamScan, RangesLookUpBothEndsAndDeduplicate) {

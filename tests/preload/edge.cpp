@@ -403,15 +403,34 @@ int run_bad_calls(unsigned long long region_bytes) {
   size_t free_bytes = 0, total = 0;
   PEXPECT(cuMemGetInfo(nullptr, &total) == CUDA_ERROR_INVALID_VALUE);
   PEXPECT(cuMemGetInfo(&free_bytes, nullptr) == CUDA_ERROR_INVALID_VALUE);
-  // A launch of a function whose module is gone, and graph launches of no instance and of a
-  // destroyed one: refused by the driver, they keep nothing resident (the swap that follows
-  // needs every region free to leave).
+  // A launch of a function whose module is gone, launches with `extra` arrays the driver
+  // refuses, and graph launches of no instance and of a destroyed one: refused by the driver,
+  // they keep nothing resident (the swap that follows needs every region free to leave).
   CUmodule again;
   CUfunction stale;
   PCHECK(cuModuleLoad(&again, g_module_path));
   PCHECK(cuModuleGetFunction(&stale, again, "add"));
   PCHECK(cuModuleUnload(again));
   PEXPECT(launch_add(stale, nullptr, b, n, 1) == CUDA_ERROR_INVALID_HANDLE);
+  // Launches whose `extra` array the driver refuses (no buffer size, a key it does not know):
+  // they run nothing, and answer as the driver does.
+  struct {
+    CUdeviceptr buf;
+    unsigned long long n;
+    unsigned v;
+  } args{b, n, 1};
+  std::size_t args_size = sizeof args;
+  void* no_size[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &args, CU_LAUNCH_PARAM_END};
+  void* unknown_key[] = {CU_LAUNCH_PARAM_BUFFER_POINTER,
+                         &args,
+                         reinterpret_cast<void*>(0x07),
+                         &args,
+                         CU_LAUNCH_PARAM_BUFFER_SIZE,
+                         &args_size,
+                         CU_LAUNCH_PARAM_END};
+  for (void** extra : {no_size, unknown_key})
+    PEXPECT(cuLaunchKernel(g_add, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, extra) ==
+            CUDA_ERROR_INVALID_VALUE);
   PEXPECT(cuGraphLaunch(nullptr, nullptr) != CUDA_SUCCESS);
   CUstream s;
   CUgraph g;
