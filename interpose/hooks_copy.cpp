@@ -145,6 +145,13 @@ std::size_t span_2d(std::size_t pitch, std::size_t width, std::size_t height) {
   return span;
 }
 
+// n elements of `elem` bytes, saturating as span_2d does: a memset of more than the address
+// space holds is refused as past the end, not taken for the few bytes its size wraps to.
+std::size_t elements(std::size_t n, std::size_t elem) {
+  std::size_t bytes = 0;
+  return __builtin_mul_overflow(n, elem, &bytes) ? SIZE_MAX : bytes;
+}
+
 // (depth - 1) * layer_height + height rows, saturating.
 std::size_t rows_3d(std::size_t depth, std::size_t layer_height, std::size_t height) {
   std::size_t layers = 0, rows = 0;
@@ -356,28 +363,28 @@ CUresult hook_cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER* c, CUstream st)
 }
 
 // Memsets: N elements of 1, 2 or 4 bytes; 2D forms cover Height rows of Width elements.
-#define GSWAP_MEMSET(sym, T, elem, pt)                                              \
-  CUresult hook_##sym(CUdeviceptr d, T v, size_t n) {                               \
-    return access(                                                                  \
-        d, n * elem, 0, 0, nullptr, pt, true, [&] { return GSWAP_R.sym(d, v, n); }, \
-        proto::kMemsetFunction);                                                    \
+#define GSWAP_MEMSET(sym, T, elem, pt)                                                       \
+  CUresult hook_##sym(CUdeviceptr d, T v, size_t n) {                                        \
+    return access(                                                                           \
+        d, elements(n, elem), 0, 0, nullptr, pt, true, [&] { return GSWAP_R.sym(d, v, n); }, \
+        proto::kMemsetFunction);                                                             \
   }
-#define GSWAP_MEMSET_ASYNC(sym, T, elem, pt)                                        \
-  CUresult hook_##sym(CUdeviceptr d, T v, size_t n, CUstream st) {                  \
-    return access(                                                                  \
-        d, n * elem, 0, 0, st, pt, false, [&] { return GSWAP_R.sym(d, v, n, st); }, \
-        proto::kMemsetFunction);                                                    \
+#define GSWAP_MEMSET_ASYNC(sym, T, elem, pt)                                                 \
+  CUresult hook_##sym(CUdeviceptr d, T v, size_t n, CUstream st) {                           \
+    return access(                                                                           \
+        d, elements(n, elem), 0, 0, st, pt, false, [&] { return GSWAP_R.sym(d, v, n, st); }, \
+        proto::kMemsetFunction);                                                             \
   }
 #define GSWAP_MEMSET2D(sym, T, elem, pt)                                         \
   CUresult hook_##sym(CUdeviceptr d, size_t pitch, T v, size_t w, size_t h) {    \
     return access(                                                               \
-        d, span_2d(pitch, w * elem, h), 0, 0, nullptr, pt, true,                 \
+        d, span_2d(pitch, elements(w, elem), h), 0, 0, nullptr, pt, true,        \
         [&] { return GSWAP_R.sym(d, pitch, v, w, h); }, proto::kMemsetFunction); \
   }
 #define GSWAP_MEMSET2D_ASYNC(sym, T, elem, pt)                                             \
   CUresult hook_##sym(CUdeviceptr d, size_t pitch, T v, size_t w, size_t h, CUstream st) { \
     return access(                                                                         \
-        d, span_2d(pitch, w * elem, h), 0, 0, st, pt, false,                               \
+        d, span_2d(pitch, elements(w, elem), h), 0, 0, st, pt, false,                      \
         [&] { return GSWAP_R.sym(d, pitch, v, w, h, st); }, proto::kMemsetFunction);       \
   }
 

@@ -626,6 +626,11 @@ int check_bounds(CUdeviceptr b, std::size_t size) {
   EXPECT_RESULT(cuMemcpyDtoD(b, b + size - 10, 20), CUDA_ERROR_INVALID_VALUE);
   EXPECT_RESULT(cuMemsetD8(b + size, 1, 1), CUDA_ERROR_INVALID_VALUE);
   EXPECT_RESULT(cuMemsetD8Async(b + size - 1, 1, 2, nullptr), CUDA_ERROR_INVALID_VALUE);
+  // Element counts whose bytes wrap past the address space, to a few bytes that would fit.
+  EXPECT_RESULT(cuMemsetD32(b, 1, (std::size_t{1} << 62) + 1), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_RESULT(cuMemsetD16Async(b, 1, (std::size_t{1} << 63) + 2, nullptr),
+                CUDA_ERROR_INVALID_VALUE);
+  EXPECT_RESULT(cuMemsetD2D32(b, 4096, 1, (std::size_t{1} << 62) + 1, 1), CUDA_ERROR_INVALID_VALUE);
   CUdeviceptr base = 0;
   std::size_t got = 0;
   EXPECT_RESULT(cuMemGetAddressRange(&base, &got, b + size - 1), CUDA_SUCCESS);

@@ -106,16 +106,21 @@ CUresult build_3d(const CUDA_MEMCPY3D* c, Op* out) {
   size_t sp = c->srcPitch ? c->srcPitch : w, dp = c->dstPitch ? c->dstPitch : w;
   size_t sh = c->srcHeight ? c->srcHeight : hgt, dh = c->dstHeight ? c->dstHeight : hgt;
   if (w > sp || w > dp || hgt > sh || hgt > dh) return CUDA_ERROR_INVALID_VALUE;
-  size_t soff = (c->srcZ * sh + c->srcY) * sp + c->srcXInBytes;
-  size_t doff = (c->dstZ * dh + c->dstY) * dp + c->dstXInBytes;
-  size_t sext = ((dep - 1) * sh + (hgt - 1)) * sp + w;
-  size_t dext = ((dep - 1) * dh + (hgt - 1)) * dp + w;
+  // Offsets and extents past the address space are refused, not wrapped.
+  auto mad = [](size_t x, size_t y, size_t z, size_t* out) {  // x * y + z
+    return !__builtin_mul_overflow(x, y, out) && !__builtin_add_overflow(*out, z, out);
+  };
+  size_t soff = 0, doff = 0, sext = 0, dext = 0, send = 0, dend = 0;
+  if (!mad(c->srcZ, sh, c->srcY, &soff) || !mad(soff, sp, c->srcXInBytes, &soff) ||
+      !mad(c->dstZ, dh, c->dstY, &doff) || !mad(doff, dp, c->dstXInBytes, &doff) ||
+      !mad(dep - 1, sh, hgt - 1, &sext) || !mad(sext, sp, w, &sext) ||
+      !mad(dep - 1, dh, hgt - 1, &dext) || !mad(dext, dp, w, &dext) ||
+      __builtin_add_overflow(soff, sext, &send) || __builtin_add_overflow(doff, dext, &dend))
+    return CUDA_ERROR_INVALID_VALUE;
   const uint8_t *s = nullptr, *d = nullptr;
   bool sd = false, dd = false;
-  if (CUresult r = side_of(c->srcMemoryType, c->srcHost, c->srcDevice, 0, soff + sext, &s, &sd))
-    return r;
-  if (CUresult r = side_of(c->dstMemoryType, c->dstHost, c->dstDevice, 0, doff + dext, &d, &dd))
-    return r;
+  if (CUresult r = side_of(c->srcMemoryType, c->srcHost, c->srcDevice, 0, send, &s, &sd)) return r;
+  if (CUresult r = side_of(c->dstMemoryType, c->dstHost, c->dstDevice, 0, dend, &d, &dd)) return r;
   Op& op = *out;
   op.kind = OpKind::Copy;
   op.src = s + soff;
@@ -293,9 +298,12 @@ CUresult memset_2d(CUdeviceptr dst, size_t pitch, uint32_t v, uint8_t elem, size
   if (CUresult r = check_init()) return r;
   if (w == 0 || hgt == 0) return CUDA_SUCCESS;
   if (dst % elem) return CUDA_ERROR_INVALID_VALUE;
-  size_t row = w * elem;
+  // Sizes past the address space are refused, not wrapped to the few bytes they come to.
+  size_t row = 0, rows = 0, extent = 0;
+  if (__builtin_mul_overflow(w, size_t{elem}, &row)) return CUDA_ERROR_INVALID_VALUE;
   if (hgt > 1 && pitch < row) return CUDA_ERROR_INVALID_VALUE;
-  size_t extent = (hgt - 1) * pitch + row;
+  if (__builtin_mul_overflow(hgt - 1, pitch, &rows) || __builtin_add_overflow(rows, row, &extent))
+    return CUDA_ERROR_INVALID_VALUE;
   if (!device_range_ok(dst, extent)) return CUDA_ERROR_INVALID_VALUE;
   Op op;
   op.kind = OpKind::Memset;

@@ -137,6 +137,23 @@ TEST_F(Sim, CopyValidationErrors) {
   EXPECT_EQ(cuMemcpyHtoD(a, host.data(), 4097), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuMemcpyHtoD(a + 4000, host.data(), 200), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuMemsetD32(a + 4092, 0, 2), CUDA_ERROR_INVALID_VALUE);
+  // Sizes whose bytes wrap past the address space: refused, not taken for the few bytes they
+  // wrap to (which fit, and ran over the whole address space).
+  EXPECT_EQ(cuMemsetD32(a, 1, (size_t{1} << 62) + 1), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemsetD16(a, 1, (size_t{1} << 63) + 2), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemsetD2D32(a, 4096, 1, (size_t{1} << 62) + 1, 1), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemsetD2D8(a, size_t{1} << 63, 1, 1, 3), CUDA_ERROR_INVALID_VALUE);
+  CUDA_MEMCPY2D wrap{};
+  wrap.srcMemoryType = CU_MEMORYTYPE_HOST;
+  wrap.srcHost = host.data();
+  wrap.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  wrap.dstDevice = a;
+  wrap.WidthInBytes = 16;
+  wrap.dstPitch = size_t{1} << 63;
+  wrap.srcPitch = 16;
+  wrap.Height = 3;  // (3 - 1) rows of 2^63 bytes wrap to 0
+  EXPECT_EQ(cuMemcpy2D(&wrap), CUDA_ERROR_INVALID_VALUE);
+  CK(cuCtxSynchronize());
   EXPECT_EQ(cuMemcpyDtoH(host.data(), 0x1000, 16), CUDA_ERROR_INVALID_VALUE);
   CK(cuMemFree(a));
   EXPECT_EQ(cuMemcpyDtoH(host.data(), a, 16), CUDA_ERROR_INVALID_VALUE);  // freed
