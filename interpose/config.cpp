@@ -28,6 +28,17 @@ bool bad(char* err, unsigned size, const char* ident, const char* value, const c
   return false;
 }
 
+// Why a budget or size is refused: the range, where the value parses but lies outside it.
+const char* size_why(const char* v, bool parsed, const settings::Size& s, const char* what) {
+  if (parsed && !s.is_percent && s.bytes == 0) return "it must be above 0 bytes";
+  const char* end = v + std::strlen(v);
+  while (end > v && end[-1] == ' ') --end;
+  if (end > v && end[-1] == '%') return "a percentage must be above 0% and at most 100%";
+  return what;
+}
+
+constexpr const char* kBoolWhy = "expected 1 or 0 (or true/false, yes/no, on/off)";
+
 }  // namespace
 
 const char* shown_value(const char* value, char* out, unsigned size) {
@@ -55,9 +66,12 @@ const char* shown_value(const char* value, char* out, unsigned size) {
 
 bool load_config(EnvLookup env, Config* out, char* err, unsigned err_size) {
   const char* v = value_of(env, "budget");
-  if (!settings::parse_size(v, &out->budget) || (!out->budget.is_percent && out->budget.bytes == 0))
+  const bool parsed = settings::parse_size(v, &out->budget);
+  if (!parsed || (!out->budget.is_percent && out->budget.bytes == 0))
     return bad(err, err_size, "budget", v,
-               "expected bytes with a unit (6GiB, 512MiB) or a percentage of the device (75%)");
+               size_why(v, parsed, out->budget,
+                        "expected bytes, with a unit or without (6GiB, 512MiB, 1048576), or a "
+                        "percentage of the device (75%)"));
 
   v = value_of(env, "log_level");
   static const char* const kLevels[] = {"off", "error", "warn", "info", "debug", "trace"};
@@ -87,20 +101,19 @@ bool load_config(EnvLookup env, Config* out, char* err, unsigned err_size) {
   out->staging_bytes = s.bytes;
 
   v = value_of(env, "summary");
-  if (!settings::parse_bool(v, &out->summary))
-    return bad(err, err_size, "summary", v, "expected 0 or 1");
+  if (!settings::parse_bool(v, &out->summary)) return bad(err, err_size, "summary", v, kBoolWhy);
 
   v = value_of(env, "hook_profile");
   if (!settings::parse_bool(v, &out->hook_profile))
-    return bad(err, err_size, "hook_profile", v, "expected 0 or 1");
+    return bad(err, err_size, "hook_profile", v, kBoolWhy);
 
   v = value_of(env, "recompute_keep_copy");
   if (!settings::parse_bool(v, &out->recompute_keep_copy))
-    return bad(err, err_size, "recompute_keep_copy", v, "expected 0 or 1");
+    return bad(err, err_size, "recompute_keep_copy", v, kBoolWhy);
 
   v = value_of(env, "debug_skip_restore");
   if (!settings::parse_bool(v, &out->debug_skip_restore))
-    return bad(err, err_size, "debug_skip_restore", v, "expected 0 or 1");
+    return bad(err, err_size, "debug_skip_restore", v, kBoolWhy);
 
   v = value_of(env, "daemon");
   if (std::strcmp(v, "off") == 0)

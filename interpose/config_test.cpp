@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "interpose/log.h"
+
 #include <cstring>
 #include <map>
 #include <string>
@@ -111,6 +113,38 @@ TEST(Config, BadValuesAreRefusedWithTheVariableName) {
   EXPECT_NE(err.find("GSWAP_HOOK_PROFILE"), std::string::npos) << err;
 }
 
+// Sizes in log lines: binary units up to EiB, so the largest size is not 16777216.00 TiB.
+TEST(Config, SizesInLogLinesUseUnitsUpToExbibytes) {
+  char buf[32];
+  EXPECT_STREQ(format_bytes(1000, buf, sizeof buf), "1000 B");
+  EXPECT_STREQ(format_bytes(3ull << 29, buf, sizeof buf), "1.50 GiB");
+  EXPECT_STREQ(format_bytes(5ull << 50, buf, sizeof buf), "5.00 PiB");
+  EXPECT_STREQ(format_bytes(~0ull, buf, sizeof buf), "16.00 EiB");
+}
+
+// A refused budget says what is wrong with it: zero, a percentage out of range, or no size.
+TEST(Config, ARefusedBudgetSaysWhy) {
+  Config c;
+  std::string err;
+  for (const char* zero : {"0", "0B", "0.4", "0 GiB"}) {
+    EXPECT_FALSE(load({{"GSWAP_BUDGET", zero}}, &c, &err));
+    EXPECT_NE(err.find("it must be above 0 bytes"), std::string::npos) << err;
+  }
+  for (const char* percent : {"0%", "101%", "250 %"}) {
+    EXPECT_FALSE(load({{"GSWAP_BUDGET", percent}}, &c, &err));
+    EXPECT_NE(err.find("a percentage must be above 0% and at most 100%"), std::string::npos) << err;
+  }
+  for (const char* other : {"1e9", "lots", "6 parsecs"}) {
+    EXPECT_FALSE(load({{"GSWAP_BUDGET", other}}, &c, &err));
+    EXPECT_NE(err.find("expected bytes, with a unit or without (6GiB, 512MiB, 1048576)"),
+              std::string::npos)
+        << err;
+  }
+  // A switch names every spelling it takes.
+  EXPECT_FALSE(load({{"GSWAP_SUMMARY", "2"}}, &c, &err));
+  EXPECT_NE(err.find("expected 1 or 0 (or true/false, yes/no, on/off)"), std::string::npos) << err;
+}
+
 // A refusal is one line that keeps its reason: a long value is cut to its first 64 bytes, and a
 // control byte (a newline would forge a log line of its own) is shown as \xNN.
 TEST(Config, ARefusalShowsTheValueOnOneLineAndKeepsItsReason) {
@@ -121,7 +155,7 @@ TEST(Config, ARefusalShowsTheValueOnOneLineAndKeepsItsReason) {
             std::string::npos)
       << err;
   EXPECT_FALSE(load({{"GSWAP_BUDGET", std::string(400, '9')}}, &c, &err));
-  EXPECT_NE(err.find("expected bytes with a unit"), std::string::npos) << err;
+  EXPECT_NE(err.find("expected bytes, with a unit or without"), std::string::npos) << err;
   EXPECT_FALSE(load({{"GSWAP_BUDGET", "6GiB\ngswap[1] info: accepted\x1b[0m"}}, &c, &err));
   EXPECT_EQ(err.find('\n'), std::string::npos) << err;
   EXPECT_EQ(err.find('\x1b'), std::string::npos) << err;

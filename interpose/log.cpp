@@ -70,10 +70,10 @@ void log_write(LogLevel level, const char* fmt, ...) {
 }
 
 const char* format_bytes(std::uint64_t bytes, char* buf, unsigned size) {
-  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   double v = static_cast<double>(bytes);
   int u = 0;
-  while (v >= 1024.0 && u < 4) {
+  while (v >= 1024.0 && u < 6) {
     v /= 1024.0;
     ++u;
   }

@@ -56,6 +56,6 @@ run 3 "$t/plain.out"
 
 env GSWAP_HOOK_PROFILE=sometimes LD_PRELOAD="$lib" "$minitrain" "${args[@]}" --iters 1 >"$t/bad.out" 2>&1 &&
   fail "a bad GSWAP_HOOK_PROFILE was not refused"
-grep -q 'GSWAP_HOOK_PROFILE="sometimes" is not valid: expected 0 or 1' "$t/bad.out" ||
+grep -q 'GSWAP_HOOK_PROFILE="sometimes" is not valid: expected 1 or 0' "$t/bad.out" ||
   fail "$(cat "$t/bad.out")"
 echo "PASS hook_profile: cuLaunchKernel $n1, $n2, $n3 calls over 1, 2, 3 iterations"
