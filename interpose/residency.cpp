@@ -553,12 +553,21 @@ void Residency::log_oom(std::uint64_t asked) {
               format_bytes(asked, a, 32), format_bytes(arena_bytes_, c, 32), b);
     return;
   }
+  // What may never leave, and why, so that a program that cannot find the cause in the budget
+  // finds it here: a pointer table uploaded once keeps every allocation it names on the device.
+  std::uint64_t stay = 0;
+  for (const Region* r : live_)
+    if ((r->must_stay || r->graph_holds) && r->state.load(std::memory_order_relaxed) != kRegionHost)
+      stay += r->mapped;
+  char e[32];
   GSWAP_LOG(kError,
             "out of memory: asked %s, budget %s, resident %s, pinned host %s; not enough of what "
             "is resident can leave (pinned by calls in flight, made to stay, or needed by this "
-            "call) (CUDA_ERROR_OUT_OF_MEMORY)",
+            "call); %s of it is made to stay for good: allocations named in small host-to-device "
+            "copies (pointer tables), touched in stream captures whose graphs live, IPC-exported "
+            "or untrackable (CUDA_ERROR_OUT_OF_MEMORY)",
             format_bytes(asked, a, 32), b, format_bytes(used(), c, 32),
-            format_bytes(host_.pinned_bytes(), d, 32));
+            format_bytes(host_.pinned_bytes(), d, 32), format_bytes(stay, e, 32));
 }
 
 // --- allocation and free -----------------------------------------------------------------------

@@ -248,11 +248,31 @@ int run_uploads(unsigned long long region_bytes, int only) {
   return 0;
 }
 
+// A table naming four regions keeps all four on the device for good: with a 5 MiB budget, an
+// allocation of two more is refused, and its line says how much is made to stay. Once the four
+// are freed, it succeeds.
+int run_table_oom(unsigned long long region_bytes) {
+  CUdeviceptr array, named[4];
+  PCHECK(cuMemAlloc(&array, 64));
+  for (auto& p : named) {
+    PCHECK(cuMemAlloc(&p, region_bytes));
+    PCHECK(cuMemsetD32(p, 40u, g_words));
+  }
+  PCHECK(cuMemcpyHtoD(array, named, sizeof named));
+  CUdeviceptr big = 0;
+  PEXPECT(cuMemAlloc(&big, 2 * region_bytes) == CUDA_ERROR_OUT_OF_MEMORY);
+  for (auto& p : named) PCHECK(cuMemFree(p));
+  PCHECK(cuMemAlloc(&big, 2 * region_bytes));
+  PCHECK(cuMemFree(big));
+  std::printf("uploads: a table's regions stay, and the refusal says so\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: pointer_uploads MODULE.so [region-MiB [way-index]]\n");
+    std::fprintf(stderr, "usage: pointer_uploads MODULE.so [region-MiB [way-index|table_oom]]\n");
     return 2;
   }
   unsigned long long region_bytes = (argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1ull) << 20;
@@ -261,5 +281,7 @@ int main(int argc, char** argv) {
   PCHECK(cuModuleLoad(&mod, argv[1]));
   PCHECK(cuModuleGetFunction(&g_add, mod, "add"));
   PCHECK(cuModuleGetFunction(&g_add_indirect, mod, "add_indirect"));
+  if (argc > 3 && std::strcmp(argv[3], "table_oom") == 0)
+    return run_uploads(region_bytes, -1) != 0 ? 1 : run_table_oom(region_bytes);
   return run_uploads(region_bytes, argc > 3 ? std::atoi(argv[3]) : -1);
 }
