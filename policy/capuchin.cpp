@@ -288,7 +288,8 @@ class Planner {
         o_(o),
         cur_(std::vector<std::int64_t>(a.live_bytes.begin(), a.live_bytes.end())),
         chosen_(t_.regions.size()),
-        readers_(t_.regions.size()) {
+        readers_(t_.regions.size()),
+        starts_dropped_(t_.regions.size(), false) {
     bw_out_ = t_.device.d2h_bytes_per_s / 1e6;
     bw_in_ = t_.device.h2d_bytes_per_s / 1e6;
     for (const Launch& l : t_.launches) multi_stream_ |= l.stream != t_.launches[0].stream;
@@ -835,13 +836,21 @@ class Planner {
     for (std::size_t qi : readers_[c.r])
       if (recomputes_[qi].b > c.e) return false;
     const std::size_t p = a_.prev_instance[c.r];
-    if (p == kNoRegion || a_.accesses[p].empty()) return true;
+    if (p == kNoRegion) return true;
+    // p then starts the iteration dropped, until its first use (for good when it has none): a
+    // chosen recomputation reading it before then would recompute it first, through sources the
+    // plan does not count. (A region carried over that no launch touches, itself the source of
+    // one recomputed at its first use: the greedy plan dropped the next instances of both, said
+    // it fit, and the simulator brought the untouched region's own source back on demand.)
+    const std::size_t first = a_.accesses[p].empty() ? kNoLaunch : a_.accesses[p].front();
+    for (std::size_t qi : readers_[p])
+      if (recomputes_[qi].b <= first) return false;
+    if (first == kNoLaunch) return true;
     // One that cannot start the iteration dropped makes the simulator keep a copy of this one
     // instead (a copy-out, and a restore at that first use): no drop for free.
     if (!a_.starts_recomputable(p)) return false;
-    const std::size_t first = a_.accesses[p].front();
     for (std::size_t s : a_.sources[p])
-      if (s == kNoRegion || s == p || evicted_at(s, first) ||
+      if (s == kNoRegion || s == p || evicted_at(s, first) || starts_dropped_[s] ||
           a_.parked(s, static_cast<std::uint64_t>(budget_)))
         return false;
     return true;
@@ -852,6 +861,7 @@ class Planner {
   // next iteration: a recomputation reading its sources there, which no later eviction may take.
   void apply_drop(std::size_t k, Plan& plan) {
     const Cand& c = cands_[k];
+    if (const std::size_t p = a_.prev_instance[c.r]; p != kNoRegion) starts_dropped_[p] = true;
     if (const std::size_t p = a_.prev_instance[c.r];
         p != kNoRegion && !a_.accesses[p].empty() && t_.regions[p].recompute) {
       const std::size_t first = a_.accesses[p].front();
@@ -933,6 +943,7 @@ class Planner {
   std::vector<std::vector<Chosen>> chosen_;  // per region
   std::vector<ChosenRecompute> recomputes_;
   std::vector<std::vector<std::size_t>> readers_;  // per region: recomputes_ reading it
+  std::vector<bool> starts_dropped_;  // per region: its next instance is dropped for good
 };
 
 std::size_t latest_start_at_or_before(const Analysis& a, double t) {
