@@ -304,30 +304,33 @@ void run(const Options& o) {
                               s.demand_evictions == 1 ? "" : "s");
 
   if (o.json) {
-    nlohmann::json j = {{"policy", label},
-                        {"feasible", feasible},
-                        {"budget_bytes", budget},
-                        {"budget_possible", impossible_budget_reason(a, budget).empty()},
-                        {"trace_peak_bytes", a.peak_bytes},
-                        {"launches", a.n},
-                        {"step_time_us", s.step_time_us},
-                        {"ideal_step_time_us", a.ideal_step_us},
-                        {"lower_bound_us", ev.bound.bound_us},
-                        {"peak_resident_bytes", s.peak_resident_bytes},
-                        {"stall_us", s.stall_us},
-                        {"recompute_us", s.recompute_us},
-                        {"swapped_out_bytes", s.swapped_out_bytes},
-                        {"swapped_in_bytes", s.swapped_in_bytes},
-                        {"recomputed_bytes", s.recomputed_bytes},
-                        {"h2d_busy_us", s.h2d_busy_us},
-                        {"d2h_busy_us", s.d2h_busy_us},
-                        {"demand_evictions", s.demand_evictions},
-                        {"donated_restores", s.donated_restores},
-                        {"plan_entries", ev.plan.entries.size()},
-                        {"plan_fits", plan_fits},
-                        {"plan_time_ms", ev.plan_time_ms},
-                        {"search_evaluations", evaluations},
-                        {"recompute", !o.no_recompute}};
+    const bool possible = impossible_budget_reason(a, budget).empty();
+    nlohmann::json j = {
+        {"policy", label},
+        {"feasible", feasible},
+        {"budget_bytes", budget},
+        {"budget_possible", possible},
+        {"trace_peak_bytes", a.peak_bytes},
+        {"launches", a.n},
+        {"step_time_us", s.step_time_us},
+        {"ideal_step_time_us", a.ideal_step_us},
+        // No plan runs at an impossible budget: it has no bound.
+        {"lower_bound_us", possible ? nlohmann::json(ev.bound.bound_us) : nlohmann::json(nullptr)},
+        {"peak_resident_bytes", s.peak_resident_bytes},
+        {"stall_us", s.stall_us},
+        {"recompute_us", s.recompute_us},
+        {"swapped_out_bytes", s.swapped_out_bytes},
+        {"swapped_in_bytes", s.swapped_in_bytes},
+        {"recomputed_bytes", s.recomputed_bytes},
+        {"h2d_busy_us", s.h2d_busy_us},
+        {"d2h_busy_us", s.d2h_busy_us},
+        {"demand_evictions", s.demand_evictions},
+        {"donated_restores", s.donated_restores},
+        {"plan_entries", ev.plan.entries.size()},
+        {"plan_fits", plan_fits},
+        {"plan_time_ms", ev.plan_time_ms},
+        {"search_evaluations", evaluations},
+        {"recompute", !o.no_recompute}};
     if (!feasible) j["error"] = reason;
     if (feasible && !plan_fits && !fits_reason.empty()) j["plan_fits_reason"] = fits_reason;
     // Kernel names in the reasons came from a trace: not UTF-8 is replaced, not thrown on.
