@@ -20,7 +20,9 @@
 #include <vector>
 #include <stdexcept>
 #include <limits>
+#include <map>
 #include <string>
+#include <tuple>
 #include <system_error>
 
 #include <CLI/CLI.hpp>
@@ -154,6 +156,46 @@ Plan load_plan(const std::string& path, const Trace& trace, bool no_recompute = 
   return plan;
 }
 
+// Entries of a plan made by hand that parse but do nothing, or not what they say: each gets a
+// warning naming it (a plan gswapd or a planner wrote has none). The plan is simulated as it is.
+std::vector<std::string> plan_warnings(const Analysis& a, const Plan& plan) {
+  const Trace& t = *a.trace;
+  std::vector<std::string> out;
+  std::map<std::tuple<RegionId, EvictKind, std::size_t, std::size_t, std::size_t, std::size_t>,
+           std::size_t>
+      seen;  // the entries so far, by every field that says what they do
+  for (std::size_t k = 0; k < plan.entries.size(); ++k) {
+    const PlanEntry& e = plan.entries[k];
+    const std::string at = fmt::format("entries[{}] (region {})", k, e.region);
+    const auto it = a.index.find(e.region);
+    if (it == a.index.end()) continue;  // the parser refuses those
+    const std::size_t r = it->second;
+    if (t.regions[r].bytes < t.device.min_evictable_bytes) {
+      out.push_back(fmt::format(
+          "{}: ignored: the region is {} bytes, below the trace's min_evictable_bytes ({})", at,
+          t.regions[r].bytes, t.device.min_evictable_bytes));
+      continue;
+    }
+    const auto [dup, fresh] = seen.emplace(
+        std::tuple{e.region, e.kind, e.evict_after, e.evict_at, e.trigger, e.back_access}, k);
+    if (!fresh) {
+      out.push_back(
+          fmt::format("{}: repeats entries[{}], and evicts nothing more", at, dup->second));
+      continue;
+    }
+    const auto& acc = a.accesses[r];
+    if (e.back_access != kNoLaunch && !std::binary_search(acc.begin(), acc.end(), e.back_access))
+      out.push_back(
+          fmt::format("{}: back_access {} is not an access of the region", at, e.back_access));
+    else if (e.kind == EvictKind::kSwap && !is_wrap(e) && e.trigger != kNoLaunch &&
+             e.back_access != kNoLaunch && e.trigger > e.back_access)
+      out.push_back(fmt::format(
+          "{}: trigger {} comes after back_access {}: the access restores the region on demand", at,
+          e.trigger, e.back_access));
+  }
+  return out;
+}
+
 std::uint64_t parse_budget(const std::string& text, std::uint64_t peak, const std::string& option) {
   settings::Size size;
   if (!settings::parse_size(text, &size))
@@ -256,6 +298,13 @@ void run(const Options& o) {
   if (!o.plan.empty()) {
     // A plan made elsewhere (gswapd's, from `trace dump --plan-out`), simulated as it is.
     ev.plan = load_plan(o.plan, trace, o.no_recompute);
+    const std::vector<std::string> warnings = plan_warnings(a, ev.plan);
+    constexpr std::size_t kShownWarnings = 10;
+    for (std::size_t k = 0; k < warnings.size() && k < kShownWarnings; ++k)
+      fmt::print(stderr, "warning: {}: {}\n", printable_text(o.plan), warnings[k]);
+    if (warnings.size() > kShownWarnings)
+      fmt::print(stderr, "warning: {}: {} more entries like these\n", printable_text(o.plan),
+                 warnings.size() - kShownWarnings);
     ev.sim = simulate(a, ev.plan, budget);
     // The planners never make such a plan; one made by hand can recompute a region from one
     // already freed, from itself (sources in a cycle), or through a chain the simulator does
