@@ -13,6 +13,7 @@
 #include <cstring>
 #include <ctime>
 #include <new>
+#include <optional>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -313,19 +314,44 @@ std::size_t found_signature_length(const std::vector<std::uint64_t>& f) {
 // matcher finds only there; in a stretch that repeats (one block of kernels per layer) there may
 // be none, and the library would take another layer's block for the start. Such a phase moves
 // forward to the first launch whose function occurs once per period (a loss, an upload, an
-// optimizer step), which alone is such a prefix.
-std::size_t Client::recognisable_phase(const std::vector<std::uint64_t>& symbols, std::size_t phase,
-                                       std::size_t period) const {
+// optimizer step), which alone is such a prefix; where there is none, to the start of a window
+// found nowhere else in the period.
+std::size_t recognisable_phase(const std::vector<std::uint64_t>& symbols, std::size_t phase,
+                               std::size_t period) {
   const std::vector<std::uint64_t> f(symbols.begin() + static_cast<std::ptrdiff_t>(phase),
                                      symbols.begin() + static_cast<std::ptrdiff_t>(phase + period));
   if (found_signature_length(f)) return phase;
+  // A complete period starts at launch i, or at the one a period before it.
+  auto complete = [&](std::size_t i) -> std::optional<std::size_t> {
+    if (i + period <= symbols.size()) return i;
+    if (i >= period) return i - period;
+    return std::nullopt;
+  };
   std::unordered_map<std::uint64_t, std::size_t> count;
-  for (std::size_t i = phase; i < phase + period; ++i) ++count[symbols[i]];
-  for (std::size_t i = phase; i < phase + period; ++i) {
-    if (count[symbols[i]] != 1) continue;
-    if (i + period <= symbols.size()) return i;  // a complete period starts there
-    if (i >= period) return i - period;          // the one before it
-    break;
+  for (std::uint64_t fn : f) ++count[fn];
+  for (std::size_t j = 0; j < period; ++j)
+    if (count[f[j]] == 1) return complete(phase + j).value_or(phase);
+  // Every function recurs within the period: windows of the signature's length, hashed around
+  // the period (a window may run past its end into its start), those found once tried in order
+  // with the matcher itself (which can miss a window it starts over inside). The tries are
+  // bounded: each runs the matcher over two periods.
+  const std::size_t len = std::min<std::size_t>(period, proto::kSignatureLength);
+  auto window = [&](std::size_t j) {
+    std::uint64_t h = 1469598103934665603ull;
+    for (std::size_t k = 0; k < len; ++k) h = (h ^ f[(j + k) % period]) * 1099511628211ull;
+    return h;
+  };
+  std::vector<std::uint64_t> hashes(period);
+  std::unordered_map<std::uint64_t, std::size_t> seen;
+  for (std::size_t j = 0; j < period; ++j) ++seen[hashes[j] = window(j)];
+  constexpr int kTries = 32;
+  std::vector<std::uint64_t> rotated(period);
+  int tries = 0;
+  for (std::size_t j = 0; j < period && tries < kTries; ++j) {
+    if (seen[hashes[j]] != 1) continue;
+    ++tries;
+    for (std::size_t k = 0; k < period; ++k) rotated[k] = f[(j + k) % period];
+    if (found_signature_length(rotated)) return complete(phase + j).value_or(phase);
   }
   return phase;
 }

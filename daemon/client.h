@@ -134,6 +134,16 @@ std::size_t signature_length(const std::vector<std::uint64_t>& functions);
 // eighth fwd never sees it.
 bool signature_found_at_start(const std::vector<std::uint64_t>& functions, std::size_t length);
 
+// Where a detected period of `symbols` (the launches' functions) should start so that the library
+// finds its start by a short prefix (signature_found_at_start): `phase` itself when it does; else
+// the first launch whose function occurs once per period (a loss, an upload, an optimizer step);
+// else, where every launch belongs to a block that repeats, the first start of a window of
+// proto::kSignatureLength functions found nowhere else in the period (the end of the backward and
+// the start of the forward), checked with the matcher; else `phase`. A complete period starts at
+// the launch returned.
+std::size_t recognisable_phase(const std::vector<std::uint64_t>& symbols, std::size_t phase,
+                               std::size_t period);
+
 // One complete iteration with (nearly) every launch timed: what the planner plans from, with
 // what the plan needs to name positions the way the library counts them.
 struct MeasuredIteration {
@@ -208,8 +218,6 @@ class Client : public proto::EventSink {
 
   // Runs period detection over the launch window if enough new launches arrived.
   void maybe_detect_iteration();
-  std::size_t recognisable_phase(const std::vector<std::uint64_t>& symbols, std::size_t phase,
-                                 std::size_t period) const;
 
   // The last complete iteration as a policy trace; empty (no launches) when none was detected.
   policy::Trace last_iteration_trace(std::uint64_t device_bytes) const;

@@ -1404,6 +1404,35 @@ TEST(Signature, IsOneTheLibrarysMatcherFindsAtTheStart) {
   EXPECT_EQ(signature_length(from_upload), 2u);
 }
 
+// An iteration of blocks that repeat, with no function once per period (a deep model whose
+// loss and optimizer run in its layers' kernels): from the forward's start no prefix is found
+// only there, so the period starts where a window is, across the backward's end and the
+// forward's start. Before, the phase stayed, and the library took a later forward block for the
+// start and left every plan at the same launch.
+TEST(Signature, APeriodOfRepeatedBlocksStartsAtAWindowFoundOnlyThere) {
+  constexpr std::uint64_t kF1 = 1, kF2 = 2, kB1 = 3, kB2 = 4;
+  std::vector<std::uint64_t> period;
+  for (int i = 0; i < 20; ++i) period.insert(period.end(), {kF1, kF2});
+  for (int i = 0; i < 20; ++i) period.insert(period.end(), {kB1, kB2});
+  std::vector<std::uint64_t> symbols;
+  for (int k = 0; k < 3; ++k) symbols.insert(symbols.end(), period.begin(), period.end());
+  const std::size_t n = period.size();
+  for (std::size_t len = 1; len <= proto::kSignatureLength; ++len)  // none from the forward's start
+    EXPECT_FALSE(signature_found_at_start(period, len)) << len;
+  const std::size_t phase = recognisable_phase(symbols, 0, n);
+  ASSERT_NE(phase, 0u);
+  ASSERT_LE(phase + n, symbols.size());
+  const std::vector<std::uint64_t> from(symbols.begin() + static_cast<std::ptrdiff_t>(phase),
+                                        symbols.begin() + static_cast<std::ptrdiff_t>(phase + n));
+  const std::size_t len = signature_length(from);
+  ASSERT_LE(len, proto::kSignatureLength);
+  EXPECT_TRUE(signature_found_at_start(from, len));
+  // A function once per period is still where the period starts.
+  std::vector<std::uint64_t> with_loss = symbols;
+  for (std::size_t k = 0; k < 3; ++k) with_loss[k * n + 45] = 9;
+  EXPECT_EQ(recognisable_phase(with_loss, 0, n), 45u);
+}
+
 // A client whose launches never come timed (its timing events run out, its records are dropped)
 // is never planned; status says why, with how many of the newest period's launches were timed.
 TEST_F(ServerTest, StatusSaysWhyAClientIsNotPlannedYet) {
