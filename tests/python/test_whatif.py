@@ -163,6 +163,51 @@ def test_sizes_read_as_gswapctl_reads_them_and_gpu_figures_checked():
         parse_gpu("h100:reserved=100GiB")
 
 
+# Recording chooses kernels as on a GPU (fused attention, foreach optimizers) by replacing two
+# module attributes of PyTorch. Before, another thread's CPU attention failed while a recording
+# ran, and recordings in several threads at once left a replacement installed for good.
+def test_recordings_in_threads_leave_other_threads_and_pytorch_as_they_were():
+    import threading
+
+    import torch.nn.functional as F
+    import torch.optim.optimizer as optim_mod
+
+    before = (F.scaled_dot_product_attention, optim_mod._get_foreach_kernels_supported_devices)
+    q = torch.randn(1, 2, 8, 16)
+    want = F.scaled_dot_product_attention(q, q, q)
+    errors, stop = [], threading.Event()
+
+    def attend():
+        while not stop.is_set():
+            try:
+                assert torch.equal(F.scaled_dot_product_attention(q, q, q), want)
+            except Exception as e:  # noqa: BLE001 - any failure is the finding
+                errors.append(e)
+                return
+
+    def work():
+        try:
+            tiny_trace()
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    watcher = threading.Thread(target=attend)
+    watcher.start()
+    recorders = [threading.Thread(target=work) for _ in range(3)]
+    try:
+        for t in recorders:
+            t.start()
+        for t in recorders:
+            t.join()
+    finally:
+        stop.set()
+        watcher.join()
+    assert not errors, errors[0]
+    assert (F.scaled_dot_product_attention,
+            optim_mod._get_foreach_kernels_supported_devices) == before
+    assert "meta" not in optim_mod._get_foreach_kernels_supported_devices()
+
+
 def test_record_leaves_the_callers_module_as_it_was():
     model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
     model.eval()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Union
 
@@ -37,39 +38,73 @@ def default_optimizer(params) -> torch.optim.Optimizer:
     return torch.optim.AdamW(params, lr=1e-4)
 
 
-@contextlib.contextmanager
-def _foreach_as_on_gpu(device_type: str):
-    """Optimizers default to their foreach kernels on a GPU but to a loop of per-tensor ops on
-    other devices; on `device_type`, let them choose as on a GPU."""
-    import torch.optim.optimizer as optim_mod
-    original = optim_mod._get_foreach_kernels_supported_devices
-    optim_mod._get_foreach_kernels_supported_devices = lambda: [*original(), device_type]
-    try:
-        yield
-    finally:
-        optim_mod._get_foreach_kernels_supported_devices = original
+class _GpuKernelChoices:
+    """Kernels chosen as on a GPU, for the thread that records only.
 
+    Optimizers default to their foreach kernels on a GPU but to a loop of per-tensor ops on other
+    devices: on the recording device, they choose as on a GPU. scaled_dot_product_attention on a
+    GPU runs one fused kernel (flash attention for bf16/fp16 without a mask, memory-efficient
+    attention otherwise) that keeps only the output and the log-sum-exp for backward; on the meta
+    device PyTorch would take the unfused math path, which materialises the attention matrix: it
+    is routed to the fused kernel a GPU would pick. The module attributes are replaced (not
+    intercepted with a torch-function mode), so that calls from inside torch.nn.functional
+    (multi_head_attention_forward) are routed too.
 
-@contextlib.contextmanager
-def _gpu_attention():
-    """scaled_dot_product_attention on a GPU runs one fused kernel (flash attention for bf16/fp16
-    without a mask, memory-efficient attention otherwise) that keeps only the output and the
-    log-sum-exp for backward; on the meta device PyTorch would take the unfused math path, which
-    materialises the attention matrix. Route it to the fused kernel a GPU would pick. The module
-    attribute is replaced (not intercepted with a torch-function mode), so that calls from inside
-    torch.nn.functional (multi_head_attention_forward) are routed too."""
-    import torch.nn.functional as F
-    original = F.scaled_dot_product_attention
+    The replacements are installed once while any thread records, and act only in threads that
+    record: another thread's attention on the CPU runs PyTorch's own path, and recordings in
+    several threads at once neither see each other's choices nor leave a replacement behind."""
 
-    def routed(*args, **kwargs):
-        out = _GpuAttention._fused(*args, **kwargs)
-        return original(*args, **kwargs) if out is None else out
+    _lock = threading.Lock()
+    _users = 0
+    _originals: dict = {}
+    _local = threading.local()  # .device_type: the recording device of this thread, if any
 
-    F.scaled_dot_product_attention = routed
-    try:
-        yield
-    finally:
-        F.scaled_dot_product_attention = original
+    @classmethod
+    @contextlib.contextmanager
+    def on(cls, device_type: str):
+        import torch.nn.functional as F
+        import torch.optim.optimizer as optim_mod
+        with cls._lock:
+            if cls._users == 0:
+                cls._originals = {"sdpa": F.scaled_dot_product_attention,
+                                  "foreach": optim_mod._get_foreach_kernels_supported_devices}
+                F.scaled_dot_product_attention = cls._routed_attention
+                optim_mod._get_foreach_kernels_supported_devices = cls._foreach_devices
+            cls._users += 1
+        outer = getattr(cls._local, "device_type", None)
+        cls._local.device_type = device_type
+        try:
+            yield
+        finally:
+            cls._local.device_type = outer
+            with cls._lock:
+                cls._users -= 1
+                if cls._users == 0:
+                    # Put back what was there, unless something else replaced ours meanwhile.
+                    if F.scaled_dot_product_attention is cls._routed_attention:
+                        F.scaled_dot_product_attention = cls._originals["sdpa"]
+                    if optim_mod._get_foreach_kernels_supported_devices is cls._foreach_devices:
+                        optim_mod._get_foreach_kernels_supported_devices = cls._originals["foreach"]
+
+    @classmethod
+    def _recording_here(cls) -> Optional[str]:
+        return getattr(cls._local, "device_type", None)
+
+    @staticmethod
+    def _routed_attention(*args, **kwargs):
+        self = _GpuKernelChoices
+        if self._recording_here() is not None:
+            out = _GpuAttention._fused(*args, **kwargs)
+            if out is not None:
+                return out
+        return self._originals["sdpa"](*args, **kwargs)
+
+    @staticmethod
+    def _foreach_devices():
+        self = _GpuKernelChoices
+        devices = self._originals["foreach"]()
+        here = self._recording_here()
+        return [*devices, here] if here is not None else devices
 
 
 class _GpuAttention:
@@ -244,10 +279,7 @@ def record(model: Union[torch.nn.Module, Callable[[], torch.nn.Module]],
     device = torch.device(device)
     if gpu_kernels is None:
         gpu_kernels = device.type == "meta"
-    emulation = contextlib.ExitStack()
-    if gpu_kernels:
-        emulation.enter_context(_foreach_as_on_gpu(device.type))
-        emulation.enter_context(_gpu_attention())
+    emulation = _GpuKernelChoices.on(device.type) if gpu_kernels else contextlib.nullcontext()
     with emulation:
         step = TrainingStep(model, make_batch, loss_fn, optimizer, batch_size=batch_size,
                             device=device, dtype=dtype)
