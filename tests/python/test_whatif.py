@@ -161,6 +161,38 @@ def test_sizes_read_as_gswapctl_reads_them_and_gpu_figures_checked():
             parse_gpu(f"h100:{bad}")
     with pytest.raises(ValueError, match="more than the reserve"):
         parse_gpu("h100:reserved=100GiB")
+    # Exact: no float rounding of whole bytes, and what does not fit in 64 bits is refused.
+    assert parse_size("18446744073709551615") == 2**64 - 1
+    assert parse_size("9007199254740993") == 2**53 + 1
+    assert parse_size("1.5KiB") == 1536 and parse_size("0.3B") == 0
+    with pytest.raises(ValueError, match="more than 2"):
+        parse_size("18446744073709551616")
+    with pytest.raises(TypeError):
+        parse_size(1024)
+
+
+# The prediction API checks its budgets before it simulates anything, and leaves no file behind.
+def test_budgets_given_to_the_api_are_checked_and_no_file_is_left(tool_env, tmp_path):
+    import glob
+    import tempfile
+
+    from gswap.whatif import predict
+
+    t = tiny_trace()
+    for bad, kind in (("100", TypeError), (50, TypeError), ([0.5], TypeError), ([True], TypeError),
+                      ([-1], ValueError)):
+        with pytest.raises(kind):
+            predict.budget_table(t, bad, progress=False)
+    rows = predict.budget_table(t, [t.peak_bytes, "50%"], search_ms=0, progress=False)
+    assert rows[0].budget == str(t.peak_bytes) and rows[0].hybrid.budget_bytes == t.peak_bytes
+    with pytest.raises(TypeError, match="budget_bytes"):
+        predict.largest_batch(lambda b: t, "1GiB", 2.0, 1, progress=False)
+    # A trace that cannot be written: the temporary file goes too.
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "gswap-whatif-*")))
+    t.info["bad"] = object()
+    with pytest.raises(TypeError):
+        predict.budget_table(t, ["50%"], search_ms=0, progress=False)
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "gswap-whatif-*"))) == before
 
 
 # Recording chooses kernels as on a GPU (fused attention, foreach optimizers) by replacing two
@@ -233,6 +265,9 @@ def test_bad_arguments_are_one_line_before_recording(tool_env):
                        (["--trace", "/"], "--trace /: not a file in an existing directory"),
                        (["--budgets", "0%"], "'0%' is not a percentage above 0"),
                        (["--budgets", "abc"], "'abc' is not a size"),
+                       (["--budgets", "1" + "0" * 400 + "GiB"], "more than 2^64 - 1 bytes"),
+                       (["--fit", "1" + "0" * 400], "more than 2^64 - 1 bytes"),
+                       (["--gpu", "h100:memory=1" + "0" * 400], "more than 2^64 - 1 bytes"),
                        (["--gpu", "h100:hbm_tbps=0"], "must be a number above 0"),
                        (["--fit", "gpu", "--gpu", "h100:reserved=90GiB"], "more than the reserve")):
         p = subprocess.run([sys.executable, "-m", "gswap", "whatif", "--model", TINY, "--batch",

@@ -9,6 +9,7 @@ large GEMMs and convolutions, 78% of HBM bandwidth for streaming kernels, 3 us f
 from __future__ import annotations
 
 import dataclasses
+import fractions
 import math
 import re
 from dataclasses import dataclass
@@ -58,12 +59,22 @@ _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 10**3, "m": 1 << 20, "mb": 10**6, "
           "gib": 1 << 30, "tib": 1 << 40}
 
 
+_MAX_BYTES = (1 << 64) - 1  # as gswapctl reads sizes: what does not fit in 64 bits is refused
+
+
 def parse_size(text: str) -> int:
-    """Bytes from '80GiB', '141GB', '512MiB' or a plain number."""
+    """Bytes from '80GiB', '141GB', '512MiB' or a plain number (whole bytes, rounded down, at most
+    2^64 - 1, as gswapctl reads sizes)."""
+    if not isinstance(text, str):
+        raise TypeError(f"a size is a string such as '24GiB', not {type(text).__name__}")
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", text)
     if not m or m.group(2).lower() not in _UNITS:
         raise ValueError(f"'{text}' is not a size (bytes with a unit such as 24GiB or 80GB)")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    # Exact arithmetic: a float loses whole bytes above 2^53 and overflows on long numbers.
+    size = math.floor(fractions.Fraction(m.group(1)) * _UNITS[m.group(2).lower()])
+    if size > _MAX_BYTES:
+        raise ValueError(f"'{text}' is not a size: more than 2^64 - 1 bytes")
+    return size
 
 
 def parse_gpu(spec: str) -> GPU:

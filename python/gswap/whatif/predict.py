@@ -29,9 +29,22 @@ class Prediction:
         return self.step_time_us / self.ideal_step_time_us if self.feasible else float("inf")
 
 
-def simulate(trace_path: str, budget: str, recompute: bool, search_ms: float = 200) -> Prediction:
-    """One `gswapctl simulate` run: the plan gswapd would make (Capuchin, improved by the search)."""
-    cmd = [_paths.gswapctl(), "simulate", "--trace", trace_path, "--budget", budget,
+def _budget_text(budget) -> str:
+    """A budget as gswapctl reads it: a string ('50%', '6GiB') or whole bytes (an int)."""
+    if isinstance(budget, bool) or not isinstance(budget, (str, int)):
+        raise TypeError(f"a budget is a string such as '50%' or '6GiB', or bytes as an int, not "
+                        f"{type(budget).__name__}")
+    if isinstance(budget, int):
+        if budget <= 0:
+            raise ValueError(f"a budget of {budget} bytes: it must be above 0 bytes")
+        return str(budget)
+    return budget
+
+
+def simulate(trace_path: str, budget, recompute: bool, search_ms: float = 200) -> Prediction:
+    """One `gswapctl simulate` run: the plan gswapd would make (Capuchin, improved by the search).
+    budget: a string gswapctl reads ('50%' of the trace's peak, '6GiB') or bytes as an int."""
+    cmd = [_paths.gswapctl(), "simulate", "--trace", trace_path, "--budget", _budget_text(budget),
            "--policy", "capuchin", "--json", "--search-ms", str(search_ms)]
     if not recompute:
         cmd.append("--no-recompute")
@@ -57,7 +70,11 @@ class SavedTrace:
             fd, path = tempfile.mkstemp(prefix="gswap-whatif-", suffix=".json")
             os.close(fd)
         self.path = path
-        trace.save(path)
+        try:
+            trace.save(path)
+        except BaseException:  # a trace that cannot be written, or an interrupt: no file left
+            self.close()
+            raise
 
     def close(self) -> None:
         if self.temporary and os.path.exists(self.path):
@@ -77,8 +94,16 @@ class BudgetRow:
     hybrid: Prediction
 
 
-def budget_table(trace: Trace, budgets: list[str], trace_path: Optional[str] = None,
+def budget_table(trace: Trace, budgets: list, trace_path: Optional[str] = None,
                  search_ms: float = 200, progress: bool = True) -> list[BudgetRow]:
+    """Swap-only and hybrid predictions per budget: each a string gswapctl reads ('50%', '6GiB')
+    or bytes as an int."""
+    if isinstance(budgets, (str, bytes, int)):
+        raise TypeError("budgets: a list of budgets such as ['50%', '6GiB'], not one "
+                        f"{type(budgets).__name__}")
+    budgets = list(budgets)
+    for b in budgets:
+        _budget_text(b)  # checked before anything is simulated
     rows = []
     with SavedTrace(trace, trace_path) as saved:
         it = budgets
@@ -86,7 +111,7 @@ def budget_table(trace: Trace, budgets: list[str], trace_path: Optional[str] = N
             from tqdm.auto import tqdm
             it = tqdm(budgets, desc="simulating", unit=" budgets", leave=False)
         for b in it:
-            rows.append(BudgetRow(b, simulate(saved.path, b, False, search_ms),
+            rows.append(BudgetRow(str(b), simulate(saved.path, b, False, search_ms),
                                   simulate(saved.path, b, True, search_ms)))
     return rows
 
@@ -108,6 +133,9 @@ def largest_batch(record_at: Callable[[int], Trace], budget_bytes: int, max_slow
     Searches by doubling from `start`, then bisecting; assumes larger batches never fit better.
     Batches above `limit` (or `start`, when larger) are not tried: a batch that fits there is
     returned with `at_limit`."""
+    if isinstance(budget_bytes, bool) or not isinstance(budget_bytes, int) or budget_bytes <= 0:
+        raise TypeError(f"budget_bytes: bytes as an int above 0, not {budget_bytes!r} "
+                        "(gswap.whatif.parse_size reads '24GiB')")
     limit = max(limit, start)
     cache: dict[int, tuple[Trace, dict[str, Prediction]]] = {}
     bar = None
