@@ -269,6 +269,11 @@ def test_bad_arguments_are_one_line_before_recording(tool_env):
                        (["--fit", "1" + "0" * 400], "more than 2^64 - 1 bytes"),
                        (["--gpu", "h100:memory=1" + "0" * 400], "more than 2^64 - 1 bytes"),
                        (["--gpu", "h100:hbm_tbps=0"], "must be a number above 0"),
+                       (["--model", "gpt:layers=0"], "layers=0 must be at least 1"),
+                       (["--model", "gpt:seq=-1"], "seq=-1 must be at least 1"),
+                       (["--model", "gpt:layers=abc"], "layers=abc is not a whole number"),
+                       (["--model", "gpt:dropout=5"], "dropout=5 must be at least 0 and below 1"),
+                       (["--model", "gpt:hidden=65"], "hidden=65 is not a multiple of heads=12"),
                        (["--fit", "gpu", "--gpu", "h100:reserved=90GiB"], "more than the reserve")):
         p = subprocess.run([sys.executable, "-m", "gswap", "whatif", "--model", TINY, "--batch",
                             "2", "--no-progress", *args], capture_output=True, text=True,

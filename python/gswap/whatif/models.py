@@ -13,6 +13,7 @@ Python API (gswap.whatif.record) takes for any nn.Module.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -97,7 +98,20 @@ def parse_model(spec: str, image_size: Optional[int] = None) -> Workload:
             if not eq or key not in ("layers", "hidden", "heads", "seq", "vocab", "dropout"):
                 raise ValueError(f"--model {spec}: '{item}' is not one of layers=, hidden=, heads=, "
                                  "seq=, vocab=, dropout=")
-            args[key] = float(value) if key == "dropout" else int(value)
+            try:
+                args[key] = float(value) if key == "dropout" else int(value)
+            except ValueError:
+                raise ValueError(f"--model {spec}: {key}={value} is not "
+                                 f"{'a number' if key == 'dropout' else 'a whole number'}") from None
+            if key == "dropout" and not 0 <= args[key] < 1:
+                raise ValueError(f"--model {spec}: dropout={value} must be at least 0 and below 1")
+            if key != "dropout" and args[key] < 1:
+                raise ValueError(f"--model {spec}: {key}={value} must be at least 1")
+        defaults = inspect.signature(gpt_workload).parameters
+        hidden = args.get("hidden", defaults["hidden"].default)
+        heads = args.get("heads", defaults["heads"].default)
+        if hidden % heads:
+            raise ValueError(f"--model {spec}: hidden={hidden} is not a multiple of heads={heads}")
         return gpt_workload(**args)
     raise ValueError(f"--model {spec}: expected torchvision:NAME or gpt:KEY=VALUE,...")
 
