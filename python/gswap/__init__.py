@@ -127,6 +127,8 @@ def name_parameters(module, prefix: str = "") -> int:
         if not callable(getattr(module, method, None)):
             raise TypeError(f"expected a torch.nn.Module, got {type(module).__name__} "
                             f"(no {method}())")
+    if isinstance(module, type):  # the class itself, whose methods need an instance
+        raise TypeError(f"expected a torch.nn.Module instance, got the class {module.__name__}")
     if not isinstance(prefix, str):
         raise TypeError(f"prefix is a str, got {type(prefix).__name__}")
     if not enabled():

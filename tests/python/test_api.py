@@ -91,6 +91,7 @@ cases = [
     ("None module", lambda: gswap.name_parameters(None)),
     ("object module", lambda: gswap.name_parameters(object())),
     ("bad prefix", lambda: gswap.name_parameters(Module(), prefix=3)),
+    ("module class", lambda: gswap.name_parameters(Module)),
 ]
 for label, call in cases:
     try:
@@ -123,7 +124,7 @@ EXPECTED = {
     "str pointer": "TypeError", "tensor float": "TypeError", "None name": "TypeError",
     "bytes name": "TypeError", "int name": "TypeError", "NUL in name": "ValueError",
     "surrogate": "ValueError", "module": "0", "None module": "TypeError",
-    "object module": "TypeError", "bad prefix": "TypeError",
+    "object module": "TypeError", "bad prefix": "TypeError", "module class": "TypeError",
 }
 
 
