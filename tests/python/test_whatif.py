@@ -257,6 +257,29 @@ def test_record_leaves_the_callers_module_as_it_was():
     assert all(after[k].dtype == v.dtype and torch.equal(after[k], v) for k, v in before.items())
 
 
+# Ctrl-C while gswapctl simulates: one line, exit status 130, and the trace file is gone.
+def test_an_interrupt_is_one_line_and_leaves_no_file(tool_env):
+    import glob
+    import signal
+    import tempfile
+    import time
+
+    pattern = os.path.join(tempfile.gettempdir(), "gswap-whatif-*")
+    before = set(glob.glob(pattern))
+    p = subprocess.Popen([sys.executable, "-m", "gswap", "whatif", "--model", TINY, "--batch", "2",
+                          "--no-progress", "--search-ms", "1000"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not set(glob.glob(pattern)) - before and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert p.poll() is None, "whatif ended before its trace was written"
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err
+    assert err == "gswap whatif: interrupted\n", err
+    assert set(glob.glob(pattern)) == before
+
+
 def test_bad_arguments_are_one_line_before_recording(tool_env):
     for args, want in ((["--max-slowdown", "nan"], "--max-slowdown must be a finite number"),
                        (["--max-slowdown", "0.5"], "--max-slowdown must be a finite number"),

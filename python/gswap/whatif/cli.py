@@ -114,6 +114,9 @@ def main(argv: list[str]) -> int:
         return refuse(str(e))
     try:
         return _run(args, torch, gpu, workload, fit_budget)
+    except KeyboardInterrupt:  # Ctrl-C: one line, as the shell's convention for SIGINT
+        print("gswap whatif: interrupted", file=sys.stderr)
+        return 130
     except Exception as e:  # one line, not a traceback: what the model or gswapctl refused
         print(f"gswap whatif: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
               file=sys.stderr)
