@@ -171,6 +171,16 @@ def test_sizes_read_as_gswapctl_reads_them_and_gpu_figures_checked():
         parse_size(1024)
 
 
+# record() names a wrong argument before it records anything.
+def test_record_refuses_wrong_arguments():
+    w = gpt_workload(**TINY_ARGS)
+    for kw, kind in ((dict(batch_size=0), ValueError), (dict(batch_size=2.0), ValueError),
+                     (dict(batch_size=2, gpu=None), TypeError),
+                     (dict(batch_size=2, dtype="bf16"), TypeError)):
+        with pytest.raises(kind, match="batch_size|gpu|dtype"):
+            record(w.model, w.make_batch, w.loss, progress=False, **kw)
+
+
 # The prediction API checks its budgets before it simulates anything, and leaves no file behind.
 def test_budgets_given_to_the_api_are_checked_and_no_file_is_left(tool_env, tmp_path):
     import glob

@@ -275,6 +275,12 @@ def record(model: Union[torch.nn.Module, Callable[[], torch.nn.Module]],
     gpu_kernels: choose kernels as on a GPU where PyTorch would choose differently on `device`
         (fused attention, foreach optimizers); default: on for meta, off otherwise.
     """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size: a whole number at least 1, not {batch_size!r}")
+    if not isinstance(gpu, (str, GPU)):
+        raise TypeError(f"gpu: a name such as 'h100' or a gswap.whatif.GPU, not {gpu!r}")
+    if dtype is not None and not isinstance(dtype, torch.dtype):
+        raise TypeError(f"dtype: a torch.dtype such as torch.bfloat16, or None, not {dtype!r}")
     gpu = parse_gpu(gpu) if isinstance(gpu, str) else gpu
     device = torch.device(device)
     if gpu_kernels is None:
