@@ -171,6 +171,14 @@ def test_sizes_read_as_gswapctl_reads_them_and_gpu_figures_checked():
         parse_size(1024)
 
 
+def test_slowdown_of_an_iteration_that_takes_no_time():
+    from gswap.whatif.predict import Prediction
+    assert Prediction(1, True, 0.0, 0.0).slowdown == 1.0
+    assert Prediction(1, True, 5.0, 0.0).slowdown == float("inf")
+    assert Prediction(1, False, 5.0, 2.0).slowdown == float("inf")
+    assert Prediction(1, True, 5.0, 2.0).slowdown == 2.5
+
+
 # record() names a wrong argument before it records anything.
 def test_record_refuses_wrong_arguments():
     w = gpt_workload(**TINY_ARGS)

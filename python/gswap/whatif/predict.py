@@ -26,7 +26,13 @@ class Prediction:
 
     @property
     def slowdown(self) -> float:
-        return self.step_time_us / self.ideal_step_time_us if self.feasible else float("inf")
+        """Step time over the ideal step; inf where the plan cannot run. An iteration of launches
+        that take no time runs at 1.0 when it runs in no time too."""
+        if not self.feasible:
+            return float("inf")
+        if self.ideal_step_time_us <= 0:
+            return 1.0 if self.step_time_us <= 0 else float("inf")
+        return self.step_time_us / self.ideal_step_time_us
 
 
 def _budget_text(budget) -> str:
