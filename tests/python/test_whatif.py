@@ -171,6 +171,30 @@ def test_sizes_read_as_gswapctl_reads_them_and_gpu_figures_checked():
         parse_size(1024)
 
 
+# A foreach optimizer op is launched on a GPU per group of tensors (multi_tensor_apply: at most 320
+# chunks of 65536 elements, 48 tensors for three lists), not as one kernel over every parameter:
+# eight 2048x2048 layers' addcdiv_ (parameters, moments, denominators) is two launches, the first
+# over five weights and four biases of each list. Before, one launch touched all 48 tensors and
+# every budget below it was called impossible.
+def test_a_foreach_op_is_launched_per_group_of_tensors_as_on_a_gpu():
+    import torch.nn.functional as F
+
+    def net():
+        return torch.nn.Sequential(*[torch.nn.Linear(2048, 2048) for _ in range(8)])
+
+    t = record(net, lambda b, d: (torch.randn(b, 2048, device=d), torch.randn(b, 2048, device=d)),
+               F.mse_loss, batch_size=8, progress=False)
+    rec = t.recording
+    step = [ln for ln in rec.launches if ln.kernel.startswith("aten._foreach_addcdiv_")]
+    assert len(step) == 2, [len(ln.regions) for ln in step]
+    weight = 2048 * 2048 * 4
+    sizes = sorted(rec.regions[r].bytes for r in step[0].regions)
+    assert sizes.count(weight) == 3 * 5 and len(sizes) == 3 * 9, sizes
+    touched = {r for ln in step for r in ln.regions}
+    assert len(touched) == 3 * 16
+    assert sum(ln.dur_us for ln in step) > 0
+
+
 def test_slowdown_of_an_iteration_that_takes_no_time():
     from gswap.whatif.predict import Prediction
     assert Prediction(1, True, 0.0, 0.0).slowdown == 1.0

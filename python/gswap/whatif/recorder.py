@@ -86,6 +86,49 @@ class Recording:
     events: list[tuple[str, int, int]]  # ("alloc" | "free", region id, bytes), in order
 
 
+# PyTorch's multi_tensor_apply on a GPU (ATen/native/cuda/MultiTensorApply.cuh): a foreach op is
+# not one kernel over every tensor of its lists but a launch per group of at most this many
+# tensors (for 1 to 5 lists, outputs included) and at most 320 chunks of 65536 elements; a tensor
+# whose chunks do not all fit goes on in the next launch. gswap makes memory resident per launch,
+# so an optimizer step over every parameter is that many launches, each touching a few tensors.
+_FOREACH_MAX_TENSORS = (110, 64, 48, 36, 30)
+_FOREACH_MAX_CHUNKS = 320
+_FOREACH_CHUNK = 65536
+
+
+def _foreach_groups(args, out) -> Optional[tuple[list[list[int]], list[list[torch.Tensor]]]]:
+    """For a foreach op over tensor lists: the element indices of each launch it makes on a GPU,
+    and the tensor lists (inputs, then outputs); None for any other call."""
+    lists = [a for a in args if isinstance(a, (list, tuple)) and a
+             and all(isinstance(t, torch.Tensor) for t in a)]
+    if not lists or any(len(lst) != len(lists[0]) for lst in lists):
+        return None
+    n = len(lists[0])
+    if isinstance(out, (list, tuple)) and len(out) == n and all(isinstance(t, torch.Tensor)
+                                                                 for t in out):
+        lists = [*lists, list(out)]
+    max_tensors = _FOREACH_MAX_TENSORS[min(len(lists), len(_FOREACH_MAX_TENSORS)) - 1]
+    groups: list[list[int]] = []
+    current: list[int] = []
+    chunks = 0
+    for i in range(n):
+        left = -(-lists[0][i].numel() // _FOREACH_CHUNK)
+        if left == 0:
+            continue  # an empty tensor: no chunk, no launch of its own
+        current.append(i)
+        while left:
+            take = min(left, _FOREACH_MAX_CHUNKS - chunks)
+            chunks += take
+            left -= take
+            if chunks == _FOREACH_MAX_CHUNKS or (left == 0 and len(current) == max_tensors):
+                groups.append(current)
+                current = [i] if left else []
+                chunks = 0
+    if current:
+        groups.append(current)
+    return groups, lists
+
+
 def _tensors(tree) -> list[torch.Tensor]:
     flat, _ = tree_flatten(tree)
     return [t for t in flat if isinstance(t, torch.Tensor)]
@@ -227,10 +270,32 @@ class Recorder(TorchDispatchMode):
         name = str(func)
         if name in _NO_KERNEL or not (created or written or func._schema.is_mutable):
             return out  # views, aliases, allocations without a kernel
-        seq = len(self.launches)
-        regions = list(dict.fromkeys(touched))
         dur = self.cost.duration_us(func, args, kwargs, out, inputs, outputs) if self.cost else 0.0
         internal = self.python_call not in _PYTHON_ARITHMETIC
+        split = _foreach_groups(args, out) if name.startswith("aten._foreach_") else None
+        if split is None or len(split[0]) <= 1:
+            self._launch(name, dur, touched, reads, created, written, internal, self_reusable)
+            return out
+        # One launch per group, as on a GPU: each touches its tensors of every list, and the
+        # tensors outside the lists (a step count, a learning rate); the time is shared by
+        # elements.
+        groups, lists = split
+        listed = {id(t) for lst in lists for t in lst}
+        shared = [t for t in inputs if id(t) not in listed]
+        elements = [sum(lists[0][i].numel() for i in g) for g in groups]
+        total = sum(elements) or 1
+        for g, count in zip(groups, elements):
+            mine = shared + [lst[i] for lst in lists for i in g]
+            rids = {self._region(st, preexisting=True)[0]
+                    for st in (_storage(t) for t in mine) if st is not None}
+            self._launch(name, dur * count / total, [r for r in touched if r in rids],
+                         [r for r in reads if r in rids], [r for r in created if r in rids],
+                         [r for r in written if r in rids], internal, self_reusable)
+        return out
+
+    def _launch(self, name, dur, touched, reads, created, written, internal, self_reusable):
+        seq = len(self.launches)
+        regions = list(dict.fromkeys(touched))
         self.launches.append(Launch(seq, name, dur, regions,
                                     [r for r in dict.fromkeys(reads) if r not in created],
                                     self.phase, internal, self_reusable))
@@ -242,7 +307,6 @@ class Recorder(TorchDispatchMode):
             self.regions[rid].last_access = seq
         if self.on_launch:
             self.on_launch()
-        return out
 
     def result(self) -> Recording:
         return Recording(self.regions, self.launches, self.events)
