@@ -195,6 +195,18 @@ def test_a_foreach_op_is_launched_per_group_of_tensors_as_on_a_gpu():
     assert sum(ln.dur_us for ln in step) > 0
 
 
+# On the CPU with GPU kernel choices, attention takes PyTorch's own (fused) CPU path: the GPU's
+# fused kernels have no CPU form, and recording failed.
+def test_gpu_kernel_choices_on_the_cpu_record_attention():
+    t = record(lambda: torch.nn.TransformerEncoder(
+        torch.nn.TransformerEncoderLayer(64, 4, 128, batch_first=True), 1,
+        enable_nested_tensor=False),
+        lambda b, d: (torch.randn(b, 16, 64, device=d), torch.randn(b, 16, 64, device=d)),
+        torch.nn.functional.mse_loss, batch_size=2, device="cpu", gpu_kernels=True,
+        progress=False)
+    assert t.launches > 0
+
+
 def test_slowdown_of_an_iteration_that_takes_no_time():
     from gswap.whatif.predict import Prediction
     assert Prediction(1, True, 0.0, 0.0).slowdown == 1.0

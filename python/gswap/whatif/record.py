@@ -114,6 +114,8 @@ class _GpuAttention:
                enable_gqa=False):
         if enable_gqa or query.dim() != 4 or query.shape[-1] > 256 or query.shape[-1] % 8:
             return None  # cases the fused kernels do not take: PyTorch's own path
+        if query.device.type == "cpu":
+            return None  # the GPU kernels have no CPU form; PyTorch's CPU path is fused too
         grad = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
         if attn_mask is None and query.dtype in (torch.bfloat16, torch.float16):
             return torch.ops.aten._scaled_dot_product_flash_attention(
