@@ -207,6 +207,18 @@ def test_gpu_kernel_choices_on_the_cpu_record_attention():
     assert t.launches > 0
 
 
+# Without PyTorch, `gswap whatif --help` still prints its usage (the package imports PyTorch only
+# where it records), and a real run says what is missing.
+def test_whatif_help_needs_no_pytorch():
+    hide = "import sys; sys.modules['torch'] = None; from gswap.cli import main; "
+    p = subprocess.run([sys.executable, "-c", hide + "sys.exit(main(['whatif', '--help']))"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and "usage: gswap whatif" in p.stdout, p.stderr
+    p = subprocess.run([sys.executable, "-c", hide + "sys.exit(main(['whatif', '--model', 'gpt:',"
+                        " '--batch', '1']))"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and "needs PyTorch" in p.stderr, p.stderr
+
+
 def test_slowdown_of_an_iteration_that_takes_no_time():
     from gswap.whatif.predict import Prediction
     assert Prediction(1, True, 0.0, 0.0).slowdown == 1.0

@@ -13,9 +13,23 @@ what that iteration costs under a budget.
 """
 
 from .gpus import GPU, PRESETS, parse_gpu, parse_size
-from .predict import BatchFit, BudgetRow, Prediction, budget_table, largest_batch, simulate
-from .record import Trace, TrainingStep, default_optimizer, record
 
 __all__ = ["GPU", "PRESETS", "parse_gpu", "parse_size", "Trace", "TrainingStep", "record",
            "default_optimizer", "Prediction", "BudgetRow", "BatchFit", "budget_table",
            "largest_batch", "simulate"]
+
+# Recording and predicting need PyTorch, an optional dependency: without it the package still
+# imports (`gswap whatif --help` runs), and those names say what is missing when used.
+try:
+    from .predict import BatchFit, BudgetRow, Prediction, budget_table, largest_batch, simulate
+    from .record import Trace, TrainingStep, default_optimizer, record
+except ModuleNotFoundError as _e:
+    if (_e.name or "").split(".")[0] != "torch":
+        raise
+    _missing = str(_e)
+
+    def __getattr__(name: str):
+        if name in __all__:
+            raise ModuleNotFoundError(f"gswap.whatif.{name} needs PyTorch ({_missing}): "
+                                      "pip install 'gswap[whatif]'", name="torch")
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
