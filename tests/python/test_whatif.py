@@ -156,7 +156,7 @@ def test_sizes_read_as_gswapctl_reads_them_and_gpu_figures_checked():
     assert parse_size("80G") == 80 << 30 and parse_size("80GB") == 80 * 10**9
     assert parse_gpu("h100:memory=80G").memory_bytes == 80 << 30
     for bad in ("hbm_tbps=0", "link_gbps=-1", "fp32_tflops=nan", "bf16_tflops=inf",
-                "hbm_tbps=1e308"):
+                "hbm_tbps=1e308", "fp32_tflops=1e-320", "link_gbps=1e-9"):
         with pytest.raises(ValueError, match="must be a number above 0"):
             parse_gpu(f"h100:{bad}")
     with pytest.raises(ValueError, match="more than the reserve"):

@@ -100,11 +100,11 @@ def parse_gpu(spec: str) -> GPU:
                 number = float(value)
             except ValueError:
                 raise ValueError(f"--gpu {spec}: {field}={value} is not a number") from None
-            # Rates and times: finite and above 0 (a rate of 0 would divide by zero, and
-            # inf or nan cannot be written to a trace).
-            if not math.isfinite(number) or number <= 0 or number > 1e15:
+            # Rates and times: finite, at least 1e-6 and at most 1e15 (a rate of 0 divides by
+            # zero, and one of 1e-320 makes times overflow to inf, which no trace may hold).
+            if not math.isfinite(number) or number < 1e-6 or number > 1e15:
                 raise ValueError(f"--gpu {spec}: {field}={value} must be a number above 0 "
-                                 "(and at most 1e15)")
+                                 "(at least 1e-6 and at most 1e15)")
             values[field] = number
     if key == "custom":
         missing = [f for f in _REQUIRED if f not in values]

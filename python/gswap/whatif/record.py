@@ -197,8 +197,11 @@ class Trace:
         return doc
 
     def save(self, path: str) -> None:
+        # A time that is not finite is no JSON number: refused (ValueError), never written as
+        # Infinity, which gswapctl could not read.
+        text = json.dumps(self.to_json(), separators=(",", ":"), allow_nan=False)
         with open(path, "w") as f:
-            json.dump(self.to_json(), f, separators=(",", ":"))
+            f.write(text)
 
 
 def _prepare_model(model, device: torch.device, dtype: Optional[torch.dtype]) -> torch.nn.Module:
