@@ -7,6 +7,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 
 from .. import _paths
@@ -94,10 +95,10 @@ def main(argv: list[str]) -> int:
             if not b:
                 continue
             if b.endswith("%"):
-                try:
-                    pct = float(b[:-1])
-                except ValueError:
-                    pct = math.nan
+                # As gswapctl reads a percentage: digits and a decimal point, no sign, exponent
+                # or separators (float() takes '1e2', '+50', '1_0', which gswapctl refuses).
+                m = re.fullmatch(r"([0-9]*\.?[0-9]+)\s*%", b)
+                pct = float(m.group(1)) if m else math.nan
                 if not 0 < pct <= 100:
                     raise ValueError(f"--budgets: '{b}' is not a percentage above 0 and at most 100")
             elif parse_size(b) <= 0:
