@@ -263,8 +263,9 @@ struct Cand {
   std::size_t r, e, b;
   bool wrap;
   bool tail = false;  // after the last access until the region is freed (b = kNoLaunch)
-  std::uint64_t bytes = 0;  // the region's, kept here: the heaps probe candidates at random, and
-                            // a second lookup, in the trace's regions, doubled the cache misses
+  // The region's size, kept here: the heaps probe candidates at random, and a second lookup, in
+  // the trace's regions, doubled the cache misses.
+  std::uint64_t bytes = 0;
 };
 
 struct SwapEval {
@@ -946,11 +947,6 @@ class Planner {
   std::vector<bool> starts_dropped_;  // per region: its next instance is dropped for good
 };
 
-std::size_t latest_start_at_or_before(const Analysis& a, double t) {
-  auto it = std::upper_bound(a.start_us.begin(), a.start_us.end(), t);
-  return it == a.start_us.begin() ? 0 : static_cast<std::size_t>(it - a.start_us.begin()) - 1;
-}
-
 }  // namespace
 
 SwapTiming swap_timing(const Analysis& a, std::uint64_t bytes, std::size_t e, std::size_t b) {
@@ -1024,8 +1020,7 @@ Plan apply_feedback(const Analysis& a, const Plan& plan, std::span<const double>
         e.trigger >= a.n)
       continue;
     const double target = a.start_us[e.trigger] - 0.05 * e.swap_in_us;
-    std::size_t t = latest_start_at_or_before(a, target);
-    if (a.start_us[t] > target && t > 0) --t;
+    std::size_t t = a.last_start_at_or_before(target, e.trigger);  // target <= its start
     // Never before the eviction is issued (an on-demand release issues it at evict_at): a
     // prefetch of a region still resident does nothing, and the access then restores it on demand.
     if (!is_wrap(e)) t = std::max(t, first_launch_evicted(e, a.n));
