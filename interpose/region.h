@@ -74,6 +74,9 @@ struct Region {
   bool stream_ordered = false;  // from cuMemAllocAsync: cuMemFree of it does not wait
   // Captured graphs that replay it (and the capture still open): it stays while any is alive.
   std::uint32_t graph_holds = 0;
+  // Kept on the device whatever the budget (gswapd plans around it as fixed): made to stay, or
+  // held by a captured graph.
+  bool fixed() const { return must_stay || graph_holds != 0; }
   std::uint64_t capture_period = 0;  // the last capture period that held it (no double hold)
   bool free_requested = false;       // freed by the application while a swap-out was in flight
   bool evict_issued = false;         // kEvicting: the D2H copy and its event are enqueued

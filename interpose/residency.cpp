@@ -557,8 +557,7 @@ void Residency::log_oom(std::uint64_t asked) {
   // finds it here: a pointer table uploaded once keeps every allocation it names on the device.
   std::uint64_t stay = 0;
   for (const Region* r : live_)
-    if ((r->must_stay || r->graph_holds) && r->state.load(std::memory_order_relaxed) != kRegionHost)
-      stay += r->mapped;
+    if (r->fixed() && r->state.load(std::memory_order_relaxed) != kRegionHost) stay += r->mapped;
   char e[32];
   GSWAP_LOG(kError,
             "out of memory: asked %s, budget %s, resident %s, pinned host %s; not enough of what "
@@ -1458,7 +1457,7 @@ ResidencyStats Residency::stats() {
   // granules), and a plan of the asked sizes would overrun the budget by the difference.
   s.fixed = arena_bytes_;
   for (const Region* r : live_) {
-    if (r->must_stay || r->graph_holds) {
+    if (r->fixed()) {
       s.fixed += r->mapped;
       continue;
     }

@@ -22,8 +22,7 @@ inline bool mapped_state(std::uint32_t st) {
 // swapper's hands (mutex held). A region whose restore is still in flight may leave too: its
 // swap-out is ordered after that restore.
 inline bool movable(const Region* r) {
-  return !r->must_stay && r->graph_holds == 0 &&
-         mapped_state(r->state.load(std::memory_order_relaxed)) && !r->swapper_busy;
+  return !r->fixed() && mapped_state(r->state.load(std::memory_order_relaxed)) && !r->swapper_busy;
 }
 
 // Whether r may leave now: movable and pinned by no launch. The predicate residency gives a
@@ -37,7 +36,7 @@ inline bool may_leave(const Region* r, const void*) {
 // shortage is then worth a short wait before it is called out of memory.
 inline bool held_only_by_pins(const std::vector<Region*>& live) {
   for (const Region* r : live) {
-    if (r->must_stay || r->graph_holds != 0) continue;
+    if (r->fixed()) continue;
     // The swapper works on a region outside the mutex (a staged restore holds its memory while
     // the region is still on the host): it is evictable again once that is done.
     if (r->swapper_busy) return true;
