@@ -438,10 +438,18 @@ void Client::build_iteration(std::size_t begin, std::size_t end, std::uint64_t d
   std::unordered_map<std::uint64_t, double> producer_us;
   for (const policy::Launch& l : t.launches)
     for (std::uint64_t id : l.regions) producer_us.try_emplace(id, l.dur_us);
-  for (const auto& [id, info] : regions_)
-    if (used.count(id) && info.recompute)
-      for (std::uint64_t s : info.recompute->sources)
-        if (regions_.count(s)) used.try_emplace(s);
+  // And theirs, to the end of every chain: a source may itself be recomputed from others (a
+  // trace names only regions it holds, so a source's sources are in it too).
+  std::vector<std::uint64_t> todo;
+  todo.reserve(used.size());
+  for (const auto& [id, use] : used) todo.push_back(id);
+  while (!todo.empty()) {
+    const auto it = regions_.find(todo.back());
+    todo.pop_back();
+    if (it == regions_.end() || !it->second.recompute) continue;
+    for (std::uint64_t s : it->second.recompute->sources)
+      if (regions_.count(s) && used.try_emplace(s).second) todo.push_back(s);
+  }
   for (const auto& [id, info] : regions_) {
     auto u = used.find(id);
     if (u == used.end()) continue;
@@ -468,7 +476,7 @@ void Client::build_iteration(std::size_t begin, std::size_t end, std::uint64_t d
       // Each source once (the library sends each once; a garbled client may not, and each
       // naming costs every pass over the sources).
       for (std::uint64_t s : rc->sources)
-        if (regions_.count(s) && s != id &&
+        if (used.count(s) && s != id &&
             std::find(p.sources.begin(), p.sources.end(), s) == p.sources.end())
           p.sources.push_back(s);
       // An unmeasured cost would make recomputation look free: leave such a region to swaps.

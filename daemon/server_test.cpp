@@ -21,6 +21,7 @@
 #include <map>
 #include <future>
 #include <random>
+#include <set>
 #include <sstream>
 #include <chrono>
 #include <thread>
@@ -1837,6 +1838,43 @@ TEST(ClientTrace, ASourceNamedTwiceIsInTheTraceOnce) {
       EXPECT_EQ(r.recompute->sources, std::vector<policy::RegionId>{1});
     }
   EXPECT_TRUE(found);
+  std::string error;
+  policy::Trace back;
+  EXPECT_TRUE(policy::parse_trace_json(policy::write_trace_json(t), &back, &error)) << error;
+}
+
+// A region recomputed from a region that is itself recomputed from another, and so on: the trace
+// holds every region of the chain, so it names no source it does not hold (gswapctl simulate
+// refuses a trace that does).
+TEST(ClientTrace, AChainOfRecomputationsIsInTheTraceToItsEnd) {
+  ClientLimits limits;
+  limits.trace_launches = 4096;
+  DirectClient d(limits);
+  constexpr std::uint64_t kChain = 30;
+  for (std::uint64_t r = 1; r <= kChain; ++r) d.alloc(r);
+  d.alloc(100);
+  for (std::uint64_t r = 1; r < kChain; ++r) {  // region r recomputed from region r + 1
+    proto::EventRecord e{};
+    e.type = static_cast<std::uint16_t>(proto::EventType::kRecomputable);
+    e.count = 1;
+    e.w[0] = r;
+    e.w[1] = 5000;  // ns
+    e.w[2] = r + 1;
+    d.push(e);
+  }
+  for (int i = 0; i < 400; ++i) {
+    const std::uint64_t seq = d.lib.seq;
+    d.launch(100 + i % 4, i % 2 ? 1 : 100);
+    d.timing(seq, 1'000'000 + seq * 1000, 500);
+  }
+  d.drain();
+  const policy::Trace t = d.client.last_iteration_trace(1ull << 30);
+  std::set<policy::RegionId> held;
+  for (const policy::Region& r : t.regions) held.insert(r.id);
+  for (std::uint64_t r = 1; r <= kChain; ++r) EXPECT_TRUE(held.count(r)) << r;
+  for (const policy::Region& r : t.regions)
+    if (r.recompute)
+      for (policy::RegionId s : r.recompute->sources) EXPECT_TRUE(held.count(s)) << r.id;
   std::string error;
   policy::Trace back;
   EXPECT_TRUE(policy::parse_trace_json(policy::write_trace_json(t), &back, &error)) << error;
