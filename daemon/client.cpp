@@ -271,6 +271,16 @@ void Client::maybe_detect_iteration() {
   if (marks_.size() >= 2) {
     // The window is in seq order: two binary searches, not a pass over it at every tick.
     const std::uint64_t mark = marks_[marks_.size() - 2], next = marks_.back();
+    // An iteration longer than the window holds has lost launches from its start: taken from
+    // the window's front it would be cut short, and shorter at every tick as the window slides.
+    // The iteration found before stays (take_measured says its start left the window).
+    if (dropped_through_seq_ >= mark) {
+      warn_once(kWarnIterationLength,
+                fmt::format("an iteration between two marks is longer than the {} launches the "
+                            "window holds (trace_launches): it is not planned",
+                            limits_.trace_launches));
+      return;
+    }
     const auto from = std::lower_bound(launches_.begin(), launches_.end(), mark, seq_below);
     const auto to = std::lower_bound(from, launches_.end(), next, seq_below);
     if (from != to)
@@ -762,7 +772,10 @@ void Client::on_launch(std::uint64_t seq, std::uint32_t stream, std::uint64_t fu
     reorder_moves_ += moves;
     launches_.insert(at, std::move(l));
   }
-  while (launches_.size() > limits_.trace_launches) launches_.pop_front();
+  while (launches_.size() > limits_.trace_launches) {
+    dropped_through_seq_ = std::max(dropped_through_seq_, launches_.front().seq);
+    launches_.pop_front();
+  }
   ++counters_.launches_seen;
   ++launches_since_detect_;
 }
