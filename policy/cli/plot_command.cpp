@@ -106,6 +106,7 @@ void add_plot_command(CLI::App& app, TraceFetcher fetch) {
       name = p.name;
       if (p.plan_budget > 0) budget = p.plan_budget;  // 0: gswapd has no plan budget for it
     } else {
+      refuse_writing_over(o->out, "--out", {{o->trace, "--trace"}});
       t = load_trace(o->trace);
       name = o->trace;
     }

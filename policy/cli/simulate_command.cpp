@@ -214,6 +214,17 @@ void write_file(const std::string& path, const std::string& text) {
     throw std::runtime_error("cannot write " + printable_text(path) + ": " + std::strerror(errno));
 }
 
+void refuse_writing_over(const std::string& out, const std::string& option,
+                         const std::vector<std::pair<std::string, std::string>>& inputs) {
+  for (const auto& [path, input_option] : inputs) {
+    if (path.empty() || path.rfind("ref:", 0) == 0) continue;
+    std::error_code ec;
+    if (std::filesystem::equivalent(out, path, ec))
+      throw std::runtime_error(printable_text(option + " " + out + " is the " + input_option +
+                                              " file: writing it would destroy what is read"));
+  }
+}
+
 // A file option given as "" (a script's unset variable) is refused, not taken as not given.
 CLI::Validator non_empty_path() {
   return CLI::Validator(
@@ -288,6 +299,8 @@ void run(const Options& o) {
   auto kind = parse_policy(o.policy);
   if (!kind) throw CLI::ValidationError("--policy", "unknown policy '" + o.policy + "'");
   check_search_ms(o.search_ms);
+  if (!o.timeline.empty())
+    refuse_writing_over(o.timeline, "--timeline", {{o.trace, "--trace"}, {o.plan, "--plan"}});
   Trace trace = load_trace(o.trace);
   if (o.no_recompute) trace = without_recompute(std::move(trace));
   const Analysis a = analyze(trace);

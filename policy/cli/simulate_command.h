@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "policy/planners.h"
 #include "policy/simulator.h"
@@ -49,6 +51,11 @@ Evaluation plan_and_simulate(const Analysis& a, std::uint64_t budget, const Plan
 // (the budget itself is possible: try --policy capuchin)".
 std::string infeasible_message(const Analysis& a, std::uint64_t budget, const std::string& policy,
                                const Evaluation& ev);
+// Throws "OPTION OUT is the INPUT_OPTION file: ..." where `out` names the same file as one of
+// `inputs` (path, option), a link or another spelling of it included: writing it would destroy
+// what the command reads. Built-in traces (ref:NAME) and empty paths are skipped.
+void refuse_writing_over(const std::string& out, const std::string& option,
+                         const std::vector<std::pair<std::string, std::string>>& inputs);
 // Writes `text` to `path`, or throws "cannot write PATH: reason".
 void write_file(const std::string& path, const std::string& text);
 
