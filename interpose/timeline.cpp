@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -98,18 +99,25 @@ class Out {
   }
   void flush() {
     std::size_t off = 0;
-    while (off < used_) {
+    while (off < used_ && !error_) {
       ssize_t w = ::write(fd_, buf_ + off, used_ - off);
-      if (w <= 0) break;
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        error_ = w < 0 ? errno : EIO;  // nothing written (a full disk, a closed pipe)
+        break;
+      }
       off += static_cast<std::size_t>(w);
     }
     used_ = 0;
   }
+  // The first write that failed (errno), 0 when none did. After one, nothing more is written.
+  int error() const { return error_; }
 
  private:
   int fd_;
   char buf_[1 << 16];
   std::size_t used_ = 0;
+  int error_ = 0;
 };
 
 // A name as text for a JSON string, as gswapd makes the names clients send printable
@@ -438,7 +446,13 @@ void write() {
   }
   out.printf("\n]}\n");
   out.flush();
-  ::close(fd);
+  int error = out.error();
+  if (::close(fd) != 0 && !error) error = errno;
+  if (error) {
+    GSWAP_LOG(kError, "GSWAP_TIMELINE: writing %s failed (%s): the file is incomplete", st.path,
+              std::strerror(error));
+    return;
+  }
   GSWAP_LOG(kInfo, "GSWAP_TIMELINE: wrote %zu events to %s", items.size(), st.path);
 }
 
