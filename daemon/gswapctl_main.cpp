@@ -681,8 +681,18 @@ int main(int argc, char** argv) {
   auto* run = app.add_subcommand("run", "run a command under gswap");
   std::string run_budget, run_config;
   std::vector<std::string> run_cmd;
-  run->add_option("--budget", run_budget, "memory budget (6GiB, 75%)");
-  run->add_option("--config", run_config, "JSON config file");
+  // An empty value (a script's unset variable) is refused, not taken as not given: the program
+  // would run with no budget, or with whatever GSWAP_BUDGET the environment holds.
+  auto not_empty = [](const char* what) {
+    return CLI::Validator(
+        [what](std::string& v) {
+          return v.empty() ? std::string("expected ") + what + ", got ''" : "";
+        },
+        "");
+  };
+  run->add_option("--budget", run_budget, "memory budget (6GiB, 75%)")
+      ->check(not_empty("a budget (6GiB, 75%)"));
+  run->add_option("--config", run_config, "JSON config file")->check(not_empty("a file path"));
   run->footer("The command follows `--`: gswapctl run --budget 6GiB -- python train.py");
 
 #ifdef GSWAP_HAVE_SIMULATE

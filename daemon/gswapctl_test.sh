@@ -211,6 +211,12 @@ case $mode in
       [[ $out == "gswapctl: --budget: '$b' is not a budget: it must be above 0 bytes" ]] ||
         fail "--budget $b: got '$out'"
     done
+    # An empty --budget or --config (a script's unset variable) is refused, not taken as not
+    # given (the program would run with no budget, or the environment's GSWAP_BUDGET).
+    out=$(GSWAP_BUDGET=1GiB "$RT/bin/gswapctl" run --budget '' -- true 2>&1) && fail "--budget '' ran: $out"
+    [[ $out == *"--budget"*"expected a budget (6GiB, 75%), got ''"* ]] || fail "--budget '': got '$out'"
+    out=$("$RT/bin/gswapctl" run --config '' -- true 2>&1) && fail "--config '' ran: $out"
+    [[ $out == *"--config"*"expected a file path, got ''"* ]] || fail "--config '': got '$out'"
     out=$(GSWAP_PINNED_CAP=50% "$RT/bin/gswapctl" run -- true 2>&1) &&
       fail "a setting the library refuses ran: $out"
     out=$(GSWAP_GPU=GPU-../../x "$RT/bin/gswapctl" run -- true 2>&1) && fail "GSWAP_GPU=GPU-../../x ran: $out"
