@@ -213,6 +213,9 @@ std::string Config::set_text(const settings::Declaration& d, std::string_view va
   } else if (std::string_view(d.ident) == "gpu") {
     // gswapd names its log file after it: a path must not come of it.
     if (std::string bad = gpu_selector_error(value); !bad.empty()) return bad;
+  } else if (value.find('\0') != std::string_view::npos) {
+    // A path or a name handed on as an environment variable or a C string would end there.
+    return fmt::format("'{}' holds a NUL character (\\u0000), where it would be cut short", value);
   }
   values_[d.ident] = std::string(value);
   origins_[d.ident] = origin;

@@ -118,6 +118,20 @@ TEST(Config, SyntaxErrorAndNonObject) {
   EXPECT_NE(e[0].find("\\x00"), std::string::npos) << e[0];
 }
 
+// A string setting holding a NUL (log_file, runtime_dir, daemon_path, cupti_path) is refused:
+// gswapctl run hands it on with setenv, which would cut it there, and the library would use
+// another path than the one checked.
+TEST(Config, AStringWithANulIsRefused) {
+  for (const char* key : {"log_file", "runtime_dir", "daemon_path", "cupti_path"}) {
+    auto e = check(fmt::format(R"({{"{}": "/tmp/a\u0000b"}})", key));
+    ASSERT_EQ(e.size(), 1u) << key;
+    EXPECT_EQ(e[0], fmt::format("{}: out of range: '/tmp/a\\x00b' holds a NUL character "
+                                "(\\u0000), where it would be cut short",
+                                key));
+  }
+  EXPECT_TRUE(check(R"({"log_file": "/tmp/a-b"})").empty());
+}
+
 TEST(Config, UnknownKeyIsNamed) {
   auto e = check(R"({"budgett": "1GiB", "config": "x"})");
   ASSERT_EQ(e.size(), 2u);  // "config" is environment-only
