@@ -114,6 +114,13 @@ case $mode in
     out=$(GSWAP_RUNTIME_DIR=$RT/run timeout 20 "$gswapd" --gpu 0 --log-file "$RT/file/x.log" 2>&1) &&
       fail "a detached gswapd started with a log file under a regular file"
     grep -q "Not a directory" <<<"$out" || fail "the detached failure said: '$out'"
+    # A log file in a directory that does not exist is refused with the reason (as the library
+    # refuses GSWAP_LOG_FILE), and the directory is not made.
+    out=$(GSWAP_RUNTIME_DIR=$RT/run timeout 20 "$gswapd" --gpu 0 --foreground \
+      --log-file "$RT/missing/dir/d.log" 2>&1) && fail "gswapd started with a log file in a missing directory"
+    [[ $out == "gswapd: cannot open the log file $RT/missing/dir/d.log: No such file or directory" ]] ||
+      fail "a log file in a missing directory: got '$out'"
+    [[ ! -e $RT/missing ]] || fail "gswapd made the log file's missing directories"
     # A config that is a device is refused in one line, whichever way it is named.
     out=$(GSWAP_RUNTIME_DIR=$RT/run timeout 20 "$gswapd" --gpu 0 --foreground --config /dev/zero 2>&1) &&
       fail "gswapd took /dev/zero for its config"

@@ -13,6 +13,7 @@
 #include <iostream>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -20,6 +21,7 @@
 #include "daemon/config.h"
 #include "daemon/gpu_probe.h"
 #include "daemon/server.h"
+#include "policy/printable_text.h"
 
 namespace {
 
@@ -144,8 +146,15 @@ int main(int argc, char** argv) {
     }
     if (!file.empty()) {
       // The log names clients' pids, programs and uids: a file gswapd makes is its user's alone.
-      const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-      if (fd >= 0) ::close(fd);
+      // Opened here first, so that a path that cannot be opened (a missing directory) is refused
+      // with the reason, as the library refuses GSWAP_LOG_FILE: spdlog would make the missing
+      // directories.
+      const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+      if (fd < 0)
+        throw std::runtime_error(fmt::format("cannot open the log file {}: {}",
+                                             gswap::policy::printable_text(file),
+                                             std::strerror(errno)));
+      ::close(fd);
       log = spdlog::basic_logger_mt("gswapd", file);
     } else
       log = spdlog::stderr_color_mt("gswapd");
