@@ -721,18 +721,28 @@ int main(int argc, char** argv) {
     std::cerr << "gswapctl: " << e.what() << "\n";
     return 1;
   }
+  int rc = 0;
   try {
-    if (*status) return cmd_status(json);
-    if (*policy_dump)
-      return cmd_policy(
-          policy_dump->count("--pid") ? std::optional<long>(policy_pid) : std::nullopt, json);
-    if (*trace_dump) return cmd_trace(trace_pid, trace_out, trace_plan_out, trace_timeline);
-    if (*top) return cmd_top(json, top_interval, top_count);
-    if (*check) return cmd_config_check(check_file);
-    if (*run) return cmd_run(run_budget, run_config, run_cmd);
+    if (*status)
+      rc = cmd_status(json);
+    else if (*policy_dump)
+      rc = cmd_policy(policy_dump->count("--pid") ? std::optional<long>(policy_pid) : std::nullopt,
+                      json);
+    else if (*trace_dump)
+      rc = cmd_trace(trace_pid, trace_out, trace_plan_out, trace_timeline);
+    else if (*top)
+      rc = cmd_top(json, top_interval, top_count);
+    else if (*check)
+      rc = cmd_config_check(check_file);
+    else if (*run)
+      rc = cmd_run(run_budget, run_config, run_cmd);
   } catch (const std::exception& e) {
     std::cerr << "gswapctl: " << e.what() << "\n";
     return 1;
   }
-  return 0;
+#ifdef GSWAP_HAVE_SIMULATE
+  return gswap::policy::cli::checked_stdout("gswapctl", rc);
+#else
+  return rc;
+#endif
 }

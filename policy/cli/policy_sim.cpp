@@ -19,5 +19,5 @@ int main(int argc, char** argv) {
     std::cerr << "policy_sim: " << e.what() << "\n";
     return 1;
   }
-  return 0;
+  return gswap::policy::cli::checked_stdout("policy_sim", 0);
 }

@@ -12,6 +12,7 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -212,6 +213,17 @@ void write_file(const std::string& path, const std::string& text) {
   if (f) f.close();
   if (!f)
     throw std::runtime_error("cannot write " + printable_text(path) + ": " + std::strerror(errno));
+}
+
+int checked_stdout(const char* program, int rc) {
+  errno = 0;
+  std::cout.flush();
+  const bool failed = !std::cout || std::fflush(stdout) != 0 || std::ferror(stdout);
+  if (!failed) return rc;
+  const int e = errno;
+  std::cerr << program << ": cannot write standard output"
+            << (e ? std::string(": ") + std::strerror(e) : std::string()) << "\n";
+  return rc ? rc : 1;
 }
 
 void refuse_writing_over(const std::string& out, const std::string& option,

@@ -56,6 +56,10 @@ std::string infeasible_message(const Analysis& a, std::uint64_t budget, const st
 // what the command reads. Built-in traces (ref:NAME) and empty paths are skipped.
 void refuse_writing_over(const std::string& out, const std::string& option,
                          const std::vector<std::pair<std::string, std::string>>& inputs);
+// `rc`, once standard output has been flushed; where that or an earlier write to it failed (a
+// full disk, /dev/full), "PROGRAM: cannot write standard output: reason" on standard error and 1
+// (what was printed is incomplete: a script reading it must not take it).
+int checked_stdout(const char* program, int rc);
 // Writes `text` to `path`, or throws "cannot write PATH: reason".
 void write_file(const std::string& path, const std::string& text);
 
