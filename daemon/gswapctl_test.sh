@@ -189,6 +189,43 @@ case $mode in
     [[ $(stat -c %a "$RT/c/run") == 755 ]] ||
       fail "with an allow-list the new runtime directory is $(stat -c %a "$RT/c/run")"
     stop_daemon_of "$RT/c/run"
+    # Out of descriptors (a low limit, six processes holding connections that never say hello):
+    # gswapd says so once a second and waits for some to come back, instead of polling the
+    # listening socket in a busy loop (it used half a core until the connections timed out).
+    mkdir -p "$RT/emfile"
+    (ulimit -n 48; export GSWAP_RUNTIME_DIR=$RT/emfile; exec "$gswapd" --gpu 0 --foreground --log-file "$RT/emfile.log") \
+      </dev/null >/dev/null 2>&1 &
+    dpid=$!
+    for ((i = 0; i < 100; i++)); do ls "$RT"/emfile/*.sock >/dev/null 2>&1 && break; sleep 0.05; done
+    holders=()
+    for i in 1 2 3 4 5 6; do
+      timeout 8 python3 -c '
+import glob, socket, sys, time
+path = glob.glob(sys.argv[1] + "/*.sock")[0]
+socks, end = [], time.time() + 7
+while time.time() < end:
+    while len(socks) < 8:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            s.connect(path)
+        except OSError:
+            s.close()
+            break
+        socks.append(s)
+    time.sleep(0.05)
+' "$RT/emfile" &
+      holders+=($!)
+    done
+    sleep 2
+    before=0 after=0
+    before=$(awk '{print $14 + $15}' /proc/$dpid/stat)
+    sleep 2
+    after=$(awk '{print $14 + $15}' /proc/$dpid/stat)
+    wait "${holders[@]}" 2>/dev/null
+    kill $dpid; wait $dpid 2>/dev/null
+    ((after - before < 20)) || fail "out of descriptors, gswapd used $((after - before)) ticks of CPU in 2 s"
+    grep -q "cannot accept connections: Too many open files" "$RT/emfile.log" ||
+      fail "out of descriptors, the log said: $(tail -3 "$RT/emfile.log")"
     echo "PASS open"
     ;;
   run)

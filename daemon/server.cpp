@@ -191,7 +191,10 @@ void Server::run(const std::atomic<bool>& stop) {
 
 void Server::tick(int timeout_ms) {
   std::vector<pollfd> fds;
-  fds.push_back({listen_fd_, POLLIN, 0});
+  // While accepting fails for want of descriptors, the listening socket stays readable: polled,
+  // it would wake every tick for nothing (a busy loop). It is left out for a while instead.
+  const bool accepting = now_ms() >= accept_paused_until_ms_;
+  fds.push_back({accepting ? listen_fd_ : -1, POLLIN, 0});
   for (const Pending& p : pending_) fds.push_back({p.fd, POLLIN, 0});
   for (const auto& c : clients_) fds.push_back({c->fd(), POLLIN, 0});
   for (const ControlPeer& c : controls_) fds.push_back({c.exchange.fd(), c.exchange.events(), 0});
@@ -380,7 +383,23 @@ void Server::accept_one() {
   std::size_t closed = 0;
   for (int k = 0; k < 16; ++k) {
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) break;
+    if (fd < 0) {
+      const int e = errno;
+      if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
+        // Out of descriptors or memory: the connection waits in the backlog until some are
+        // back (a client leaves, a connection that never says hello times out).
+        const std::int64_t now = now_ms();
+        accept_paused_until_ms_ = now + kAcceptPauseMs;
+        if (now - accept_failure_logged_ms_ >= 1000) {
+          accept_failure_logged_ms_ = now;
+          log_->warn(
+              "cannot accept connections: {} ({} clients, {} waiting for their hello); "
+              "trying again every {} ms",
+              std::strerror(e), clients_.size(), pending_.size(), kAcceptPauseMs);
+        }
+      }
+      break;
+    }
     ucred cred{};
     socklen_t len = sizeof cred;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {

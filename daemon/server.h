@@ -110,6 +110,10 @@ class Server {
   std::shared_ptr<spdlog::logger> log_;
   std::string dir_, socket_path_, lock_path_;
   int listen_fd_ = -1;
+  // Accepting failed for want of descriptors or memory: the listening socket is not polled until
+  // then (server.cpp, tick), and the failure is logged once a second at most.
+  static constexpr std::int64_t kAcceptPauseMs = 100;
+  std::int64_t accept_paused_until_ms_ = 0, accept_failure_logged_ms_ = -1000000;
   int lock_fd_ = -1;
   std::vector<Pending> pending_;
   std::vector<ControlPeer> controls_;
