@@ -1,6 +1,8 @@
 // planner.cpp: gswapd's planning thread (see planner.h).
 #include "daemon/planner.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <chrono>
 
@@ -80,6 +82,11 @@ bool PlannerThread::idle() {
   return !running_ && queue_.empty();
 }
 
+namespace {
+// Jobs of iterations at least this long give their memory back to the system when done.
+constexpr std::size_t kTrimAfterLaunches = 20'000;
+}  // namespace
+
 void PlannerThread::run() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
@@ -140,11 +147,19 @@ void PlannerThread::run() {
       r.checked = policy::CheckedFeedback{};
     }
     r.plan_ms = now_ms() - t0;
+    // A long iteration's job took hundreds of MiB (the trace's copy, the analysis, the search),
+    // in this thread's heap: given back to the system once freed, or gswapd holds it for as long
+    // as it runs (malloc_trim, as for a client that leaves).
+    const bool large = job.trace.launches.size() >= kTrimAfterLaunches;
+    const Kind kind = job.kind;
+    job = Job{};
+#ifdef __GLIBC__
+    if (large) malloc_trim(0);
+#endif
 
     lock.lock();
     running_ = false;
-    const bool cancelled =
-        job.kind == Kind::kFeedback ? cancel_running_.load() : r.search.cancelled;
+    const bool cancelled = kind == Kind::kFeedback ? cancel_running_.load() : r.search.cancelled;
     if (!cancelled) results_.push_back(std::move(r));
   }
 }

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <future>
@@ -1666,6 +1667,46 @@ TEST(PlannerThreadTest, APlanningFailureIsAnAnswerNotTheEnd) {
   }
 }
 
+// The memory a large job took (its copy of the trace, the analysis, the search) goes back to the
+// system once it is done: a daemon that planned a long iteration once must not hold it for weeks.
+TEST(PlannerThreadTest, ALargeJobsMemoryGoesBack) {
+  auto resident_mib = [] {
+    std::ifstream f("/proc/self/statm");
+    std::uint64_t size = 0, resident = 0;
+    f >> size >> resident;
+    return static_cast<double>(resident * static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE))) /
+           (1 << 20);
+  };
+  policy::TransformerConfig c;
+  c.layers = 6000;
+  c.hidden = 256;
+  c.heads = 4;
+  c.seq = 128;
+  c.batch = 4;
+  c.vocab = 1000;
+  const policy::Trace trace = policy::make_transformer(c);
+  const std::uint64_t peak = policy::analyze(trace).peak_bytes;
+  PlannerThread planner;
+  const double before = resident_mib();
+  PlannerThread::Job job;
+  job.client = 1;
+  job.trace = trace;
+  job.budget = peak / 2;
+  job.time_budget_ms = 50;
+  ASSERT_TRUE(planner.submit(std::move(job)));
+  std::vector<PlannerThread::Result> got;
+  for (int i = 0; i < 6000 && (got.empty() || !planner.idle()); ++i) {
+    for (auto& r : planner.take_results()) got.push_back(std::move(r));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(got.size(), 1u);
+  got.clear();
+  const double after = resident_mib();
+  EXPECT_LT(after - before, 64) << "resident " << before << " MiB before the job, " << after
+                                << " MiB after; the trace has " << trace.launches.size()
+                                << " launches";
+}
+
 // Refinement steps run when no other job waits; a planning job for a client drops its steps.
 TEST(PlannerThreadTest, RefinementStepsWaitForEveryOtherJob) {
   const policy::Trace trace = policy::make_unet(2);
@@ -1872,9 +1913,10 @@ TEST(ClientTrace, AChainOfRecomputationsIsInTheTraceToItsEnd) {
   std::set<policy::RegionId> held;
   for (const policy::Region& r : t.regions) held.insert(r.id);
   for (std::uint64_t r = 1; r <= kChain; ++r) EXPECT_TRUE(held.count(r)) << r;
-  for (const policy::Region& r : t.regions)
-    if (r.recompute)
-      for (policy::RegionId s : r.recompute->sources) EXPECT_TRUE(held.count(s)) << r.id;
+  for (const policy::Region& r : t.regions) {
+    if (!r.recompute) continue;
+    for (policy::RegionId s : r.recompute->sources) EXPECT_TRUE(held.count(s)) << r.id;
+  }
   std::string error;
   policy::Trace back;
   EXPECT_TRUE(policy::parse_trace_json(policy::write_trace_json(t), &back, &error)) << error;
