@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <sstream>
 #include <random>
 #include <set>
 #include <stdexcept>
@@ -108,6 +109,16 @@ TEST(ChromeTraceTest, EveryTrackIsNamedAndInTimeOrder) {
     }
   }
   EXPECT_EQ(copies, 2);
+  // Written one event at a time, it is the same document, byte for byte, names that are not
+  // UTF-8 replaced as dump's error handler does.
+  t.kernels[0].name = "b\xff";
+  t.iterations = {12.5};
+  t.other["trace"] = "t\xfe.json";
+  std::ostringstream streamed;
+  chrome::write_json(t, streamed);
+  EXPECT_EQ(
+      streamed.str(),
+      chrome::to_json(t).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 TEST(SimTimelineTest, HoldsWhatTheSimulatorCounts) {
