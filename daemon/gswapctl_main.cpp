@@ -4,6 +4,7 @@
 // Errors are caught at the command boundary and printed as one line; the exit code says whether
 // the command worked (1 on failure, the command's own code for `run`).
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <sys/sysmacros.h>
@@ -15,6 +16,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <thread>
 #include <fstream>
@@ -407,6 +409,30 @@ int cmd_top(bool json, double interval, long count) {
   return 0;
 }
 
+// Why the library could not open `path` for writing (its cuInit opens GSWAP_LOG_FILE so, creating
+// it); empty when it could. Nothing is created: a file that is not there is writable where its
+// directory is. A FIFO with no reader is refused, as the library refuses it (ENXIO).
+std::string unwritable(const std::string& path) {
+  if (path.empty()) return "";
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return std::strerror(EISDIR);
+    if (S_ISFIFO(st.st_mode)) {
+      const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+      if (fd < 0) return std::strerror(errno);
+      ::close(fd);
+      return "";
+    }
+    return ::access(path.c_str(), W_OK) == 0 ? "" : std::strerror(errno);
+  }
+  if (errno != ENOENT) return std::strerror(errno);
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  const std::string d = dir.empty() ? "." : dir.string();
+  if (::stat(d.c_str(), &st) != 0) return std::strerror(errno);
+  if (!S_ISDIR(st.st_mode)) return std::strerror(ENOTDIR);
+  return ::access(d.c_str(), W_OK | X_OK) == 0 ? "" : std::strerror(errno);
+}
+
 // The library's own checks (interpose/config.cpp) of the settings it reads, as `gswapctl run`
 // would hand them over (environment variables): the parsers accept what the library may still
 // refuse (staging_bytes under 64KiB, a percentage where it wants bytes), and every cuInit would
@@ -429,6 +455,10 @@ std::string library_refusal(const Config& config) {
 #else
   (void)config;
 #endif
+  // And, as its cuInit does, that its log file can be written.
+  const std::string log_file = config.text("log_file");
+  if (std::string why = unwritable(log_file); !why.empty())
+    return fmt::format("GSWAP_LOG_FILE=\"{}\" cannot be written ({})", log_file, why);
   return "";
 }
 

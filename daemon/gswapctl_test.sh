@@ -81,6 +81,19 @@ case $mode in
     out=$("$ctl" config check "$RT/lib.json" 2>&1) && fail "a value the library refuses was accepted"
     [[ $out == "$RT/lib.json: the library would refuse it: GSWAP_STAGING_BYTES=\"1KiB\""* ]] ||
       fail "library refusal: got '$out'"
+    # A log file the library cannot open is refused as the library refuses it at cuInit, by
+    # config check and by run, before anything starts, and nothing is made for it.
+    printf '{"daemon": "off", "log_file": "%s/missing/x.log"}\n' "$RT" >"$RT/log.json"
+    out=$("$ctl" config check "$RT/log.json" 2>&1) && fail "an unwritable log file was accepted"
+    [[ $out == "$RT/log.json: the library would refuse it: GSWAP_LOG_FILE=\"$RT/missing/x.log\" cannot be written (No such file or directory)" ]] ||
+      fail "unwritable log file: got '$out'"
+    out=$("$ctl" run --config "$RT/log.json" -- touch "$RT/ran" 2>&1) && fail "run started with an unwritable log file"
+    [[ $out == "gswapctl: config: the library would refuse it: GSWAP_LOG_FILE="* ]] ||
+      fail "run with an unwritable log file: got '$out'"
+    [[ ! -e $RT/ran && ! -e $RT/missing ]] || fail "run started the program, or made the log's directory"
+    printf '{"daemon": "off", "log_file": "%s/x.log"}\n' "$RT" >"$RT/log.json"
+    "$ctl" config check "$RT/log.json" >/dev/null 2>&1 || fail "a writable log file was refused"
+    [[ ! -e $RT/x.log ]] || fail "config check made the log file"
     echo "PASS config"
     ;;
   options)
