@@ -262,6 +262,10 @@ void Server::tick(int timeout_ms) {
   // handshake() may have appended nothing to pending_; keep the ones still waiting.
   pending_ = std::move(still);
   if (fds[0].revents & POLLIN) accept_one();
+  if (rebalance_at_ms_ && now_ms() >= rebalance_at_ms_) {  // a risen share is due
+    rebalance_at_ms_ = 0;
+    rebalance();
+  }
   for (std::size_t i = clients_.size(); i-- > 0;) {
     std::string error;
     if (!clients_[i]->poll(&error)) {
@@ -609,6 +613,7 @@ void Server::drop(std::size_t index, const std::string& why) {
   else
     log_->warn("client pid {} ({}) dropped: {}", c.pid(), c.exe(), why);
   planner_->cancel(c.serial());
+  grow_since_.erase(c.serial());
   clients_.erase(clients_.begin() + static_cast<std::ptrdiff_t>(index));
   rebalance();
 }
@@ -638,18 +643,32 @@ void Server::rebalance() {
   }
   for (std::size_t i = 0; i < n; ++i)
     if (!capped[i]) share[i] = sum > 0 ? left * weight[i] / sum : 0;
+  const std::int64_t now = now_ms();
+  bool changed = false;
   for (std::size_t i = 0; i < n; ++i) {
     const auto& c = clients_[i];
     auto budget = static_cast<std::uint64_t>(share[i]);
     // At least one byte: a share of 0 reads as "no budget yet" to the library (a tiny gpu_budget
     // shared among many clients gives each the least budget there is, not none).
     budget = std::max<std::uint64_t>(budget, 1);
-    if (budget != c->budget()) {
-      c->publish_budget(budget);
-      if (!c->planned_from().trace.launches.empty()) replan(*c);  // the plan depends on it
+    if (budget == c->budget()) {
+      grow_since_.erase(c->serial());
+      continue;
     }
+    if (c->budget() != 0 && budget > c->budget()) {  // a rise waits (rebalance's comment)
+      const std::int64_t since = grow_since_.try_emplace(c->serial(), now).first->second;
+      if (now - since < kGrowDelayMs) {
+        const std::int64_t due = since + kGrowDelayMs;
+        rebalance_at_ms_ = rebalance_at_ms_ ? std::min(rebalance_at_ms_, due) : due;
+        continue;
+      }
+    }
+    grow_since_.erase(c->serial());
+    c->publish_budget(budget);
+    changed = true;
+    if (!c->planned_from().trace.launches.empty()) replan(*c);  // the plan depends on it
   }
-  if (!clients_.empty())
+  if (changed)
     log_->info("budget {} bytes shared among {} client{}", total, clients_.size(),
                clients_.size() == 1 ? "" : "s");
 }

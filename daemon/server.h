@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -80,6 +81,10 @@ class Server {
   bool serve_control(ControlPeer& c);
   std::string answer(const std::string& body);
   void drop(std::size_t index, const std::string& why);
+  // Shares the GPU's budget among the clients. A share that falls is published at once (the
+  // budgets never add up to more than the GPU's); one that rises waits kGrowDelayMs, so that a
+  // client that connects and leaves in a loop does not move every other client's budget, and
+  // their plans with it, at every turn.
   void rebalance();
   // The budget the client's library really enforces: its share, capped by its own GSWAP_BUDGET.
   std::uint64_t effective_budget(const Client& c) const;
@@ -110,6 +115,9 @@ class Server {
   std::shared_ptr<spdlog::logger> log_;
   std::string dir_, socket_path_, lock_path_;
   int listen_fd_ = -1;
+  static constexpr std::int64_t kGrowDelayMs = 1000;
+  std::unordered_map<std::uint64_t, std::int64_t> grow_since_;  // client serial: share rose then
+  std::int64_t rebalance_at_ms_ = 0;  // a risen share is due then (0: none waits)
   // Accepting failed for want of descriptors or memory: the listening socket is not polled until
   // then (server.cpp, tick), and the failure is logged once a second at most.
   static constexpr std::int64_t kAcceptPauseMs = 100;

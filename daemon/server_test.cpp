@@ -471,12 +471,15 @@ TEST_F(ServerTest, ClientsShareTheBudgetAndGarbageDropsOnlyTheOffender) {
   server_->tick(0);
   EXPECT_EQ(server_->status_json()["clients"][0]["events"], 1u);
 
-  // Garbage: an unknown event type. The offender is dropped, the other client stays and now
-  // holds the whole budget.
+  // Garbage: an unknown event type. The offender is dropped, the other client stays and holds
+  // the whole budget once a rise is due (a second later: Server::rebalance).
   e.type = 999;
   ASSERT_TRUE(ring.push(&e, 1));
   server_->tick(0);
   ASSERT_EQ(server_->num_clients(), 1u);
+  EXPECT_EQ(server_->status_json()["clients"][0]["budget_bytes"], 512ull << 20);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  server_->tick(0);
   EXPECT_EQ(server_->status_json()["clients"][0]["budget_bytes"], 1ull << 30);
   char b;
   EXPECT_EQ(recv(fd1, &b, 1, 0), 0);  // the daemon closed the offender's socket
@@ -494,6 +497,36 @@ TEST_F(ServerTest, ClientsShareTheBudgetAndGarbageDropsOnlyTheOffender) {
   close(shm2);
   close(fd1);
   close(fd2);
+}
+
+// A process that connects and leaves in a loop moves the other client's share once, down, not at
+// every turn (each move throws its plan away and plans again): a share rises only after a second.
+TEST_F(ServerTest, AClientThatComesAndGoesDoesNotMoveTheOthersBudget) {
+  int fd1 = connect_raw();
+  proto::Hello h = hello();
+  int shm1 = -1;
+  proto::HelloReply r = exchange(fd1, &h, sizeof h, &shm1);
+  ASSERT_EQ(r.status, 0) << r.message;
+  EXPECT_EQ(server_->status_json()["clients"][0]["budget_bytes"], 1ull << 30);
+  std::set<std::uint64_t> budgets;
+  for (int k = 0; k < 20; ++k) {
+    int fd2 = connect_raw();
+    int shm2 = -1;
+    r = exchange(fd2, &h, sizeof h, &shm2);
+    ASSERT_EQ(r.status, 0) << r.message;
+    budgets.insert(server_->status_json()["clients"][0]["budget_bytes"].get<std::uint64_t>());
+    close(shm2);
+    close(fd2);
+    for (int t = 0; t < 5 && server_->num_clients() > 1; ++t) server_->tick(10);
+    ASSERT_EQ(server_->num_clients(), 1u);
+    budgets.insert(server_->status_json()["clients"][0]["budget_bytes"].get<std::uint64_t>());
+  }
+  EXPECT_EQ(budgets, std::set<std::uint64_t>{512ull << 20});
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  server_->tick(0);
+  EXPECT_EQ(server_->status_json()["clients"][0]["budget_bytes"], 1ull << 30);
+  close(shm1);
+  close(fd1);
 }
 
 // One process connects once (its library); more connections from it would take the slots and
