@@ -195,8 +195,9 @@ void Server::tick(int timeout_ms) {
   // it would wake every tick for nothing (a busy loop). It is left out for a while instead.
   const bool accepting = now_ms() >= accept_paused_until_ms_;
   fds.push_back({accepting ? listen_fd_ : -1, POLLIN, 0});
-  for (const Pending& p : pending_) fds.push_back({p.fd, POLLIN, 0});
-  for (const auto& c : clients_) fds.push_back({c->fd(), POLLIN, 0});
+  // POLLRDHUP: a peer that shut its side down has ended too (handshake, and the clients below).
+  for (const Pending& p : pending_) fds.push_back({p.fd, POLLIN | POLLRDHUP, 0});
+  for (const auto& c : clients_) fds.push_back({c->fd(), POLLIN | POLLRDHUP, 0});
   for (const ControlPeer& c : controls_) fds.push_back({c.exchange.fd(), c.exchange.events(), 0});
   ::poll(fds.data(), fds.size(), timeout_ms);
   std::size_t np = pending_.size();
@@ -204,17 +205,20 @@ void Server::tick(int timeout_ms) {
   // Clients first (indexes stay valid while we only mark), then pending, then new connections.
   for (std::size_t i = clients_.size(); i-- > 0;) {
     const pollfd& f = fds[1 + np + i];
-    if (f.revents & (POLLIN | POLLHUP | POLLERR)) {
+    if (f.revents & (POLLIN | POLLHUP | POLLRDHUP | POLLERR)) {
       char b;
       ssize_t n = recv(f.fd, &b, 1, MSG_DONTWAIT);
-      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+      // On a SOCK_SEQPACKET socket recv answers 0 both at the end and for a message of no
+      // bytes: the end is the one poll reports as a hang-up.
+      const bool hung_up = f.revents & (POLLHUP | POLLRDHUP | POLLERR);
+      if ((n == 0 && hung_up) || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
         // Drain what it left before reaping so its last events still count.
         std::string ignored;
         clients_[i]->poll(&ignored);
         drop(i, "exited");
         continue;
       }
-      if (n > 0) {
+      if (n >= 0) {
         drop(i, "sent data on the socket after the handshake (protocol error)");
         continue;
       }
@@ -247,7 +251,7 @@ void Server::tick(int timeout_ms) {
   for (std::size_t i = 0; i < np; ++i) {
     if (fds[1 + i].revents) {
       try {
-        handshake(pending_[i]);
+        handshake(pending_[i], fds[1 + i].revents);
       } catch (const std::exception& e) {
         // The peer's socket is closed or owned by then; the others are served on.
         log_->error("pid {}: handshake failed: {}", pending_[i].pid, e.what());
@@ -503,12 +507,14 @@ void Server::refuse(int fd, proto::HelloStatus status, const std::string& messag
   close(fd);
 }
 
-void Server::handshake(Pending& p) {
+void Server::handshake(Pending& p, short revents) {
   alignas(8) unsigned char buf[512];
   // MSG_TRUNC: n is the message's real length even when it is longer than buf (only the first
   // bytes are read then), so the refusal can say how long it was.
   ssize_t n = recv(p.fd, buf, sizeof buf, MSG_DONTWAIT | MSG_TRUNC);
-  if (n <= 0) {
+  // 0 is the end where poll saw the peer hang up, else a message of no bytes: refused as a hello
+  // of the wrong size, as any other.
+  if (n < 0 || (n == 0 && (revents & (POLLHUP | POLLRDHUP | POLLERR)))) {
     close(p.fd);
     return;
   }

@@ -63,7 +63,8 @@ class Server {
   std::size_t oldest_pending(const std::function<bool(const Pending&)>& which) const;
   std::size_t greediest_pending() const;
   void close_pending(std::size_t index);
-  void handshake(Pending& p);
+  // revents: what poll said of the connection (a hang-up tells the end from an empty message).
+  void handshake(Pending& p, short revents);
   void refuse(int fd, proto::HelloStatus status, const std::string& message);
   // "refused pid P: MSG", rate-limited: a peer refused in a loop must not fill the log.
   void log_refusal(pid_t pid, const std::string& msg);

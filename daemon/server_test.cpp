@@ -385,7 +385,9 @@ TEST_F(ServerTest, RefusesBadMagicVersionUuidAndPid) {
 
 // A message one byte short or long is refused as such, whatever its first bytes.
 TEST_F(ServerTest, RefusesAHelloOfTheWrongSizeAsSuch) {
-  for (std::size_t len : {sizeof(proto::Hello) - 1, sizeof(proto::Hello) + 1, std::size_t{4096}}) {
+  // An empty message too: on this socket recv answers it as it answers the end, 0.
+  for (std::size_t len :
+       {std::size_t{0}, sizeof(proto::Hello) - 1, sizeof(proto::Hello) + 1, std::size_t{4096}}) {
     std::vector<unsigned char> junk(len, 0xa5);
     int fd = connect_raw();
     int shm = -1;
@@ -396,6 +398,27 @@ TEST_F(ServerTest, RefusesAHelloOfTheWrongSizeAsSuch) {
         << r.message;
     close(fd);
   }
+}
+
+// A message after the handshake, an empty one included, is a protocol error (one warning, the
+// client dropped), not the end of the client: recv answers an empty message as it answers the
+// end, and only poll's hang-up tells them apart.
+TEST_F(ServerTest, AnEmptyMessageAfterTheHandshakeIsAProtocolError) {
+  std::ostringstream out;
+  restart_logging_to(&out);
+  int fd = connect_raw();
+  proto::Hello h = hello();
+  int shm = -1;
+  proto::HelloReply r = exchange(fd, &h, sizeof h, &shm);
+  ASSERT_EQ(r.status, 0) << r.message;
+  ASSERT_EQ(send(fd, "", 0, 0), 0);
+  server_->tick(0);
+  EXPECT_EQ(server_->num_clients(), 0u);
+  EXPECT_NE(out.str().find("sent data on the socket after the handshake (protocol error)"),
+            std::string::npos)
+      << out.str();
+  close(shm);
+  close(fd);
 }
 
 // A peer refused in a loop writes a few lines a second, not one per attempt: 40 bad hellos in a
