@@ -32,6 +32,7 @@
 #include "daemon/control.h"
 #include "daemon/gpu_probe.h"
 #include "daemon/table.h"
+#include "policy/printable_text.h"
 #include "proto/wire.h"
 #ifdef GSWAP_HAVE_LIBRARY_CONFIG
 #include "interpose/config.h"
@@ -410,19 +411,14 @@ int cmd_top(bool json, double interval, long count) {
 }
 
 // Why the library could not open `path` for writing (its cuInit opens GSWAP_LOG_FILE so, creating
-// it); empty when it could. Nothing is created: a file that is not there is writable where its
-// directory is. A FIFO with no reader is refused, as the library refuses it (ENXIO).
+// it); empty when it could. Nothing is created or opened: a file that is not there is writable
+// where its directory is, and a FIFO is not opened (closing it would end its reader; whether one
+// reads is the library's to find out).
 std::string unwritable(const std::string& path) {
   if (path.empty()) return "";
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) return std::strerror(EISDIR);
-    if (S_ISFIFO(st.st_mode)) {
-      const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-      if (fd < 0) return std::strerror(errno);
-      ::close(fd);
-      return "";
-    }
     return ::access(path.c_str(), W_OK) == 0 ? "" : std::strerror(errno);
   }
   if (errno != ENOENT) return std::strerror(errno);
@@ -458,7 +454,8 @@ std::string library_refusal(const Config& config) {
   // And, as its cuInit does, that its log file can be written.
   const std::string log_file = config.text("log_file");
   if (std::string why = unwritable(log_file); !why.empty())
-    return fmt::format("GSWAP_LOG_FILE=\"{}\" cannot be written ({})", log_file, why);
+    return fmt::format("GSWAP_LOG_FILE=\"{}\" cannot be written ({})",
+                       gswap::policy::printable_text(log_file), why);
   return "";
 }
 

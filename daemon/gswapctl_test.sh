@@ -94,6 +94,17 @@ case $mode in
     printf '{"daemon": "off", "log_file": "%s/x.log"}\n' "$RT" >"$RT/log.json"
     "$ctl" config check "$RT/log.json" >/dev/null 2>&1 || fail "a writable log file was refused"
     [[ ! -e $RT/x.log ]] || fail "config check made the log file"
+    # A log file that is a FIFO being read is not opened by the check (closing it would end the
+    # reader, and the library's open would then fail).
+    mkfifo "$RT/log.fifo"
+    cat "$RT/log.fifo" >/dev/null &
+    reader=$!
+    printf '{"daemon": "off", "log_file": "%s/log.fifo"}\n' "$RT" >"$RT/log.json"
+    "$ctl" config check "$RT/log.json" >/dev/null 2>&1 || fail "a FIFO log file with a reader was refused"
+    sleep 0.2
+    kill -0 $reader 2>/dev/null || fail "config check ended the FIFO's reader"
+    exec 9>"$RT/log.fifo"; exec 9>&-  # let the reader go
+    wait $reader
     echo "PASS config"
     ;;
   options)
@@ -134,6 +145,19 @@ case $mode in
     [[ $out == "gswapd: cannot open the log file $RT/missing/dir/d.log: No such file or directory" ]] ||
       fail "a log file in a missing directory: got '$out'"
     [[ ! -e $RT/missing ]] || fail "gswapd made the log file's missing directories"
+    # A log file that is a FIFO: with a reader, gswapd logs into it; with none, it is refused
+    # (ENXIO) rather than waited on for ever.
+    mkfifo "$RT/d.fifo"
+    cat "$RT/d.fifo" >"$RT/d.fifo.out" &
+    reader=$!
+    GSWAP_RUNTIME_DIR=$RT/fiforun timeout -s TERM 2 "$gswapd" --gpu 0 --foreground --log-level info \
+      --log-file "$RT/d.fifo" >/dev/null 2>&1
+    wait $reader
+    grep -q "gswapd serving GPU 0" "$RT/d.fifo.out" || fail "gswapd logging into a FIFO wrote: $(cat "$RT/d.fifo.out")"
+    out=$(GSWAP_RUNTIME_DIR=$RT/fiforun timeout 20 "$gswapd" --gpu 0 --foreground --log-file "$RT/d.fifo" 2>&1) &&
+      fail "gswapd started with a FIFO nobody reads for its log"
+    [[ $out == "gswapd: cannot open the log file $RT/d.fifo: No such device or address" ]] ||
+      fail "a FIFO log file with no reader: got '$out'"
     # A config that is a device is refused in one line, whichever way it is named.
     out=$(GSWAP_RUNTIME_DIR=$RT/run timeout 20 "$gswapd" --gpu 0 --foreground --config /dev/zero 2>&1) &&
       fail "gswapd took /dev/zero for its config"

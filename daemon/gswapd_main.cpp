@@ -149,13 +149,22 @@ int main(int argc, char** argv) {
       // Opened here first, so that a path that cannot be opened (a missing directory) is refused
       // with the reason, as the library refuses GSWAP_LOG_FILE: spdlog would make the missing
       // directories.
-      const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+      // Non-blocking, so that a FIFO nobody reads is refused (ENXIO) rather than waited on for
+      // ever; held open until spdlog has opened the file, so that a FIFO's reader does not see
+      // its only writer go.
+      const int fd =
+          ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NONBLOCK | O_CLOEXEC, 0600);
       if (fd < 0)
         throw std::runtime_error(fmt::format("cannot open the log file {}: {}",
                                              gswap::policy::printable_text(file),
                                              std::strerror(errno)));
+      try {
+        log = spdlog::basic_logger_mt("gswapd", file);
+      } catch (...) {
+        ::close(fd);
+        throw;
+      }
       ::close(fd);
-      log = spdlog::basic_logger_mt("gswapd", file);
     } else
       log = spdlog::stderr_color_mt("gswapd");
     log->set_level(to_level(config.text("log_level")));
