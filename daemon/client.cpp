@@ -271,14 +271,19 @@ void Client::maybe_detect_iteration() {
   if (marks_.size() >= 2) {
     // The window is in seq order: two binary searches, not a pass over it at every tick.
     const std::uint64_t mark = marks_[marks_.size() - 2], next = marks_.back();
-    // An iteration longer than the window holds has lost launches from its start: taken from
-    // the window's front it would be cut short, and shorter at every tick as the window slides.
-    // The iteration found before stays (take_measured says its start left the window).
-    if (dropped_through_seq_ >= mark) {
-      warn_once(kWarnIterationLength,
-                fmt::format("an iteration between two marks is longer than the {} launches the "
-                            "window holds (trace_launches): it is not planned",
-                            limits_.trace_launches));
+    // Once the window has let go of launches after the older mark, the span taken from the
+    // window's front would be cut short, and shorter at every tick as the window slides. The
+    // iteration found before stays: this span itself, taken whole while the window held it (an
+    // iteration longer than half the window), or an earlier one, or none where the iteration is
+    // longer than the window holds, which is said once (take_measured says its start left).
+    if (dropped_before_seq_ > mark) {
+      const bool taken = iteration_.source == "marks" && iteration_.first_seq >= mark;
+      if (!taken)
+        warn_once(kWarnIterationLength,
+                  fmt::format("an iteration between two marks is longer than the {} launches "
+                              "the window holds (trace_launches): it is not planned",
+                              limits_.trace_launches));
+      if (!taken && iteration_.source != "marks") iteration_ = IterationInfo{};
       return;
     }
     const auto from = std::lower_bound(launches_.begin(), launches_.end(), mark, seq_below);
@@ -773,7 +778,7 @@ void Client::on_launch(std::uint64_t seq, std::uint32_t stream, std::uint64_t fu
     launches_.insert(at, std::move(l));
   }
   while (launches_.size() > limits_.trace_launches) {
-    dropped_through_seq_ = std::max(dropped_through_seq_, launches_.front().seq);
+    dropped_before_seq_ = std::max(dropped_before_seq_, launches_.front().seq + 1);
     launches_.pop_front();
   }
   ++counters_.launches_seen;

@@ -437,8 +437,8 @@ class Client : public proto::EventSink {
   // was dropped or allocated again since are skipped when they come out.
   std::deque<std::pair<std::uint64_t, std::uint64_t>> freed_;
   std::uint64_t prune_visits_ = 0;
-  std::deque<LaunchInfo> launches_;        // in seq order (but see on_launch)
-  std::uint64_t dropped_through_seq_ = 0;  // the newest seq the window has let go of (0: none)
+  std::deque<LaunchInfo> launches_;       // in seq order (but see on_launch)
+  std::uint64_t dropped_before_seq_ = 0;  // 1 + the newest seq the window let go of (0: none)
   static constexpr std::size_t kMaxReorder = 4096;
   // Launches moved in the window by launches put back in seq order, per drain (poll).
   static constexpr std::size_t kMaxReorderMoves = std::size_t{1} << 20;

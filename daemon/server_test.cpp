@@ -2032,36 +2032,45 @@ TEST(ClientTrace, LaunchesOutsideTheRulesGiveATraceItsReadersTake) {
 
 // An iteration between two marks longer than half the window: once the window has let go of its
 // first launches it is not taken from the window's front (shorter at every tick as the window
-// slides); the complete one found before stays, with one warning.
+// slides); the span taken whole while the window held it stays, with no warning. One longer than
+// the window is never taken (no length at all, not the one the window's front gives) and is said
+// once.
 TEST(ClientTrace, AnIterationLongerThanTheWindowLeavesIsNotCutShort) {
-  ClientLimits limits;
-  limits.trace_launches = 1024;
-  DirectClient d(limits);
-  d.alloc(1);
-  constexpr std::uint64_t kLength = 700;
-  auto mark = [&] {
-    proto::EventRecord e{};
-    e.type = static_cast<std::uint16_t>(proto::EventType::kIterationMark);
-    e.seq = d.lib.seq++;
-    d.push(e);
-  };
-  std::set<std::uint64_t> lengths;
-  for (int it = 0; it < 4; ++it) {
-    mark();
-    for (std::uint64_t k = 0; k < kLength; ++k) {
-      d.launch(100 + k % 7, 1);
-      if (it > 0 && k % 50 == 0) {  // from the second mark on
-        d.drain();
-        lengths.insert(d.client.iteration().length);
+  for (const std::uint64_t length : {700u, 1500u}) {
+    SCOPED_TRACE(length);
+    ClientLimits limits;
+    limits.trace_launches = 1024;
+    DirectClient d(limits);
+    d.alloc(1);
+    auto mark = [&] {
+      proto::EventRecord e{};
+      e.type = static_cast<std::uint16_t>(proto::EventType::kIterationMark);
+      e.seq = d.lib.seq++;
+      d.push(e);
+    };
+    std::set<std::uint64_t> lengths;
+    for (int it = 0; it < 4; ++it) {
+      mark();
+      for (std::uint64_t k = 0; k < length; ++k) {
+        d.launch(100 + k % 7, 1);
+        if (it > 0 && k % 50 == 0) {  // from the second mark on
+          d.drain();
+          lengths.insert(d.client.iteration().length);
+        }
       }
     }
+    d.drain();
+    lengths.insert(d.client.iteration().length);
+    if (length < limits.trace_launches) {
+      EXPECT_EQ(lengths, std::set<std::uint64_t>{length});
+      EXPECT_TRUE(d.client.warnings().empty());
+    } else {
+      EXPECT_EQ(lengths, std::set<std::uint64_t>{0});
+      ASSERT_EQ(d.client.warnings().size(), 1u);
+      EXPECT_NE(d.client.warnings()[0].find("longer than the 1024 launches"), std::string::npos)
+          << d.client.warnings()[0];
+    }
   }
-  d.drain();
-  lengths.insert(d.client.iteration().length);
-  EXPECT_EQ(lengths, std::set<std::uint64_t>{kLength});
-  ASSERT_EQ(d.client.warnings().size(), 1u);
-  EXPECT_NE(d.client.warnings()[0].find("longer than the 1024 launches"), std::string::npos)
-      << d.client.warnings()[0];
 }
 
 // A client whose iteration repeats but is never timed (no timings arrive): gswapd looks at its
