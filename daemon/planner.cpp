@@ -89,6 +89,7 @@ constexpr std::size_t kTrimAfterLaunches = 20'000;
 
 void PlannerThread::run() {
   std::unique_lock<std::mutex> lock(mutex_);
+  double trimmed_ms = -1e9;  // when the heap was last given back (below)
   for (;;) {
     cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
     if (stopping_) return;
@@ -149,12 +150,20 @@ void PlannerThread::run() {
     r.plan_ms = now_ms() - t0;
     // A long iteration's job took hundreds of MiB (the trace's copy, the analysis, the search),
     // in this thread's heap: given back to the system once freed, or gswapd holds it for as long
-    // as it runs (malloc_trim, as for a client that leaves).
+    // as it runs (malloc_trim, as for a client that leaves). Only once no job waits, and once a
+    // second at most: refinement steps and feedback checks of one client come every few hundred
+    // milliseconds, and would give the memory back only to take it again.
     const bool large = job.trace.launches.size() >= kTrimAfterLaunches;
     const Kind kind = job.kind;
     job = Job{};
+    lock.lock();
+    const bool nothing_waits = queue_.empty();
+    lock.unlock();
 #ifdef __GLIBC__
-    if (large) malloc_trim(0);
+    if (large && nothing_waits && now_ms() - trimmed_ms >= 1000) {
+      malloc_trim(0);
+      trimmed_ms = now_ms();
+    }
 #endif
 
     lock.lock();
