@@ -422,7 +422,16 @@ std::string unwritable(const std::string& path) {
     return ::access(path.c_str(), W_OK) == 0 ? "" : std::strerror(errno);
   }
   if (errno != ENOENT) return std::strerror(errno);
-  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  // Not there: created where it is named, or where a dangling link named so points (a link to a
+  // missing directory is as unwritable as the directory).
+  std::filesystem::path named(path);
+  for (int links = 0; links < 40; ++links) {
+    std::error_code ec;
+    const std::filesystem::path to = std::filesystem::read_symlink(named, ec);
+    if (ec) break;
+    named = to.is_absolute() ? to : named.parent_path() / to;
+  }
+  const std::filesystem::path dir = named.parent_path();
   const std::string d = dir.empty() ? "." : dir.string();
   if (::stat(d.c_str(), &st) != 0) return std::strerror(errno);
   if (!S_ISDIR(st.st_mode)) return std::strerror(ENOTDIR);

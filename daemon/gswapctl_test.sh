@@ -91,6 +91,12 @@ case $mode in
     [[ $out == "gswapctl: config: the library would refuse it: GSWAP_LOG_FILE="* ]] ||
       fail "run with an unwritable log file: got '$out'"
     [[ ! -e $RT/ran && ! -e $RT/missing ]] || fail "run started the program, or made the log's directory"
+    # So is a link to a log file in a missing directory.
+    ln -s "$RT/missing/y.log" "$RT/link.log"
+    printf '{"daemon": "off", "log_file": "%s/link.log"}\n' "$RT" >"$RT/log.json"
+    out=$("$ctl" config check "$RT/log.json" 2>&1) && fail "a link to an unwritable log file was accepted"
+    [[ $out == *"GSWAP_LOG_FILE=\"$RT/link.log\" cannot be written (No such file or directory)" ]] ||
+      fail "link to an unwritable log file: got '$out'"
     printf '{"daemon": "off", "log_file": "%s/x.log"}\n' "$RT" >"$RT/log.json"
     "$ctl" config check "$RT/log.json" >/dev/null 2>&1 || fail "a writable log file was refused"
     [[ ! -e $RT/x.log ]] || fail "config check made the log file"
