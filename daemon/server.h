@@ -135,6 +135,12 @@ class Server {
   std::int64_t refusals_window_ms_ = 0;
   std::size_t refusals_logged_ = 0, refusals_unlogged_ = 0;
   std::string last_unlogged_refusal_;
+  // Clients connecting and leaving, the same way (log_coming).
+  void log_coming(spdlog::level::level_enum level, const std::string& line);
+  std::int64_t comings_window_ms_ = 0;
+  std::size_t comings_logged_ = 0, comings_unlogged_ = 0;
+  spdlog::level::level_enum comings_unlogged_level_ = spdlog::level::trace;
+  std::string last_unlogged_coming_;
   std::vector<std::unique_ptr<Client>> clients_;
   ClientLimits limits_;
   std::int64_t started_at_ = 0;

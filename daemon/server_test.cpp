@@ -552,6 +552,35 @@ TEST_F(ServerTest, AClientThatComesAndGoesDoesNotMoveTheOthersBudget) {
   close(fd1);
 }
 
+// Clients connecting and leaving in a burst write a line each up to ten a second, then one line,
+// once the second is over, counting the others (a loop of connections wrote 71,826 lines in 25 s).
+TEST_F(ServerTest, ClientsComingAndGoingInALoopAreCountedNotLoggedOneByOne) {
+  std::ostringstream out;
+  restart_logging_to(&out);
+  proto::Hello h = hello();
+  for (int k = 0; k < 20; ++k) {
+    int fd = connect_raw();
+    int shm = -1;
+    proto::HelloReply r = exchange(fd, &h, sizeof h, &shm);
+    ASSERT_EQ(r.status, 0) << r.message;
+    close(shm);
+    close(fd);
+    for (int t = 0; t < 5 && server_->num_clients() > 0; ++t) server_->tick(10);
+    ASSERT_EQ(server_->num_clients(), 0u);
+  }
+  auto count = [&](const std::string& what) {
+    std::size_t n = 0;
+    std::istringstream lines(out.str());
+    for (std::string l; std::getline(lines, l);) n += l.find(what) != std::string::npos;
+    return n;
+  };
+  const std::size_t logged = count(") connected") + count(") disconnected");
+  EXPECT_EQ(logged, 10u) << out.str();
+  for (int i = 0; i < 150 && !count("more clients connected or left"); ++i) server_->tick(10);
+  EXPECT_EQ(count(std::to_string(40 - logged) + " more clients connected or left in a second"), 1u)
+      << out.str();
+}
+
 // One process connects once (its library); more connections from it would take the slots and
 // budget shares of other programs: past four, they are refused with a message; a slot freed is
 // taken again.
