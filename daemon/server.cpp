@@ -189,6 +189,10 @@ void Server::run(const std::atomic<bool>& stop) {
   log_->info("gswapd stopping ({} client{})", clients_.size(), clients_.size() == 1 ? "" : "s");
 }
 
+// What poll says of a connection whose peer has ended it (or shut its side down): on a
+// SOCK_SEQPACKET socket recv answers 0 both then and for a message of no bytes.
+constexpr short kHungUp = POLLHUP | POLLRDHUP | POLLERR;
+
 void Server::tick(int timeout_ms) {
   std::vector<pollfd> fds;
   // While accepting fails for want of descriptors, the listening socket stays readable: polled,
@@ -205,12 +209,11 @@ void Server::tick(int timeout_ms) {
   // Clients first (indexes stay valid while we only mark), then pending, then new connections.
   for (std::size_t i = clients_.size(); i-- > 0;) {
     const pollfd& f = fds[1 + np + i];
-    if (f.revents & (POLLIN | POLLHUP | POLLRDHUP | POLLERR)) {
+    if (f.revents & (POLLIN | kHungUp)) {
       char b;
       ssize_t n = recv(f.fd, &b, 1, MSG_DONTWAIT);
-      // On a SOCK_SEQPACKET socket recv answers 0 both at the end and for a message of no
-      // bytes: the end is the one poll reports as a hang-up.
-      const bool hung_up = f.revents & (POLLHUP | POLLRDHUP | POLLERR);
+      // 0 is the end where poll saw the peer hang up, else an empty message (kHungUp).
+      const bool hung_up = f.revents & kHungUp;
       if ((n == 0 && hung_up) || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
         // Drain what it left before reaping so its last events still count.
         std::string ignored;
@@ -438,52 +441,46 @@ void Server::accept_one() {
   flush_counted_lines(now_ms());
 }
 
-// Kept to a few lines a second: a peer that may not use gswapd (or speaks another protocol) and
-// connects in a loop wrote a line each time, 2 MB of log a second from one process.
-constexpr std::size_t kRefusalLinesPerSecond = 5;
-
-void Server::log_refusal(pid_t pid, const std::string& msg) {
-  const std::int64_t now = now_ms();
-  flush_counted_lines(now);
-  if (refusals_logged_ < kRefusalLinesPerSecond) {
-    ++refusals_logged_;
-    log_->warn("refused pid {}: {}", pid, msg);
+void Server::CountedLines::log(spdlog::logger& log, spdlog::level::level_enum level,
+                               const std::string& line, std::string last) {
+  if (logged_ < per_second_) {
+    ++logged_;
+    log.log(level, "{}", line);
     return;
   }
-  ++refusals_unlogged_;
-  last_unlogged_refusal_ = fmt::format("pid {}: {}", pid, msg);
+  ++unlogged_;
+  level_ = std::max(level_, level);
+  last_ = std::move(last);
 }
 
-// Clients connecting and leaving: a line each up to kComingLinesPerSecond a second, then counted
-// and said in one line when the second is over. A process connecting and leaving in a loop wrote
-// 71,826 lines (6.5 MB) in 25 s at info.
-constexpr std::size_t kComingLinesPerSecond = 10;
+void Server::CountedLines::flush(
+    spdlog::logger& log, std::int64_t now,
+    const std::function<std::string(std::size_t, const std::string&)>& summary) {
+  if (now - window_ms_ < 1000) return;
+  if (unlogged_) log.log(level_, "{}", summary(unlogged_, last_));
+  window_ms_ = now;
+  logged_ = unlogged_ = 0;
+  level_ = spdlog::level::trace;
+  last_.clear();
+}
+
+void Server::log_refusal(pid_t pid, const std::string& msg) {
+  flush_counted_lines(now_ms());
+  refusals_.log(*log_, spdlog::level::warn, fmt::format("refused pid {}: {}", pid, msg),
+                fmt::format("pid {}: {}", pid, msg));
+}
 
 void Server::log_coming(spdlog::level::level_enum level, const std::string& line) {
-  const std::int64_t now = now_ms();
-  flush_counted_lines(now);
-  if (comings_logged_ < kComingLinesPerSecond) {
-    ++comings_logged_;
-    log_->log(level, "{}", line);
-    return;
-  }
-  ++comings_unlogged_;
-  comings_unlogged_level_ = std::max(comings_unlogged_level_, level);
-  last_unlogged_coming_ = line;
+  flush_counted_lines(now_ms());
+  comings_.log(*log_, level, line, line);
 }
 
 void Server::flush_counted_lines(std::int64_t now) {
-  if (now - comings_window_ms_ >= 1000) {
-    if (comings_unlogged_)
-      log_->log(comings_unlogged_level_,
-                "{} more client{} connected or left in a second, without a line each (the "
-                "last: {})",
-                comings_unlogged_, comings_unlogged_ == 1 ? "" : "s", last_unlogged_coming_);
-    comings_window_ms_ = now;
-    comings_logged_ = comings_unlogged_ = 0;
-    comings_unlogged_level_ = spdlog::level::trace;
-    last_unlogged_coming_.clear();
-  }
+  comings_.flush(*log_, now, [](std::size_t n, const std::string& last) {
+    return fmt::format(
+        "{} more client{} connected or left in a second, without a line each (the last: {})", n,
+        n == 1 ? "" : "s", last);
+  });
   if (pending_closed_ && now - pending_closed_logged_ms_ >= 1000) {
     log_->warn(
         "closed {} connection{} that had not said hello, to make room (at most {} per "
@@ -492,14 +489,11 @@ void Server::flush_counted_lines(std::int64_t now) {
     pending_closed_ = 0;
     pending_closed_logged_ms_ = now;
   }
-  if (now - refusals_window_ms_ >= 1000) {
-    if (refusals_unlogged_)
-      log_->warn("refused {} more handshake{} in a second, without a line each (the last: {})",
-                 refusals_unlogged_, refusals_unlogged_ == 1 ? "" : "s", last_unlogged_refusal_);
-    refusals_window_ms_ = now;
-    refusals_logged_ = refusals_unlogged_ = 0;
-    last_unlogged_refusal_.clear();
-  }
+  refusals_.flush(*log_, now, [](std::size_t n, const std::string& last) {
+    return fmt::format(
+        "refused {} more handshake{} in a second, without a line each (the last: {})", n,
+        n == 1 ? "" : "s", last);
+  });
 }
 
 std::size_t Server::oldest_pending(const std::function<bool(const Pending&)>& which) const {
@@ -543,7 +537,7 @@ void Server::handshake(Pending& p, short revents) {
   ssize_t n = recv(p.fd, buf, sizeof buf, MSG_DONTWAIT | MSG_TRUNC);
   // 0 is the end where poll saw the peer hang up, else a message of no bytes: refused as a hello
   // of the wrong size, as any other.
-  if (n < 0 || (n == 0 && (revents & (POLLHUP | POLLRDHUP | POLLERR)))) {
+  if (n < 0 || (n == 0 && (revents & kHungUp))) {
     close(p.fd);
     return;
   }
