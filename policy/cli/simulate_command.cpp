@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <vector>
@@ -207,12 +208,16 @@ std::uint64_t parse_budget(const std::string& text, std::uint64_t peak, const st
   return size.resolve(peak);
 }
 
-void write_file(const std::string& path, const std::string& text) {
+void write_file(const std::string& path, const std::function<void(std::ostream&)>& write) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (f) f << text;
+  if (f) write(f);
   if (f) f.close();
   if (!f)
     throw std::runtime_error("cannot write " + printable_text(path) + ": " + std::strerror(errno));
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  write_file(path, [&](std::ostream& f) { f << text; });
 }
 
 int checked_stdout(const char* program, int rc) {
@@ -451,12 +456,7 @@ void run(const Options& o) {
     // Written as it is made (a long iteration's timeline as one JSON tree took 14 times the
     // memory of the simulation). The trace's path may hold any bytes: what is not UTF-8 is
     // replaced.
-    std::ofstream f(o.timeline, std::ios::binary | std::ios::trunc);
-    if (f) chrome::write_json(t, f);
-    if (f) f.close();
-    if (!f)
-      throw std::runtime_error("cannot write " + printable_text(o.timeline) + ": " +
-                               std::strerror(errno));
+    write_file(o.timeline, [&](std::ostream& f) { chrome::write_json(t, f); });
     if (!o.json)
       std::cout << fmt::format("wrote the simulated timeline to {} (open it in ui.perfetto.dev)\n",
                                printable_text(o.timeline));

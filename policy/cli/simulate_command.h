@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -62,5 +64,7 @@ void refuse_writing_over(const std::string& out, const std::string& option,
 int checked_stdout(const char* program, int rc);
 // Writes `text` to `path`, or throws "cannot write PATH: reason".
 void write_file(const std::string& path, const std::string& text);
+// The same with what `write` writes to the file, as it writes it (nothing held whole).
+void write_file(const std::string& path, const std::function<void(std::ostream&)>& write);
 
 }  // namespace gswap::policy::cli
