@@ -455,15 +455,15 @@ void Client::build_iteration(std::size_t begin, std::size_t end, std::uint64_t d
     for (std::uint64_t id : l.regions) producer_us.try_emplace(id, l.dur_us);
   // And theirs, to the end of every chain: a source may itself be recomputed from others (a
   // trace names only regions it holds, so a source's sources are in it too).
-  std::vector<std::uint64_t> todo;
-  todo.reserve(used.size());
-  for (const auto& [id, use] : used) todo.push_back(id);
-  while (!todo.empty()) {
-    const auto it = regions_.find(todo.back());
-    todo.pop_back();
+  std::vector<std::uint64_t> unvisited;
+  unvisited.reserve(used.size());
+  for (const auto& [id, use] : used) unvisited.push_back(id);
+  while (!unvisited.empty()) {
+    const auto it = regions_.find(unvisited.back());
+    unvisited.pop_back();
     if (it == regions_.end() || !it->second.recompute) continue;
     for (std::uint64_t s : it->second.recompute->sources)
-      if (regions_.count(s) && used.try_emplace(s).second) todo.push_back(s);
+      if (regions_.count(s) && used.try_emplace(s).second) unvisited.push_back(s);
   }
   for (const auto& [id, info] : regions_) {
     auto u = used.find(id);

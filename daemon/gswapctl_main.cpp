@@ -4,7 +4,6 @@
 // Errors are caught at the command boundary and printed as one line; the exit code says whether
 // the command worked (1 on failure, the command's own code for `run`).
 #include <dirent.h>
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <sys/sysmacros.h>

@@ -147,11 +147,10 @@ int main(int argc, char** argv) {
     if (!file.empty()) {
       // The log names clients' pids, programs and uids: a file gswapd makes is its user's alone.
       // Opened here first, so that a path that cannot be opened (a missing directory) is refused
-      // with the reason, as the library refuses GSWAP_LOG_FILE: spdlog would make the missing
-      // directories.
-      // Non-blocking, so that a FIFO nobody reads is refused (ENXIO) rather than waited on for
-      // ever; held open until spdlog has opened the file, so that a FIFO's reader does not see
-      // its only writer go.
+      // with the reason, as the library refuses GSWAP_LOG_FILE (spdlog would make the missing
+      // directories); non-blocking, so that a FIFO nobody reads is refused (ENXIO) rather than
+      // waited on for ever; held open until spdlog has opened the file, so that a FIFO's reader
+      // does not see its only writer go.
       const int fd =
           ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NONBLOCK | O_CLOEXEC, 0600);
       if (fd < 0)

@@ -156,17 +156,16 @@ void PlannerThread::run() {
     const bool large = job.trace.launches.size() >= kTrimAfterLaunches;
     const Kind kind = job.kind;
     job = Job{};
-    lock.lock();
-    const bool nothing_waits = queue_.empty();
-    lock.unlock();
-#ifdef __GLIBC__
-    if (large && nothing_waits && now_ms() - trimmed_ms >= 1000) {
-      malloc_trim(0);
-      trimmed_ms = now_ms();
-    }
-#endif
 
     lock.lock();
+#ifdef __GLIBC__
+    if (large && queue_.empty() && now_ms() - trimmed_ms >= 1000) {
+      lock.unlock();  // submit() and cancel() go on meanwhile
+      malloc_trim(0);
+      trimmed_ms = now_ms();
+      lock.lock();
+    }
+#endif
     running_ = false;
     const bool cancelled = kind == Kind::kFeedback ? cancel_running_.load() : r.search.cancelled;
     if (!cancelled) results_.push_back(std::move(r));
