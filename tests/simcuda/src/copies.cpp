@@ -100,6 +100,11 @@ CUresult side_of(CUmemorytype t, const void* host, CUdeviceptr dev, size_t off, 
   return CUDA_SUCCESS;
 }
 
+// *out = x * y + z; false where that is past the address space (sizes are refused, not wrapped).
+bool mad(size_t x, size_t y, size_t z, size_t* out) {
+  return !__builtin_mul_overflow(x, y, out) && !__builtin_add_overflow(*out, z, out);
+}
+
 // Validates a 3D copy (WidthInBytes > 0) and builds its op; touches no memory.
 CUresult build_3d(const CUDA_MEMCPY3D* c, Op* out) {
   size_t w = c->WidthInBytes, hgt = c->Height ? c->Height : 1, dep = c->Depth ? c->Depth : 1;
@@ -107,9 +112,6 @@ CUresult build_3d(const CUDA_MEMCPY3D* c, Op* out) {
   size_t sh = c->srcHeight ? c->srcHeight : hgt, dh = c->dstHeight ? c->dstHeight : hgt;
   if (w > sp || w > dp || hgt > sh || hgt > dh) return CUDA_ERROR_INVALID_VALUE;
   // Offsets and extents past the address space are refused, not wrapped.
-  auto mad = [](size_t x, size_t y, size_t z, size_t* out) {  // x * y + z
-    return !__builtin_mul_overflow(x, y, out) && !__builtin_add_overflow(*out, z, out);
-  };
   size_t soff = 0, doff = 0, sext = 0, dext = 0, send = 0, dend = 0;
   if (!mad(c->srcZ, sh, c->srcY, &soff) || !mad(soff, sp, c->srcXInBytes, &soff) ||
       !mad(c->dstZ, dh, c->dstY, &doff) || !mad(doff, dp, c->dstXInBytes, &doff) ||
@@ -299,11 +301,10 @@ CUresult memset_2d(CUdeviceptr dst, size_t pitch, uint32_t v, uint8_t elem, size
   if (w == 0 || hgt == 0) return CUDA_SUCCESS;
   if (dst % elem) return CUDA_ERROR_INVALID_VALUE;
   // Sizes past the address space are refused, not wrapped to the few bytes they come to.
-  size_t row = 0, rows = 0, extent = 0;
-  if (__builtin_mul_overflow(w, size_t{elem}, &row)) return CUDA_ERROR_INVALID_VALUE;
+  size_t row = 0, extent = 0;
+  if (!mad(w, elem, 0, &row)) return CUDA_ERROR_INVALID_VALUE;
   if (hgt > 1 && pitch < row) return CUDA_ERROR_INVALID_VALUE;
-  if (__builtin_mul_overflow(hgt - 1, pitch, &rows) || __builtin_add_overflow(rows, row, &extent))
-    return CUDA_ERROR_INVALID_VALUE;
+  if (!mad(hgt - 1, pitch, row, &extent)) return CUDA_ERROR_INVALID_VALUE;
   if (!device_range_ok(dst, extent)) return CUDA_ERROR_INVALID_VALUE;
   Op op;
   op.kind = OpKind::Memset;
