@@ -153,11 +153,20 @@ case $mode in
     [[ ! -e $RT/missing ]] || fail "gswapd made the log file's missing directories"
     # A log file that is a FIFO: with a reader, gswapd logs into it; with none, it is refused
     # (ENXIO) rather than waited on for ever.
+    # The shell holds the FIFO read-write (which does not block) from before the reader opens it
+    # until gswapd has gone, so the reader's open returns however late it starts, and it sees the
+    # end of the file once the shell lets go: the test cannot wait on it for ever.
     mkfifo "$RT/d.fifo"
-    cat "$RT/d.fifo" >"$RT/d.fifo.out" &
+    exec 9<>"$RT/d.fifo"
+    cat "$RT/d.fifo" >"$RT/d.fifo.out" 9<&- &
     reader=$!
+    for ((i = 0; i < 200; i++)); do
+      [[ -n $(find /proc/$reader/fd -lname "$RT/d.fifo" ! -name 9 2>/dev/null) ]] && break
+      sleep 0.05
+    done
     GSWAP_RUNTIME_DIR=$RT/fiforun timeout -s TERM 2 "$gswapd" --gpu 0 --foreground --log-level info \
       --log-file "$RT/d.fifo" >/dev/null 2>&1
+    exec 9<&-
     wait $reader
     grep -q "gswapd serving GPU 0" "$RT/d.fifo.out" || fail "gswapd logging into a FIFO wrote: $(cat "$RT/d.fifo.out")"
     out=$(GSWAP_RUNTIME_DIR=$RT/fiforun timeout 20 "$gswapd" --gpu 0 --foreground --log-file "$RT/d.fifo" 2>&1) &&
