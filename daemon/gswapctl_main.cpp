@@ -32,6 +32,7 @@
 #include "daemon/gpu_probe.h"
 #include "daemon/table.h"
 #include "policy/printable_text.h"
+#include "policy/write_file.h"
 #include "proto/wire.h"
 #ifdef GSWAP_HAVE_LIBRARY_CONFIG
 #include "interpose/config.h"
@@ -221,13 +222,6 @@ int cmd_policy(std::optional<long> pid, bool json) {
   return 0;
 }
 
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (f) f << text;
-  if (f) f.close();
-  if (!f) throw Failure(fmt::format("cannot write {}: {}", path, strerror(errno)));
-}
-
 // The answer of the daemon that serves `pid` to a per-client request; throws its error (or "no
 // client with pid P" when no daemon has it).
 nlohmann::json ask_for_client(nlohmann::json request, long pid) {
@@ -254,16 +248,16 @@ int cmd_trace(long pid, const std::string& out, const std::string& plan_out,
     if (!plan_out.empty() && !a.contains("plan_json"))
       throw Failure(
           fmt::format("pid {} follows no plan (not guided): nothing for --plan-out", pid));
-    write_text(out, a["trace_json"].get<std::string>());
+    gswap::policy::write_file(out, a["trace_json"].get<std::string>());
     std::cout << fmt::format("wrote the last iteration of pid {} to {}\n", pid, out);
     if (!plan_out.empty()) {
-      write_text(plan_out, a["plan_json"].get<std::string>() + "\n");
+      gswap::policy::write_file(plan_out, a["plan_json"].get<std::string>() + "\n");
       std::cout << fmt::format("wrote the plan pid {} follows to {}\n", pid, plan_out);
     }
   }
   if (!timeline.empty()) {
     nlohmann::json a = ask_for_client({{"cmd", "timeline"}}, pid);
-    write_text(timeline, json_text(a["timeline"]) + "\n");
+    gswap::policy::write_file(timeline, json_text(a["timeline"]) + "\n");
     std::cout << fmt::format(
         "wrote the timeline of pid {} to {} (open it in ui.perfetto.dev or chrome://tracing)\n",
         pid, timeline);

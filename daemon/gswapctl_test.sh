@@ -23,7 +23,8 @@
 #       `simulate --timeline` writes a valid timeline holding the swaps the simulation counts;
 #       `plot` writes an SVG whose budget line and live peak read as the trace's numbers; bad
 #       input (a trace that does not parse, a missing file, an unwritable output, times too long
-#       to draw, a budget of 0, a trace that is not a regular file) is one line and exit status 1
+#       to draw, a budget of 0, a trace that is not a regular file) is one line and exit status 1;
+#       an output cut short by a file size limit is removed
 set -uo pipefail
 mode=$1
 shift
@@ -407,6 +408,22 @@ PY
     one_line_error "an unwritable timeline" "cannot write $RT/no/t.json" \
       "$ctl" simulate --trace ref:resnet50 --budget 50% --search-ms 0 --json --timeline "$RT/no/t.json"
     one_line_error "plot without a source" "give --pid P or --trace" "$ctl" plot --out "$RT/x.svg"
+    # A timeline or plot cut short by a file size limit (the write fails with EFBIG, SIGXFSZ
+    # ignored) is one line, and the file cut short is removed, not left looking whole.
+    ln -s "$RT/big-target.svg" "$RT/big-link.svg"
+    for out in "$RT/big.json" "$RT/big.svg" "$RT/big-link.svg"; do
+      if [[ $out == *.json ]]; then
+        cmd=("$ctl" simulate --trace ref:resnet50 --budget 50% --search-ms 0 --json --timeline "$out")
+      else
+        cmd=("$ctl" plot --trace ref:resnet50 --budget 50% --search-ms 0 --out "$out")
+      fi
+      err=$( (trap '' XFSZ; ulimit -f 8; exec "${cmd[@]}") 2>&1 >/dev/null)
+      rc=$?
+      [[ $rc == 1 && $(wc -l <<<"$err") == 1 && $err == *"cannot write $out: File too large"* ]] ||
+        fail "an output cut short ($out): status $rc, '$err'"
+      [[ ! -e $out ]] || fail "an output cut short was left behind: $(stat -c %s "$out") bytes of $out"
+    done
+    [[ -L $RT/big-link.svg ]] || fail "the link to an output cut short was removed, not what it names"
     # The search's time with another policy is refused, as by simulate.
     err=$("$ctl" plot --trace ref:resnet50 --budget 50% --policy lru --search-ms 5 --out "$RT/x.svg" 2>&1) &&
       fail "plot --policy lru --search-ms 5 succeeded"

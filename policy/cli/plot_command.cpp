@@ -17,6 +17,7 @@
 #include "policy/cli/simulate_command.h"
 #include "policy/memory_plot.h"
 #include "policy/sim_timeline.h"
+#include "policy/write_file.h"
 
 namespace gswap::policy::cli {
 namespace {

@@ -39,6 +39,7 @@
 #include "policy/search.h"
 #include "policy/sim_timeline.h"
 #include "policy/trace_json.h"
+#include "policy/write_file.h"
 #include "proto/settings.h"
 
 namespace gswap::policy::cli {
@@ -206,18 +207,6 @@ std::uint64_t parse_budget(const std::string& text, std::uint64_t peak, const st
                                "of the trace's peak above 0 and at most 100% (50%), got '" +
                                    text + "'");
   return size.resolve(peak);
-}
-
-void write_file(const std::string& path, const std::function<void(std::ostream&)>& write) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (f) write(f);
-  if (f) f.close();
-  if (!f)
-    throw std::runtime_error("cannot write " + printable_text(path) + ": " + std::strerror(errno));
-}
-
-void write_file(const std::string& path, const std::string& text) {
-  write_file(path, [&](std::ostream& f) { f << text; });
 }
 
 int checked_stdout(const char* program, int rc) {

@@ -62,9 +62,5 @@ void refuse_writing_over(const std::string& out, const std::string& option,
 // full disk, /dev/full), "PROGRAM: cannot write standard output: reason" on standard error and 1
 // (what was printed is incomplete: a script reading it must not take it).
 int checked_stdout(const char* program, int rc);
-// Writes `text` to `path`, or throws "cannot write PATH: reason".
-void write_file(const std::string& path, const std::string& text);
-// The same with what `write` writes to the file, as it writes it (nothing held whole).
-void write_file(const std::string& path, const std::function<void(std::ostream&)>& write);
 
 }  // namespace gswap::policy::cli

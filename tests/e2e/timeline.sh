@@ -5,7 +5,8 @@
 #   memory counters) holding the swaps the library counted by then; `simulate --timeline` of the
 #   dumped trace has the same device tracks and counters; `plot --pid` draws the plan budget and
 #   the trace's peak where they belong;
-# - an unknown pid and an unwritable output are one clear line and exit status 1;
+# - an unknown pid and an unwritable output are one clear line and exit status 1, and an output
+#   cut short is removed;
 # - at exit, the library's own timeline is valid and holds the restores its summary counts (and the
 #   swap-outs that completed: one cancelled while its copy ran is counted, not reported);
 # - first, with no daemon: a timeline of allocations named with bytes that are not UTF-8, quotes
@@ -122,6 +123,11 @@ expect_error "gswapctl: no client with pid 999999999" \
   "$GSWAPCTL" plot --pid 999999999 --out "$RT/x.svg"
 expect_error "gswapctl: cannot write $RT/none/x.json: No such file or directory" \
   "$GSWAPCTL" trace dump --pid "$TRAIN_PID" --timeline "$RT/none/x.json"
+# A dump cut short by a file size limit (EFBIG, SIGXFSZ ignored) is one line, and the file cut
+# short is removed, not left looking whole.
+expect_error "gswapctl: cannot write $RT/big.json: File too large" \
+  bash -c 'trap "" XFSZ; ulimit -f 1; exec "$@"' - "$GSWAPCTL" trace dump --pid "$TRAIN_PID" --out "$RT/big.json"
+[[ ! -e $RT/big.json ]] || fail "a trace cut short was left behind: $(stat -c %s "$RT/big.json") bytes"
 
 wait "$TRAIN_PID" || fail "minitrain failed under gswap: $(tail -n 5 "$RT/train.out")"
 got=$(checksum_of "$RT/train.out")
