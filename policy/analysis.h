@@ -3,12 +3,14 @@
 // timeline.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "policy/plan.h"
 #include "policy/trace.h"
 
 namespace gswap::policy {
@@ -155,5 +157,26 @@ std::string impossible_budget_reason(const Analysis& a, std::uint64_t budget);
 // regions not used yet (or not at all) leave too little room for its working set: no plan fits
 // without the simulator evicting those regions on demand.
 std::string unplannable_budget_reason(const Analysis& a, std::uint64_t budget);
+
+// The launches over which plan entry `e` keeps its region off the device in the planners'
+// planned-memory curve (segment_tree.h), from launch `from` until `until`, where it is back (its
+// back-access, or the launch its restore is issued before): off(lo, hi) for each non-empty range
+// [lo, hi), a wrap's two ([from, the end of the region's life) and [0, until)), and up to the end
+// of the region's life for an entry that never brings it back.
+template <class Off>
+void off_ranges(const Analysis& a, const PlanEntry& e, std::size_t from, std::size_t until,
+                Off off) {
+  const std::size_t r = a.index.at(e.region);
+  const std::size_t life_end = std::min(a.n, a.last_live[r] + 1);
+  auto range = [&](std::size_t lo, std::size_t hi) {
+    if (lo < hi) off(lo, hi);
+  };
+  if (is_wrap(e)) {
+    range(from, life_end);
+    range(0, until);
+  } else {
+    range(from, e.back_access == kNoLaunch ? life_end : until);
+  }
+}
 
 }  // namespace gswap::policy

@@ -362,14 +362,8 @@ Plan plan_belady(const Analysis& a, std::uint64_t budget) {
   std::vector<std::int64_t> live(a.live_bytes.begin(), a.live_bytes.end());
   MaxSegmentTree cur(live);
   auto off = [&](const PlanEntry& e, std::int64_t d, std::size_t until) {
-    if (is_wrap(e)) {
-      if (e.evict_after + 1 < n) cur.add(e.evict_after + 1, n - 1, d);
-      if (until > 0) cur.add(0, until - 1, d);
-    } else {
-      const std::size_t end =
-          e.back_access == kNoLaunch ? a.last_live[a.index.at(e.region)] + 1 : until;
-      if (end > e.evict_after + 1) cur.add(e.evict_after + 1, end - 1, d);
-    }
+    off_ranges(a, e, e.evict_after + 1, until,
+               [&](std::size_t lo, std::size_t hi) { cur.add(lo, hi - 1, d); });
   };
   for (const PlanEntry& e : p.entries)
     off(e, -static_cast<std::int64_t>(t.regions[a.index.at(e.region)].bytes), e.back_access);

@@ -24,6 +24,7 @@
 #include "policy/baselines.h"
 #include "policy/capuchin.h"
 #include "policy/corpus.h"
+#include "policy/segment_tree.h"
 
 namespace gswap::policy {
 namespace {
@@ -1079,43 +1080,25 @@ class Search {
   // optimum, and the shifts of a quarter of the gap at most did not reach the four triggers after
   // the peak that give the optimum across the plans in between, all at 1.82. The entry's own
   // trigger where no launch there is over the budget, or where it is no restore.
-  std::size_t after_planned_peak(const Plan& p, std::size_t k) {
+  std::size_t after_planned_peak(const Plan& p, std::size_t k) const {
     const PlanEntry& e = p.entries[k];
     if (e.kind != EvictKind::kSwap || e.back_access == kNoLaunch || e.trigger == kNoLaunch ||
         e.trigger >= e.back_access)
       return e.trigger;
-    const std::size_t n = a_.n;
-    off_.assign(n + 1, 0);
-    auto keep_off = [&](std::size_t from, std::size_t to, std::uint64_t bytes) {  // [from, to)
-      if (from >= to) return;
-      off_[from] += bytes;
-      off_[to] -= bytes;
-    };
+    MaxSegmentTree curve(std::vector<std::int64_t>(a_.live_bytes.begin(), a_.live_bytes.end()));
     for (std::size_t j = 0; j < p.entries.size(); ++j) {
-      const PlanEntry& x = p.entries[j];
       if (j == k) continue;
-      const std::size_t r = a_.index.at(x.region);
-      const std::uint64_t bytes = t_.regions[r].bytes;
-      const std::size_t end = std::min(n, a_.last_live[r] + 1);
-      const std::size_t back = x.back_access == kNoLaunch ? end
-                               : x.kind == EvictKind::kSwap && x.trigger != kNoLaunch
-                                   ? x.trigger
-                                   : x.back_access;
-      const std::size_t from = first_launch_evicted(x, n);
-      if (is_wrap(x)) {
-        keep_off(from, end, bytes);
-        keep_off(0, std::min(back, end), bytes);
-      } else {
-        keep_off(from, std::min(back, end), bytes);
-      }
+      const PlanEntry& x = p.entries[j];
+      const auto bytes = static_cast<std::int64_t>(t_.regions[a_.index.at(x.region)].bytes);
+      const bool restored = x.kind == EvictKind::kSwap && x.trigger != kNoLaunch;
+      off_ranges(a_, x, first_launch_evicted(x, a_.n), restored ? x.trigger : x.back_access,
+                 [&](std::size_t lo, std::size_t hi) { curve.add(lo, hi - 1, -bytes); });
     }
-    std::uint64_t off = 0;
-    std::size_t last_over = kNoLaunch;
-    for (std::size_t j = 0; j < e.back_access; ++j) {
-      off += off_[j];
-      if (j >= e.trigger && a_.live_bytes[j] > budget_ + off) last_over = j;
-    }
-    return last_over != kNoLaunch ? last_over + 1 : e.trigger;
+    // Compared as the curve's values are: a budget of 2^63 bytes or more is above them all.
+    const auto budget = static_cast<std::int64_t>(
+        std::min<std::uint64_t>(budget_, std::numeric_limits<std::int64_t>::max()));
+    const std::size_t last = curve.find_last_above(e.trigger, e.back_access - 1, budget);
+    return last == MaxSegmentTree::npos ? e.trigger : last + 1;
   }
 
   // Whether `p` already takes g's region off for the same back-access (a wrap and an early gap
@@ -1219,8 +1202,7 @@ class Search {
     std::vector<std::vector<std::size_t>> persistent;  // per persistent region: its gaps
   };
   std::shared_ptr<const Moves> moves_;
-  std::vector<std::uint64_t> off_;  // after_planned_peak's, kept to spare an allocation a move
-  std::size_t made_ = kNoLaunch;    // the entry the last move made afresh, if it made one
+  std::size_t made_ = kNoLaunch;  // the entry the last move made afresh, if it made one
   std::optional<Best> best_;
   std::optional<Best> best_fit_;  // the best plan simulated that fits (fits)
   // Helper threads, with threads > 1, while the seeds are made, simulated and swept.
