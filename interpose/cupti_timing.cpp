@@ -2,6 +2,7 @@
 #include "interpose/cupti_timing.h"
 
 #include <cupti_activity.h>
+#include <cupti_callbacks.h>
 #include <cupti_result.h>
 #include <cupti_version.h>
 #include <dlfcn.h>
@@ -53,6 +54,9 @@ struct Api {
   CUptiResult (*next_record)(std::uint8_t*, std::size_t, CUpti_Activity**);
   CUptiResult (*push)(CUpti_ExternalCorrelationKind, std::uint64_t);
   CUptiResult (*pop)(CUpti_ExternalCorrelationKind, std::uint64_t*);
+  // The callback API, for the accesses the CUDA runtime makes (may be missing).
+  CUptiResult (*subscribe)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*);
+  CUptiResult (*enable_domain)(std::uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain);
 };
 
 bool g_wanted = false;
@@ -74,12 +78,27 @@ std::atomic<std::uint64_t> g_incomplete{0};     // activity records without thei
 // What the callback was given, for the log line that says why CUPTI was given up.
 struct Delivered {
   std::atomic<std::uint64_t> buffers{0}, kernels{0}, copies{0}, memsets{0}, externals{0}, apis{0},
-      joined{0};
+      runtime_calls{0}, joined{0};
 };
 Delivered g_delivered;
 
+// An access made inside a CUDA runtime call (cudaLaunchKernel calling our cuLaunchKernel): CUPTI
+// writes no driver API record for a driver call the runtime makes, so no external correlation
+// record either, and the kernel's record carries the runtime call's correlation id. The runtime
+// domain's callbacks (cuptiSubscribe) say when a runtime call begins and ends on this thread and
+// give its correlation id at the end; begin() notes the seq of an access made in between.
+thread_local int t_runtime_depth __attribute__((tls_model("initial-exec"))) = 0;
+thread_local bool t_pending __attribute__((tls_model("initial-exec"))) = false;
+thread_local std::uint64_t t_pending_seq __attribute__((tls_model("initial-exec"))) = 0;
+
 std::uint64_t CUPTIAPI host_clock() {
   return monotonic_ns();
+}
+
+// A joined timing, to the swapper (g_join_mutex held).
+void deliver(const Timing& t) {
+  g_delivered.joined.fetch_add(1, std::memory_order_relaxed);
+  if (!g_done.push(t)) g_done_overflow.fetch_add(1, std::memory_order_relaxed);
 }
 
 void CUPTIAPI buffer_requested(std::uint8_t** buffer, std::size_t* size, std::size_t* max_records) {
@@ -141,11 +160,29 @@ void CUPTIAPI buffer_completed(CUcontext, std::uint32_t, std::uint8_t* buffer, s
         default:
           break;
       }
-      if (got) count(g_delivered.joined);
-      if (got && !g_done.push(t)) g_done_overflow.fetch_add(1, std::memory_order_relaxed);
+      if (got) deliver(t);
     }
   }
   std::free(buffer);
+}
+
+// The runtime domain's API callback: pairs the runtime call an access was made in with the
+// access's seq, as an external correlation record would (see t_runtime_depth).
+void CUPTIAPI api_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId, const void* data) {
+  if (domain != CUPTI_CB_DOMAIN_RUNTIME_API || !data) return;
+  const auto* cb = static_cast<const CUpti_CallbackData*>(data);
+  if (cb->callbackSite == CUPTI_API_ENTER) {
+    ++t_runtime_depth;
+    return;
+  }
+  // The end of a call whose beginning came before we subscribed leaves the depth at 0.
+  if (t_runtime_depth > 0 && --t_runtime_depth > 0) return;  // a runtime call inside another
+  if (!t_pending) return;
+  t_pending = false;
+  g_delivered.runtime_calls.fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(g_join_mutex);
+  Timing t;
+  if (g_join.external(cb->correlationId, t_pending_seq, &t)) deliver(t);
 }
 
 const char* result_name(CUptiResult r) {
@@ -187,6 +224,8 @@ void* load(const char** why) {
   GSWAP_CUPTI_SYM(next_record, "cuptiActivityGetNextRecord")
   GSWAP_CUPTI_SYM(push, "cuptiActivityPushExternalCorrelationId")
   GSWAP_CUPTI_SYM(pop, "cuptiActivityPopExternalCorrelationId")
+  GSWAP_CUPTI_SYM(subscribe, "cuptiSubscribe")
+  GSWAP_CUPTI_SYM(enable_domain, "cuptiEnableDomain")
 #undef GSWAP_CUPTI_SYM
   if (!g_api.get_version || !g_api.register_callbacks || !g_api.get_timestamp || !g_api.enable ||
       !g_api.disable || !g_api.flush_all || !g_api.next_record || !g_api.push || !g_api.pop) {
@@ -215,10 +254,11 @@ void describe_deliveries(char* out, std::size_t size) {
   };
   std::snprintf(out, size,
                 "%llu buffers so far: %llu kernel, %llu copy, %llu memset, %llu driver API and "
-                "%llu external correlation records, %llu accesses timed",
+                "%llu external correlation records, %llu accesses made in runtime calls, %llu "
+                "accesses timed",
                 v(g_delivered.buffers), v(g_delivered.kernels), v(g_delivered.copies),
                 v(g_delivered.memsets), v(g_delivered.apis), v(g_delivered.externals),
-                v(g_delivered.joined));
+                v(g_delivered.runtime_calls), v(g_delivered.joined));
 }
 
 Service g_service;
@@ -269,6 +309,24 @@ void Service::start() {
               (int)kKinds[enabled], (int)r, result_name(r));
     while (enabled-- > 0) g_api.disable(kKinds[enabled]);
     return;
+  }
+  // The runtime's calls, for the accesses made inside them. Without them (another subscriber,
+  // such as a profiler, holds CUPTI's callbacks), the driver calls a program makes itself are
+  // still timed.
+  CUpti_SubscriberHandle subscriber = nullptr;
+  if (!g_api.subscribe || !g_api.enable_domain) {
+    GSWAP_LOG(kWarn,
+              "GSWAP_TIMING=cupti: %s lacks the callback API: accesses made through the CUDA "
+              "runtime are not timed",
+              where);
+  } else if ((r = g_api.subscribe(&subscriber, api_callback, nullptr)) != CUPTI_SUCCESS ||
+             (r = g_api.enable_domain(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API)) !=
+                 CUPTI_SUCCESS) {
+    GSWAP_LOG(kWarn,
+              "GSWAP_TIMING=cupti: cuptiSubscribe or cuptiEnableDomain -> %d (%s), another CUPTI "
+              "client may hold the callbacks: accesses made through the CUDA runtime are not "
+              "timed",
+              (int)r, result_name(r));
   }
   last_delivery_ns_ = monotonic_ns();
   g_active.store(true, std::memory_order_release);
@@ -355,6 +413,8 @@ bool active() {
 void begin(std::uint64_t seq) {
   g_begun.fetch_add(1, std::memory_order_relaxed);
   g_api.push(kKind, seq);
+  // Paired when the runtime call ends (api_callback): one access per runtime call, the last.
+  if (t_runtime_depth > 0) t_pending = true, t_pending_seq = seq;
 }
 
 void end() {

@@ -3,7 +3,10 @@
 // While gswapd measures, each measured access is enqueued between a push and a pop of an
 // external correlation id (its seq, kind CUSTOM2: PyTorch's profiler uses CUSTOM0 and CUSTOM1);
 // CUPTI writes the access's device start and end into activity buffers, and the join
-// (cupti_join.h) gives each seq its times. No event is recorded on the application's stream.
+// (cupti_join.h) gives each seq its times. An access made inside a CUDA runtime call gets no
+// external record; it is paired with the runtime call's correlation id, which the runtime
+// domain's API callbacks give at the call's exit. No event is recorded on the application's
+// stream.
 // Timestamps are on CLOCK_MONOTONIC (CUPTI is given the library's clock), so they land on the
 // same axis as the event measurements (Timings::host_to_device).
 //
@@ -13,8 +16,10 @@
 // When it stops delivering records for measured launches (a profiler started later took the
 // callbacks), one warning says so and events take over for the rest of the run.
 //
-// Threads: begin/end on application threads (CUPTI's own per-thread calls; nothing of ours is
-// locked or allocated); the buffer callbacks on whichever thread CUPTI calls them, under a mutex
+// Threads: begin/end on application threads (CUPTI's own per-thread calls and thread-local
+// flags; nothing of ours is locked or allocated); the runtime API callbacks on application
+// threads too, taking this file's mutex only at the exit of a runtime call an access was made
+// in; the buffer callbacks on whichever thread CUPTI calls them, under a mutex
 // of this file; start and poll on the swapper thread. All state is static and trivially
 // destructible: CUPTI may call back from its own thread while the process exits.
 #pragma once

@@ -7,6 +7,13 @@
 // enabled. To exercise the join, odd calls' kernel records come before their
 // external records and every third call's external record waits for the next flush.
 //
+// With FAKE_CUPTI_RUNTIME=1, every bracketed access is made as if inside a CUDA runtime call
+// (cudaLaunchKernel calling cuLaunchKernel), as a PyTorch program makes them: the push calls the
+// runtime domain's API_ENTER callback of a cuptiSubscribe subscriber first, the pop its API_EXIT
+// with the call's correlation id, and, as real CUPTI does for a driver call inside a runtime
+// call, no driver API record and so no external correlation record is written; the kernel
+// record carries the runtime call's correlation id.
+//
 // Environment (all optional):
 //   FAKE_CUPTI_VERSION          what cuptiGetVersion says (default CUPTI_API_VERSION)
 //   FAKE_CUPTI_REGISTER_RESULT  what cuptiActivityRegisterCallbacks returns (default 0)
@@ -16,11 +23,17 @@
 //   FAKE_CUPTI_FORCED_ONLY      1: a flush without CUPTI_ACTIVITY_FLAG_FLUSH_FORCED delivers
 //                               nothing (as on a busy GPU, where the buffer being filled always
 //                               holds work still running)
+//   FAKE_CUPTI_RUNTIME          1: accesses are made inside runtime calls (above)
+//   FAKE_CUPTI_SUBSCRIBE_RESULT what cuptiSubscribe returns (default 0; 39: another subscriber)
 //   FAKE_CUPTI_REPORT           a file that gets "calls=N delivered=M flushes=F forced=G
-//                               api_kind=0|1" at exit (1: CUPTI_ACTIVITY_KIND_DRIVER enabled)
+//                               api_kind=0|1 runtime_exits=R" at exit (1:
+//                               CUPTI_ACTIVITY_KIND_DRIVER enabled; R: API_EXIT callbacks made to a
+//                               subscriber)
 #include <cupti_activity.h>
+#include <cupti_callbacks.h>
 #include <cupti_driver_cbid.h>
 #include <cupti_result.h>
+#include <cupti_runtime_cbid.h>
 #include <cupti_version.h>
 #include <time.h>
 
@@ -39,6 +52,7 @@ struct Call {
   std::uint64_t external;
   std::uint32_t correlation;
   std::uint64_t start, end;
+  bool runtime;  // made inside a runtime call: no driver API or external record
 };
 
 std::mutex g_mutex;
@@ -50,6 +64,10 @@ std::vector<Call> g_held;   // external records held back one flush
 std::uint32_t g_correlation = 0;
 std::uint64_t g_delivered = 0, g_flushes = 0, g_forced = 0;
 bool g_api_kind = false;  // CUPTI_ACTIVITY_KIND_DRIVER enabled
+CUpti_CallbackFunc g_subscriber = nullptr;
+void* g_subscriber_data = nullptr;
+bool g_runtime_domain = false;  // the subscriber enabled CUPTI_CB_DOMAIN_RUNTIME_API
+std::uint64_t g_runtime_exits = 0;
 thread_local std::vector<std::pair<std::uint64_t, std::uint64_t>> t_stack;  // (id, start)
 
 std::uint64_t env_u64(const char* name, std::uint64_t fallback) {
@@ -94,7 +112,7 @@ void put_api(std::vector<std::uint8_t>* out, const Call& c) {
 
 // A call's external correlation and API records: written only when the driver kind is enabled.
 void put_call(std::vector<std::uint8_t>* out, const Call& c) {
-  if (!g_api_kind) return;
+  if (!g_api_kind || c.runtime) return;
   put_external(out, c);
   put_api(out, c);
 }
@@ -117,9 +135,12 @@ struct Report {
     const char* path = std::getenv("FAKE_CUPTI_REPORT");
     if (!path || !*path) return;
     if (FILE* f = std::fopen(path, "w")) {
-      std::fprintf(f, "calls=%u delivered=%llu flushes=%llu forced=%llu api_kind=%d\n",
+      std::fprintf(f,
+                   "calls=%u delivered=%llu flushes=%llu forced=%llu api_kind=%d "
+                   "runtime_exits=%llu\n",
                    g_correlation, (unsigned long long)g_delivered, (unsigned long long)g_flushes,
-                   (unsigned long long)g_forced, g_api_kind ? 1 : 0);
+                   (unsigned long long)g_forced, g_api_kind ? 1 : 0,
+                   (unsigned long long)g_runtime_exits);
       std::fclose(f);
     }
   }
@@ -168,8 +189,52 @@ FAKE_EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind kind) {
   return CUPTI_SUCCESS;
 }
 
+bool runtime_mode() {
+  static const bool on = env_u64("FAKE_CUPTI_RUNTIME", 0) != 0;
+  return on;
+}
+
+// The runtime domain's callback at one end of a call, when a subscriber enabled it.
+void runtime_callback(CUpti_ApiCallbackSite site, std::uint32_t correlation) {
+  CUpti_CallbackFunc f;
+  void* data;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (!g_subscriber || !g_runtime_domain) return;
+    f = g_subscriber;
+    data = g_subscriber_data;
+    if (site == CUPTI_API_EXIT) ++g_runtime_exits;
+  }
+  CUpti_CallbackData cb{};
+  cb.callbackSite = site;
+  cb.functionName = "cudaLaunchKernel";
+  cb.correlationId = correlation;
+  f(data, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &cb);
+}
+
+FAKE_EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle* subscriber,
+                                       CUpti_CallbackFunc callback, void* data) {
+  auto r = static_cast<CUptiResult>(env_u64("FAKE_CUPTI_SUBSCRIBE_RESULT", 0));
+  if (r != CUPTI_SUCCESS) return r;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_subscriber) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+  g_subscriber = callback;
+  g_subscriber_data = data;
+  *subscriber = reinterpret_cast<CUpti_SubscriberHandle>(&g_subscriber);
+  return CUPTI_SUCCESS;
+}
+
+FAKE_EXPORT CUptiResult cuptiEnableDomain(std::uint32_t enable, CUpti_SubscriberHandle,
+                                          CUpti_CallbackDomain domain) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) g_runtime_domain = enable != 0;
+  return CUPTI_SUCCESS;
+}
+
 FAKE_EXPORT CUptiResult cuptiActivityPushExternalCorrelationId(CUpti_ExternalCorrelationKind,
                                                                std::uint64_t id) {
+  // Inside a runtime call, its API_ENTER came before the driver call gswap brackets.
+  if (runtime_mode()) runtime_callback(CUPTI_API_ENTER, 0);
   t_stack.emplace_back(id, now());
   return CUPTI_SUCCESS;
 }
@@ -182,9 +247,14 @@ FAKE_EXPORT CUptiResult cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorr
   if (last) *last = id;
   std::uint64_t end = now();
   if (end <= start) end = start + 1000;
-  std::lock_guard<std::mutex> lock(g_mutex);
-  Call c{id, ++g_correlation, start, end};
-  if (g_correlation <= env_u64("FAKE_CUPTI_STOP_AFTER", ~0ull)) g_calls.push_back(c);
+  Call c;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    c = Call{id, ++g_correlation, start, end, runtime_mode()};
+    if (g_correlation <= env_u64("FAKE_CUPTI_STOP_AFTER", ~0ull)) g_calls.push_back(c);
+  }
+  // The runtime call ends after the driver call gswap bracketed (here, at once).
+  if (c.runtime) runtime_callback(CUPTI_API_EXIT, c.correlation);
   return CUPTI_SUCCESS;
 }
 

@@ -64,9 +64,25 @@ t = json.load(open(sys.argv[1]))
 kernels = [l for l in t["launches"] if l["kernel"].startswith("mt_")]
 assert kernels and all(l["dur_us"] > 0 for l in kernels), "kernels without a duration"
 PY
-grep -q "api_kind=1$" "$RT/cupti.report" ||
+grep -q "api_kind=1 " "$RT/cupti.report" ||
   fail "driver API records not enabled: $(cat "$RT/cupti.report")"
 echo "cupti: $(cat "$RT/cupti.report"), $(grep -o 'mode=.*' "$RT/cupti.out")"
+
+# Accesses made inside CUDA runtime calls, as PyTorch's are (cudaLaunchKernel calling the driver):
+# CUPTI writes no external correlation record for them, and the kernel record carries the runtime
+# call's correlation id. The library pairs each with the runtime call it was made in, from the
+# runtime domain's API callbacks: CUPTI alone times the measured iterations, a plan follows.
+start_prog "$RT/runtime.out" GSWAP_BUDGET=$budget GSWAP_LOG=info FAKE_CUPTI_RUNTIME=1 \
+  FAKE_CUPTI_REPORT="$RT/runtime.report" "$MINITRAIN" "${MT[@]}"
+wait "$TRAIN_PID" || fail "minitrain failed under gswap: $(tail -n 5 "$RT/runtime.out")"
+expect_guided_run "$RT/runtime.out" "$ref" 5
+[[ $(summary_field "$RT/runtime.out" timing) == cupti ]] ||
+  fail "CUPTI was given up: $(grep -iE 'cupti|summary' "$RT/runtime.out")"
+! grep -qE "timed with events|GSWAP_TIMING=cupti:" "$RT/runtime.out" ||
+  fail "$(grep -E 'timed with events|GSWAP_TIMING=cupti:' "$RT/runtime.out")"
+grep -q "runtime_exits=[1-9]" "$RT/runtime.report" ||
+  fail "no runtime callbacks: $(cat "$RT/runtime.report")"
+echo "runtime: $(cat "$RT/runtime.report"), $(grep -o 'mode=.*' "$RT/runtime.out")"
 
 # CUPTI's default flush returns nothing (as on a busy H200): after 3 s the library flushes with
 # CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, CUPTI goes on timing the measured iterations, a plan follows.
@@ -94,4 +110,17 @@ grep -q "forced flushes included" "$RT/silent.out" ||
 expect_guided_run "$RT/silent.out" "$(checksum_of "$RT/long.ref")" 5
 [[ $(summary_field "$RT/silent.out" timing) == events ]] || fail "$(grep summary "$RT/silent.out")"
 echo "silent: $(grep -o 'CUPTI delivered.*s ' "$RT/silent.out")$(grep -o 'mode=.*' "$RT/silent.out")"
+
+# Accesses inside runtime calls while another client holds CUPTI's callbacks: one warning says
+# they cannot be paired, the log says what CUPTI delivered, events take over, a plan follows.
+start_prog "$RT/nosub.out" GSWAP_BUDGET=$budget FAKE_CUPTI_RUNTIME=1 FAKE_CUPTI_SUBSCRIBE_RESULT=39 \
+  "$MINITRAIN" "${LONG[@]}"
+wait "$TRAIN_PID" || fail "minitrain failed under gswap: $(tail -n 5 "$RT/nosub.out")"
+grep -q "cuptiSubscribe or cuptiEnableDomain -> 39 .*through the CUDA runtime are not timed" \
+  "$RT/nosub.out" || fail "no warning: $(grep -iE 'cupti|summary' "$RT/nosub.out")"
+grep -q "0 external correlation records, 0 accesses made in runtime calls, 0 accesses timed" \
+  "$RT/nosub.out" || fail "$(grep -i 'CUPTI delivered' "$RT/nosub.out")"
+expect_guided_run "$RT/nosub.out" "$(checksum_of "$RT/long.ref")" 5
+[[ $(summary_field "$RT/nosub.out" timing) == events ]] || fail "$(grep summary "$RT/nosub.out")"
+echo "nosub: $(grep -o 'GSWAP_TIMING=cupti:.*' "$RT/nosub.out")"
 echo "PASS cupti"
