@@ -16,7 +16,9 @@ at the end (status "ok" or "oom"; exit code 0 or 3). Modes and options:
                            --budget BYTES (torch.cuda.set_per_process_memory_fraction of it)
   --max-batch-search       doubling then bisecting the batch, one subprocess per trial so that an
                            OOM cannot poison the next trial; --gswap-lib/--gswap-budget run the
-                           trials under LD_PRELOAD, --budget under the memory fraction instead
+                           trials under LD_PRELOAD, --budget under the memory fraction instead;
+                           --search-seconds S stops it after S seconds with the largest batch
+                           known to fit and "complete": false in its max_batch line
   --compare A B            bitwise comparison of the losses in two JSON-lines outputs
   --self-test              checks the logic that needs no torch (search, parsing, comparison)
 
@@ -104,51 +106,65 @@ def compare_losses(a, b):
     return True, None, n
 
 
+class SearchCutOff(Exception):
+    """Raised by a search's fits() when its time is up: the search stops where it is."""
+
+
 def max_batch_search(fits, start, limit, resolution=1):
     """Largest batch in [1, limit] for which fits(batch) is true, assuming fits is monotone.
 
     Doubles from `start` until a trial fails (or `limit` is reached), then bisects between the
-    last success and the first failure until they are `resolution` apart. Returns (best, trials)
-    where trials lists (batch, ok) in the order run; best is 0 when nothing fits.
+    last success and the first failure until they are `resolution` apart. Returns (best, trials,
+    fails_at) where trials lists (batch, ok) in the order run, best is 0 when nothing fits, and
+    fails_at is the smallest batch known not to fit (None when none failed). When fits raises
+    SearchCutOff the search stops: best is then the largest batch known to fit, a lower bound,
+    and the search is complete only if fails_at - best <= resolution or best == limit.
     """
     trials = []
+    known = {"lo": 0, "hi": None}  # lo fits (0: none known), hi fails (None: none known)
 
     def run(b):
         ok = bool(fits(b))
         trials.append((b, ok))
+        if ok:
+            known["lo"] = max(known["lo"], b)
+        else:
+            known["hi"] = b if known["hi"] is None else min(known["hi"], b)
         return ok
 
-    start = max(1, min(start, limit))
-    lo, hi = 0, None  # lo fits (0: none known), hi fails (None: none known)
-    b = start
-    while True:
-        if run(b):
-            lo = b
+    def search():
+        nonlocal start
+        start = max(1, min(start, limit))
+        b = start
+        while run(b):
             if b >= limit:
-                return lo, trials
+                return
             b = min(b * 2, limit)
-        else:
-            hi = b
-            break
-    if lo == 0:
-        # Even the first trial failed: search below it.
-        lo_bound = 0
-        while hi - lo_bound > resolution:
-            mid = (lo_bound + hi) // 2
+        lo = known["lo"]
+        hi = known["hi"]
+        while hi - lo > resolution:
+            mid = (lo + hi) // 2
             if mid < 1:
                 break
             if run(mid):
-                lo_bound = mid
+                lo = mid
             else:
                 hi = mid
-        return lo_bound, trials
-    while hi - lo > resolution:
-        mid = (lo + hi) // 2
-        if run(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo, trials
+
+    try:
+        search()
+    except SearchCutOff:
+        pass
+    return known["lo"], trials, known["hi"]
+
+
+def search_complete(best, fails_at, limit, resolution=1):
+    """Whether a search's result is its boundary (not a lower bound of a search cut off)."""
+    if best >= limit:
+        return True
+    if fails_at is None:
+        return False
+    return fails_at - best <= resolution
 
 
 def median(values):
@@ -386,28 +402,44 @@ def trial_env(args):
 
 
 def search(args):
+    deadline = time.time() + args.search_seconds if args.search_seconds > 0 else None
+
     def fits(batch):
+        # A trial the search's time would cut short is not started: its answer would be unknown.
+        timeout = args.trial_timeout
+        if deadline is not None:
+            left = deadline - time.time()
+            if left <= 0:
+                raise SearchCutOff()
+            timeout = min(timeout, left)
         cmd = trial_command(args, batch)
         t0 = time.time()
+        cut = False
         try:
             p = subprocess.run(cmd, env=trial_env(args), capture_output=True, text=True,
-                               timeout=args.trial_timeout)
+                               timeout=timeout)
             rc, out, err = p.returncode, p.stdout, p.stderr
         except subprocess.TimeoutExpired as e:
-            rc, out, err = -1, e.stdout or "", "timeout after %ss" % args.trial_timeout
+            cut = timeout < args.trial_timeout
+            rc, out, err = -1, e.stdout or "", "timeout after %.0fs" % timeout
             if isinstance(out, bytes):
                 out = out.decode(errors="replace")
         s = summary_of(parse_json_lines(out))
         ok = rc == 0 and s is not None and s.get("status") == "ok"
         emit({"event": "trial", "batch": batch, "ok": ok, "rc": rc,
-              "status": s.get("status") if s else None,
+              "status": "cut off" if cut else (s.get("status") if s else None),
               "step_ms_median": s.get("step_ms_median") if s else None,
               "seconds": round(time.time() - t0, 1),
               "stderr_tail": "" if ok else err[-400:]})
+        if cut:
+            raise SearchCutOff()  # stopped by the search's time, not by a failure
         return ok
 
-    best, trials = max_batch_search(fits, args.start_batch, args.max_batch, args.resolution)
+    best, trials, fails_at = max_batch_search(fits, args.start_batch, args.max_batch,
+                                              args.resolution)
     emit({"event": "max_batch", "model": args.model, "max_batch": best, "trials": len(trials),
+          "complete": search_complete(best, fails_at, args.max_batch, args.resolution),
+          "fails_at": fails_at,
           "gswap": bool(args.gswap_lib), "gswap_budget": args.gswap_budget if args.gswap_lib else "",
           "budget": args.budget or "", "save_on_cpu": args.save_on_cpu,
           "checkpoint": args.checkpoint})
@@ -447,33 +479,63 @@ def self_test():
                     calls.append(b)
                     return b <= lf
 
-                best, trials = max_batch_search(fits, 8, 4096)
+                best, trials, _ = max_batch_search(fits, 8, 4096)
                 self.assertEqual(best, limit_fit)
                 self.assertEqual(len(trials), len(calls))
                 self.assertEqual(len(set(calls)), len(calls), "no batch is tried twice")
                 self.assertLess(len(calls), 30)
 
         def test_search_doubles_first(self):
-            _, trials = max_batch_search(lambda b: b <= 100, 8, 4096)
+            _, trials, _ = max_batch_search(lambda b: b <= 100, 8, 4096)
             self.assertEqual([b for b, _ in trials[:5]], [8, 16, 32, 64, 128])
 
         def test_search_nothing_fits(self):
-            best, _ = max_batch_search(lambda b: False, 8, 4096)
+            best, _, fails_at = max_batch_search(lambda b: False, 8, 4096)
             self.assertEqual(best, 0)
+            self.assertEqual(fails_at, 1)
+            self.assertTrue(search_complete(best, fails_at, 4096))
 
         def test_search_stops_at_limit(self):
-            best, trials = max_batch_search(lambda b: True, 8, 100)
+            best, trials, fails_at = max_batch_search(lambda b: True, 8, 100)
             self.assertEqual(best, 100)
             self.assertEqual(trials[-1], (100, True))
+            self.assertIsNone(fails_at)
+            self.assertTrue(search_complete(best, fails_at, 100))
 
         def test_search_resolution(self):
-            best, trials = max_batch_search(lambda b: b <= 1000, 8, 4096, resolution=16)
+            best, trials, fails_at = max_batch_search(lambda b: b <= 1000, 8, 4096, resolution=16)
             self.assertLessEqual(best, 1000)
             self.assertGreater(best, 1000 - 16)
             # 8 doublings (8..1024), then 5 halvings of the 512-wide gap down to 16.
             self.assertEqual(len(trials), 13)
-            _, exact = max_batch_search(lambda b: b <= 1000, 8, 4096)
+            self.assertTrue(search_complete(best, fails_at, 4096, 16))
+            _, exact, _ = max_batch_search(lambda b: b <= 1000, 8, 4096)
             self.assertGreater(len(exact), len(trials))
+
+        def test_search_cut_off_keeps_what_it_knows(self):
+            # The 11-28 H200 run: 16..512 fit, 1024 fails, 768 fits, 896 fails, then time is up.
+            answers = iter([True] * 6 + [False, True, False])
+
+            def fits(b):
+                a = next(answers, None)
+                if a is None:
+                    raise SearchCutOff()
+                return a
+
+            best, trials, fails_at = max_batch_search(fits, 16, 2048, resolution=8)
+            self.assertEqual((best, fails_at), (768, 896))
+            self.assertEqual([b for b, _ in trials], [16, 32, 64, 128, 256, 512, 1024, 768, 896])
+            self.assertFalse(search_complete(best, fails_at, 2048, 8))
+
+        def test_search_cut_off_while_doubling(self):
+            def fits(b):
+                if b > 64:
+                    raise SearchCutOff()
+                return True
+
+            best, trials, fails_at = max_batch_search(fits, 16, 2048)
+            self.assertEqual((best, fails_at, len(trials)), (64, None, 3))
+            self.assertFalse(search_complete(best, fails_at, 2048))
 
         def test_parse_size(self):
             self.assertEqual(parse_size("8GiB"), 8 << 30)
@@ -593,6 +655,10 @@ def build_parser():
                    help="stop bisecting when success and failure are this close")
     g.add_argument("--trial-steps", type=int, default=3)
     g.add_argument("--trial-timeout", type=int, default=240)
+    g.add_argument("--search-seconds", type=float, default=0,
+                   help="start no trial after this many seconds, and cut a trial short at that "
+                        "time; the result is then the largest batch known to fit, with "
+                        "complete: false (default 0: no limit)")
     g.add_argument("--gswap-lib", default="", help="run the trials under LD_PRELOAD of this library")
     g.add_argument("--gswap-budget", default="8GiB", help="GSWAP_BUDGET of the gswap trials")
     p.add_argument("--compare", nargs=2, metavar=("A", "B"),

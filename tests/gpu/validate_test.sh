@@ -3,6 +3,8 @@
 # build and python. The max-batch check split over two calls: --maxbatch-part bare runs only the
 # search without gswap and records its result; --maxbatch-part gswap --maxbatch-bare N runs only
 # the search under gswap and compares; both (the default) runs the two; bad values are refused.
+# A search stopped by --maxbatch-seconds: a gswap lower bound 3x the bare result meets the target,
+# one below it fails and says so, and a bare result cut off is not used.
 # torch-overhead with --hook-profile: the library is asked for its profile, and the row names the
 # costliest calls; without it, neither.
 set -uo pipefail
@@ -20,7 +22,8 @@ cat >"$t/bin/nvidia-smi" <<'SH'
 #!/bin/bash
 case "$*" in *name*) echo "Stand-in GPU" ;; *driver*) echo "580.0" ;; esac
 SH
-# python: the training script's searches answer 32 without gswap and 96 with; its training runs
+# python: the training script's searches answer 32 without gswap and 96 with (complete, or as
+# BARE_SEARCH / GSWAP_SEARCH say: "BEST COMPLETE FAILS_AT"); its training runs
 # take 100 ms a step, 101 ms under gswap, which adds the library's profile when asked; torch's
 # checks pass; everything else (validate.sh's JSON reading) goes to the real python3.
 cat >"$t/bin/py" <<SH
@@ -30,8 +33,9 @@ case "\$1" in
     echo "\$* GSWAP_HOOK_PROFILE=\${GSWAP_HOOK_PROFILE:-}" >>"$t/calls"
     if [[ " \$* " == *" --compare "* ]]; then exit 0; fi
     if [[ " \$* " == *" --max-batch-search "* ]]; then
-      if [[ " \$* " == *" --gswap-lib "* ]]; then b=96; else b=32; fi
-      echo "{\"event\": \"max_batch\", \"model\": \"resnet50\", \"max_batch\": \$b}"
+      if [[ " \$* " == *" --gswap-lib "* ]]; then r=\${GSWAP_SEARCH:-96 true 97}; else r=\${BARE_SEARCH:-32 true 33}; fi
+      read -r b c f <<<"\$r"
+      echo "{\"event\": \"max_batch\", \"model\": \"resnet50\", \"max_batch\": \$b, \"complete\": \$c, \"fails_at\": \$f}"
       exit 0
     fi
     ms=100
@@ -72,7 +76,26 @@ run both --only torch-maxbatch || fail "both: $(cat "$t/both.log")"
 [[ $(searches) = 2 && $(gswap_searches) = 1 ]] || fail "both ran: $(cat "$t/calls")"
 grep -q "32 without gswap, 96 with: 3" "$t/both.log" || fail "both's row: $(cat "$t/both.log")"
 
-for bad in "--maxbatch-part half" "--maxbatch-part gswap" "--maxbatch-part gswap --maxbatch-bare 0x10"; do
+grep -q -- "--search-seconds 480" "$t/calls" || fail "no search time limit: $(cat "$t/calls")"
+
+# Searches stopped by their time limit.
+GSWAP_SEARCH="768 false 896" run cut --only torch-maxbatch --maxbatch-part gswap --maxbatch-bare 88 \
+  --maxbatch-seconds 300 || fail "cut: $(cat "$t/cut.log")"
+grep -q -- "--search-seconds 300" "$t/calls" || fail "--maxbatch-seconds not passed: $(cat "$t/calls")"
+grep -q "88 without gswap, at least 768 with (search stopped after 300 s: fits at 768, fails at 896): at least 8.7.*x (target >= 3x) (target met)" \
+  "$t/cut.log" || fail "cut's row: $(cat "$t/cut.log")"
+GSWAP_SEARCH="128 false null" run short --only torch-maxbatch --maxbatch-part gswap --maxbatch-bare 88
+grep -q "FAIL .*search stopped after 480 s below the target: 88 without gswap, fits at 128 with, fails at -" \
+  "$t/short.log" || fail "short's row: $(cat "$t/short.log")"
+BARE_SEARCH="64 false 128" run barecut --only torch-maxbatch --maxbatch-part bare
+grep -q "FAIL .*search incomplete (fits at '64', fails at '128')" "$t/barecut.log" ||
+  fail "barecut's row: $(cat "$t/barecut.log")"
+BARE_SEARCH="64 false 128" run bothcut --only torch-maxbatch
+grep -q "FAIL .*search incomplete (bare '', gswap '96')" "$t/bothcut.log" ||
+  fail "bothcut's row: $(cat "$t/bothcut.log")"
+
+for bad in "--maxbatch-part half" "--maxbatch-part gswap" "--maxbatch-part gswap --maxbatch-bare 0x10" \
+  "--maxbatch-seconds 0" "--maxbatch-seconds 600" "--maxbatch-seconds 1.5"; do
   # shellcheck disable=SC2086
   run refused --only torch-maxbatch $bad
   rc=$?
