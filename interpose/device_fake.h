@@ -45,6 +45,11 @@ class FakeDevice final : public Device {
     std::lock_guard<std::mutex> l(m_);
     failures_[op] = {nth, code};
   }
+  // Address reservations larger than this fail (the residency halves its request until one fits).
+  void cap_reserve(std::uint64_t bytes) {
+    std::lock_guard<std::mutex> l(m_);
+    reserve_cap_ = bytes;
+  }
   void set_capturing(Stream s, bool on) {
     std::lock_guard<std::mutex> l(m_);
     capturing_[s] = on;
@@ -130,6 +135,7 @@ class FakeDevice final : public Device {
   }
   CUresult reserve(std::uint64_t bytes, std::uint64_t, std::uint64_t* va) override {
     std::lock_guard<std::mutex> l(m_);
+    if (bytes > reserve_cap_) return CUDA_ERROR_OUT_OF_MEMORY;
     *va = kVaBase;
     reserved_ = bytes;
     return CUDA_SUCCESS;
@@ -355,6 +361,7 @@ class FakeDevice final : public Device {
   std::uint64_t gran_;
   bool manual_ = false;
   std::uint64_t reserved_ = 0;
+  std::uint64_t reserve_cap_ = ~0ull;
   std::uint64_t capacity_ = 0;
   std::uint64_t used_ = 0;
   Handle next_handle_ = 1;

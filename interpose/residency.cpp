@@ -300,6 +300,79 @@ void Residency::unmap_to_pool(Region* r) {
   r->handle = 0;
 }
 
+// The end of a free whose memory no stream uses any more: a region that still holds its own
+// mapping keeps it, with its address range, for the next allocation of that size (as the
+// driver's stream-ordered pool keeps freed memory mapped); any other gives its handle to the pool.
+void Residency::free_to_pool(Region* r) {
+  if (r->handle && !r->handle_given && !r->stale_mapping && r->va_bytes) {
+    mapped_pool_.push_back({r->base, r->va_bytes, r->mapped, r->handle});
+    pooled_ += r->mapped;
+    r->handle = 0;
+    r->va_bytes = 0;  // the range stays with the pool
+  } else {
+    unmap_to_pool(r);
+  }
+  finish_free(r);
+}
+
+// A pooled range of this mapped size (and address-range size), taken as it is: still mapped.
+bool Residency::take_mapped_range(std::uint64_t mapped, std::uint64_t va_bytes, std::uint64_t* va,
+                                  Device::Handle* h) {
+  // The most recently freed first: its memory is the likeliest still in the device's caches.
+  for (std::size_t i = mapped_pool_.size(); i-- > 0;) {
+    const MappedRange& m = mapped_pool_[i];
+    if (m.mapped != mapped || m.va_bytes != va_bytes) continue;
+    *va = m.va;
+    *h = m.handle;
+    pooled_ -= mapped;
+    mapped_pool_.erase(mapped_pool_.begin() + static_cast<std::ptrdiff_t>(i));
+    return true;
+  }
+  return false;
+}
+
+// Unmaps pooled range i and releases its address range: true, with its handle (no longer
+// counted in pooled_), or false when the unmap failed (logged; range and memory are lost to
+// gswap, as for a region whose memory cannot be unmapped).
+bool Residency::unmap_range(std::size_t i, Device::Handle* h) {
+  MappedRange m = mapped_pool_[i];
+  mapped_pool_.erase(mapped_pool_.begin() + static_cast<std::ptrdiff_t>(i));
+  pooled_ -= m.mapped;
+  if (dev_.unmap(m.va, m.mapped) != CUDA_SUCCESS) {
+    GSWAP_LOG(kError, "freed memory at 0x%llx cannot be unmapped; %llu bytes are lost to gswap",
+              (unsigned long long)m.va, (unsigned long long)m.mapped);
+    ++swap_errors_;
+    return false;
+  }
+  va_.release(m.va, m.va_bytes);
+  *h = m.handle;
+  return true;
+}
+
+// Unmaps every pooled range, keeping their handles in the pool: for an allocation that finds no
+// free address range. True if any was.
+bool Residency::flush_mapped_ranges() {
+  bool any = !mapped_pool_.empty();
+  while (!mapped_pool_.empty()) {
+    Device::Handle h = 0;
+    std::uint64_t mapped = mapped_pool_.back().mapped;
+    if (unmap_range(mapped_pool_.size() - 1, &h)) {
+      handle_pool_.emplace_back(h, mapped);
+      pooled_ += mapped;
+    }
+  }
+  return any;
+}
+
+// Whether pooled memory (a handle, or a range kept mapped) of exactly `bytes` is there.
+bool Residency::has_pooled(std::uint64_t bytes) const {
+  for (const auto& [h, size] : handle_pool_)
+    if (size == bytes) return true;
+  for (const MappedRange& m : mapped_pool_)
+    if (m.mapped == bytes) return true;
+  return false;
+}
+
 bool Residency::take_pooled_handle(std::uint64_t bytes, Device::Handle* h) {
   for (auto it = handle_pool_.begin(); it != handle_pool_.end(); ++it) {
     if (it->second == bytes) {
@@ -309,16 +382,25 @@ bool Residency::take_pooled_handle(std::uint64_t bytes, Device::Handle* h) {
       return true;
     }
   }
+  // A range kept mapped: its memory, once unmapped there.
+  for (std::size_t i = mapped_pool_.size(); i-- > 0;)
+    if (mapped_pool_[i].mapped == bytes && unmap_range(i, h)) return true;
   return false;
 }
 
 // Gives the most recently pooled handle back to the driver: the cheapest way under the budget.
+// Ranges kept mapped go last (each needs an unmap), the oldest first.
 bool Residency::release_pooled_handle() {
-  if (handle_pool_.empty()) return false;
-  auto [h, size] = handle_pool_.back();
-  handle_pool_.pop_back();
-  dev_.release(h);
-  pooled_ -= size;
+  Device::Handle h = 0;
+  if (!handle_pool_.empty()) {
+    auto [ph, size] = handle_pool_.back();
+    handle_pool_.pop_back();
+    dev_.release(ph);
+    pooled_ -= size;
+    return true;
+  }
+  if (mapped_pool_.empty()) return false;
+  if (unmap_range(0, &h)) dev_.release(h);
   return true;
 }
 
@@ -376,9 +458,12 @@ void Residency::rescue(Region* r) {
 // least-recently-used victims to the swapper. kReady: it fits now; kWait: it will once swap-outs
 // or frees in flight complete; kNone: nothing can make it fit (it may still, if regions pinned only
 // for an instant by other threads' launches are released).
-Residency::Room Residency::make_room(std::uint64_t bytes, bool over_budget_ok) {
+// takes_pooled: the caller takes pooled memory of exactly `bytes` when there is some
+// (take_pooled_handle), which needs no more memory than is used now.
+Residency::Room Residency::make_room(std::uint64_t bytes, bool over_budget_ok, bool takes_pooled) {
   std::uint64_t b = budget();
   if (used() + bytes <= b) return Room::kReady;
+  if (takes_pooled && used() <= b && has_pooled(bytes)) return Room::kReady;
   while (used() + bytes > b && release_pooled_handle()) {
   }
   if (used() + bytes <= b) return Room::kReady;
@@ -584,7 +669,7 @@ CUresult Residency::obtain_handle(std::unique_lock<std::mutex>& lock, std::uint6
   OwedScope owed{allocations_waiting_, fast_.seq.load()};
   std::unique_lock<std::mutex> restorers(restorer_mutex_, std::defer_lock);  // wait_for_pins
   for (;;) {
-    Room room = make_room(bytes, gate_.capturing());
+    Room room = make_room(bytes, gate_.capturing(), true);
     if (room == Room::kReady) {
       if (take_pooled_handle(bytes, h)) return CUDA_SUCCESS;
       CUresult e = dev_.create(bytes, h);
@@ -678,8 +763,27 @@ CUresult Residency::alloc_region(CUdeviceptr* out, std::uint64_t bytes, CUstream
     ++oom_;
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
+  *handled = true;
+  // Freed memory still mapped, of this size: taken as it is, with its address.
+  {
+    std::uint64_t kept = 0;
+    Device::Handle kh = 0;
+    if (take_mapped_range(mapped, va_bytes, &kept, &kh)) {
+      Context ctx(*this);
+      Region* r = new_region();
+      r->base = kept;
+      r->size = bytes;
+      r->mapped = mapped;
+      r->va_bytes = va_bytes;
+      r->handle = kh;
+      return place_region(r, out, async, stream, per_thread);
+    }
+  }
   std::uint64_t va = va_.alloc(va_bytes);
+  // Address ranges held by freed memory kept mapped: unmapped (their memory stays pooled).
+  if (!va && flush_mapped_ranges()) va = va_.alloc(va_bytes);
   if (!va) {
+    *handled = false;
     char a[32];
     GSWAP_LOG(kWarn,
               "no free range of %s left in gswap's address reservation: this allocation goes to "
@@ -687,7 +791,6 @@ CUresult Residency::alloc_region(CUdeviceptr* out, std::uint64_t bytes, CUstream
               format_bytes(va_bytes, a, 32));
     return CUDA_SUCCESS;
   }
-  *handled = true;
   Context ctx(*this);
   Region* r = new_region();
   r->base = va;
@@ -720,20 +823,26 @@ CUresult Residency::alloc_region(CUdeviceptr* out, std::uint64_t bytes, CUstream
     return e;
   }
   r->handle = h;
+  return place_region(r, out, async, stream, per_thread);
+}
+
+// A new region with its memory mapped at r->base: resident, in the address map, announced.
+CUresult Residency::place_region(Region* r, CUdeviceptr* out, bool async, CUstream stream,
+                                 bool per_thread) {
   r->stream_ordered = async;
-  resident_ += mapped;
-  if (mapped != bytes) mark_fixed_rose();  // its rounding
+  resident_ += r->mapped;
+  if (r->mapped != r->size) mark_fixed_rose();  // its rounding
   note_peak();
   r->streams.store(
       stream ? fast_.streams.bit(reinterpret_cast<std::uintptr_t>(stream), per_thread) : 0,
       std::memory_order_relaxed);
   transition(r, kRegionResident);
   live_.push_back(r);
-  fast_.map.set(va, va_bytes, r);
+  fast_.map.set(r->base, r->va_bytes, r);
   fast_.active.store(true, std::memory_order_release);
-  *out = va;
+  *out = r->base;
   r->alloc_seq = fast_.seq.fetch_add(1, std::memory_order_relaxed);
-  telemetry::region_alloc(r->id, va, bytes, r->alloc_seq, 0);
+  telemetry::region_alloc(r->id, r->base, r->size, r->alloc_seq, 0);
   return CUDA_SUCCESS;
 }
 

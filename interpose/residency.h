@@ -273,6 +273,13 @@ class Residency {
   void finish_free(Region* r);
   void order_free(Region* r);
   void unmap_to_pool(Region* r);
+  void free_to_pool(Region* r);
+  CUresult place_region(Region* r, CUdeviceptr* out, bool async, CUstream stream, bool per_thread);
+  bool take_mapped_range(std::uint64_t mapped, std::uint64_t va_bytes, std::uint64_t* va,
+                         Device::Handle* h);
+  bool unmap_range(std::size_t i, Device::Handle* h);
+  bool flush_mapped_ranges();
+  bool has_pooled(std::uint64_t bytes) const;
   bool take_pooled_handle(std::uint64_t bytes, Device::Handle* h);
   bool release_pooled_handle();
   bool begin_evict(Region* r);
@@ -280,7 +287,7 @@ class Residency {
   void wake_swapper();
   bool may_evict_now() const;
   enum class Room { kReady, kWait, kNone };
-  Room make_room(std::uint64_t bytes, bool over_budget_ok);
+  Room make_room(std::uint64_t bytes, bool over_budget_ok, bool takes_pooled = false);
   void send_away(std::uint64_t bytes, VictimPolicy::Evictable accept, bool drop);
   void send_away_in_order(std::uint64_t bytes);
   void yield_access_regions(std::uint64_t bytes);
@@ -408,6 +415,14 @@ class Residency {
   std::uint64_t next_id_ = 1;
   bool untrackable_seen_ = false;
   std::vector<std::pair<Device::Handle, std::uint64_t>> handle_pool_;
+  // The memory of freed regions, still mapped at their address range (guard granule included):
+  // the next allocation of the same mapped size takes range and memory as they are, with no
+  // driver call. Counted in pooled_ with handle_pool_, and given back before it (unmapped first).
+  struct MappedRange {
+    std::uint64_t va, va_bytes, mapped;
+    Device::Handle handle;
+  };
+  std::vector<MappedRange> mapped_pool_;
   std::unordered_map<CUdeviceptr, std::uint64_t> arena_;
 
   // Work between application threads and the swapper.

@@ -315,15 +315,126 @@ TEST(Residency, StreamOrderedFreeWaitsForTheUsersStreams) {
   ASSERT_TRUE(env.res.free_region(a, nullptr, false, false));
   env.res.swapper_step();
   EXPECT_EQ(env.res.stats().freeing, kMiB);  // not reused yet
-  EXPECT_EQ(env.dev.count("unmap"), 0);
+  EXPECT_EQ(env.res.stats().pooled, 0u);
   env.dev.release_stream(env.stream);
   env.res.drain();
   EXPECT_EQ(env.res.stats().freeing, 0u);
-  EXPECT_EQ(env.dev.count("unmap"), 1);
-  // The address range is free again.
+  EXPECT_EQ(env.res.stats().pooled, kMiB);  // back, still mapped
+  EXPECT_EQ(env.dev.count("unmap"), 0);
+  // The address range and its memory serve the next allocation of that size.
   CUdeviceptr b = env.alloc(kMiB);
   EXPECT_EQ(b, a);
   EXPECT_EQ(env.res.stats().regions, 1u);
+  EXPECT_EQ(env.dev.count("map"), 1);
+}
+
+// A freed region's memory stays mapped at its address, as the driver's stream-ordered pool
+// keeps it: allocating and freeing one size over and over makes one map and no unmap, and the
+// memory is the budget's like any pooled handle (free to cuMemGetInfo).
+TEST(Residency, FreedMemoryServesTheNextAllocationOfItsSizeStillMapped) {
+  Env env(4 * kMiB);
+  CUdeviceptr a = env.alloc(kMiB);
+  CUdeviceptr first = a;
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ(env.launch({a}), CUDA_SUCCESS);
+    ASSERT_TRUE(env.res.free_region(a, env.stream, true, false));
+    env.res.drain();
+    EXPECT_EQ(env.res.stats().pooled, kMiB);
+    std::uint64_t free = 0, total = 0;
+    ASSERT_TRUE(env.res.memory_info(&free, &total));
+    EXPECT_EQ(free, total);
+    a = env.alloc(kMiB);
+    EXPECT_EQ(a, first);
+    EXPECT_EQ(env.res.stats().pooled, 0u);
+    EXPECT_EQ(env.res.stats().resident, kMiB);
+  }
+  EXPECT_EQ(env.dev.count("map"), 1);
+  EXPECT_EQ(env.dev.count("unmap"), 0);
+  EXPECT_EQ(env.dev.count("create"), 1);
+  // Another size gets its own range and memory; the kept range stays as it is.
+  ASSERT_TRUE(env.res.free_region(a, env.stream, true, false));
+  env.res.drain();
+  CUdeviceptr b = env.alloc(2 * kMiB);
+  EXPECT_NE(b, first);
+  EXPECT_EQ(env.res.stats().pooled, kMiB);
+  EXPECT_EQ(env.dev.count("unmap"), 0);
+}
+
+// Kept memory is the first to go back to the driver when the budget needs it: unmapped and
+// released, never evicting a region for it.
+TEST(Residency, KeptMemoryIsGivenBackWhenTheBudgetNeedsIt) {
+  Env env(2 * kMiB);
+  CUdeviceptr a = env.alloc(kMiB);
+  CUdeviceptr b = env.alloc(kMiB);
+  env.fill(b, kMiB, 3);
+  ASSERT_TRUE(env.res.free_region(a, nullptr, false, false));
+  env.res.drain();
+  EXPECT_EQ(env.res.stats().pooled, kMiB);
+  CUdeviceptr c = env.alloc(kMiB - kGran);  // another size: a's memory must go
+  EXPECT_EQ(env.dev.count("unmap"), 1);
+  EXPECT_EQ(env.state(b), kRegionResident);
+  EXPECT_EQ(env.state(c), kRegionResident);
+  EXPECT_TRUE(env.holds(b, kMiB, 3));
+  EXPECT_EQ(env.res.stats().pooled, 0u);
+  EXPECT_EQ(env.res.stats().evictions, 0u);
+  EXPECT_LE(env.res.stats().used, 2 * kMiB);
+}
+
+// A restore takes kept memory of its size (unmapped there, mapped at the region's address) and
+// brings the bytes back.
+TEST(Residency, ARestoreTakesKeptMemoryOfItsSize) {
+  Env env(2 * kMiB);
+  CUdeviceptr a = env.alloc(kMiB);
+  env.fill(a, kMiB, 4);
+  CUdeviceptr b = env.alloc(kMiB);
+  ASSERT_EQ(env.launch({b}), CUDA_SUCCESS);
+  CUdeviceptr c = env.alloc(kMiB);  // a leaves
+  env.res.drain();
+  ASSERT_EQ(env.state(a), kRegionHost);
+  ASSERT_TRUE(env.res.free_region(c, nullptr, false, false));
+  env.res.drain();
+  EXPECT_EQ(env.res.stats().pooled, kMiB);
+  const int creates = env.dev.count("create");
+  ASSERT_EQ(env.launch({a}), CUDA_SUCCESS);  // back in c's memory
+  env.res.drain();
+  EXPECT_EQ(env.state(a), kRegionResident);
+  EXPECT_TRUE(env.holds(a, kMiB, 4));
+  EXPECT_EQ(env.dev.count("create"), creates);
+  EXPECT_EQ(env.res.stats().pooled, 0u);
+}
+
+// When gswap's address reservation is full, ranges held by kept memory are unmapped (their
+// memory stays pooled) so that an allocation of another size still gets a region.
+TEST(Residency, KeptRangesLeaveTheAddressSpaceToANewAllocation) {
+  Env env(16 * kMiB);
+  env.dev.cap_reserve(4 * kMiB);  // room for three 1 MiB regions and their guard granules
+  CUdeviceptr r[3];
+  for (CUdeviceptr& p : r) p = env.alloc(kMiB);
+  for (CUdeviceptr p : r) ASSERT_TRUE(env.res.free_region(p, nullptr, false, false));
+  env.res.drain();
+  EXPECT_EQ(env.res.stats().pooled, 3 * kMiB);
+  CUdeviceptr b = env.alloc(2 * kMiB);
+  ASSERT_NE(b, 0u);
+  EXPECT_EQ(env.state(b), kRegionResident);
+  EXPECT_EQ(env.dev.count("unmap"), 3);
+  EXPECT_LE(env.res.stats().pooled, 3 * kMiB);
+}
+
+// Kept memory that cannot be unmapped when the budget needs it is logged and counted, and lost
+// to gswap (never handed out again), not a crash or a double use.
+TEST(Residency, KeptMemoryThatCannotBeUnmappedIsLostNotReused) {
+  Env env(2 * kMiB);
+  CUdeviceptr a = env.alloc(kMiB);
+  env.alloc(kMiB);
+  ASSERT_TRUE(env.res.free_region(a, nullptr, false, false));
+  env.res.drain();
+  env.dev.fail("unmap", 1);
+  CUdeviceptr c = env.alloc(kMiB + kGran);
+  EXPECT_NE(c, a);
+  EXPECT_EQ(env.res.stats().swap_errors, 1u);
+  EXPECT_EQ(env.res.stats().pooled, 0u);
+  CUdeviceptr d = env.alloc(kMiB);  // not a's range: it was lost
+  EXPECT_NE(d, a);
 }
 
 // The free's order point is the free call: work the program enqueues on the stream afterwards
@@ -336,7 +447,7 @@ TEST(Residency, AFreeWaitsOnlyForWhatItsStreamsHadEnqueued) {
   FakeDevice::Stream other = env.dev.long_kernel(env.stream);  // enqueued after the free
   env.res.swapper_step();
   EXPECT_EQ(env.res.stats().freeing, 0u);
-  EXPECT_EQ(env.dev.count("unmap"), 1);
+  EXPECT_EQ(env.res.stats().pooled, kMiB);
   env.dev.release_stream(other);
   env.res.drain();
 }

@@ -597,8 +597,7 @@ void Residency::issue_free(Region* r) {
     if (dev_.synchronize_context() != CUDA_SUCCESS)
       GSWAP_CHECK(!"a freed region's users can be neither ordered nor waited for");
     freeing_ -= r->mapped;
-    unmap_to_pool(r);
-    finish_free(r);
+    free_to_pool(r);
     return;
   }
   // Created with timing: the region object is recycled, and the next region's swap-outs are timed
@@ -608,8 +607,7 @@ void Residency::issue_free(Region* r) {
     if (dev_.synchronize_context() != CUDA_SUCCESS)
       GSWAP_CHECK(!"a freed region's users can be neither ordered nor waited for");
     freeing_ -= r->mapped;
-    unmap_to_pool(r);
-    finish_free(r);
+    free_to_pool(r);
     return;
   }
   evict_flight_.push_back({r, r->gen, true});
@@ -632,8 +630,7 @@ bool Residency::complete_in_flight(std::unique_lock<std::mutex>&) {
     ++completed_;
     if (f.is_free) {
       if (!r->handle_given) freeing_ -= r->mapped;  // else accounted to the new owner already
-      unmap_to_pool(r);
-      finish_free(r);
+      free_to_pool(r);
       continue;
     }
     --r->d2h_in_flight;
@@ -654,8 +651,7 @@ bool Residency::complete_in_flight(std::unique_lock<std::mutex>&) {
       report();
       r->free_requested = false;
       if (!r->handle_given) evicting_ -= r->mapped;
-      unmap_to_pool(r);
-      finish_free(r);
+      free_to_pool(r);
     } else if (st == kRegionResident && r->d2h_in_flight == 0) {
       report();
       host_.release(&r->host, monotonic_ns());  // rescued: its copy has landed, the buffer is free
@@ -735,8 +731,7 @@ void Residency::adopt_prefetch(Region* r) {
 // reused as it is, and pooled handles of other sizes are given back to make room.
 bool Residency::room_without_eviction(std::uint64_t bytes) {
   std::uint64_t b = budget();
-  for (const auto& [h, size] : handle_pool_)
-    if (size == bytes) return used() <= b;
+  if (has_pooled(bytes)) return used() <= b;
   while (used() + bytes > b && release_pooled_handle()) {
   }
   return used() + bytes <= b;
@@ -834,7 +829,7 @@ bool Residency::serve_wanted(std::unique_lock<std::mutex>& lock) {
       did = true;
       continue;
     }
-    Room room = make_room(r->mapped, gate_.capturing());
+    Room room = make_room(r->mapped, gate_.capturing(), true);  // issue_restore takes it
     if (room == Room::kWait) {
       // Memory on its way out can be taken at once, the copy back ordered after it on the
       // device: the caller's stream waits for the restore, never the host for the swap-out.
