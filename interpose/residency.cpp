@@ -764,17 +764,21 @@ CUresult Residency::alloc_region(CUdeviceptr* out, std::uint64_t bytes, CUstream
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   *handled = true;
+  auto new_at = [&](std::uint64_t base) {
+    Region* r = new_region();
+    r->base = base;
+    r->size = bytes;
+    r->mapped = mapped;
+    r->va_bytes = va_bytes;
+    return r;
+  };
   // Freed memory still mapped, of this size: taken as it is, with its address.
   {
     std::uint64_t kept = 0;
     Device::Handle kh = 0;
     if (take_mapped_range(mapped, va_bytes, &kept, &kh)) {
       Context ctx(*this);
-      Region* r = new_region();
-      r->base = kept;
-      r->size = bytes;
-      r->mapped = mapped;
-      r->va_bytes = va_bytes;
+      Region* r = new_at(kept);
       r->handle = kh;
       return place_region(r, out, async, stream, per_thread);
     }
@@ -792,11 +796,7 @@ CUresult Residency::alloc_region(CUdeviceptr* out, std::uint64_t bytes, CUstream
     return CUDA_SUCCESS;
   }
   Context ctx(*this);
-  Region* r = new_region();
-  r->base = va;
-  r->size = bytes;
-  r->mapped = mapped;
-  r->va_bytes = va_bytes;
+  Region* r = new_at(va);
   Device::Handle h = 0;
   Region* donor = nullptr;
   CUresult e = obtain_handle(lock, mapped, async, &h, &donor);
