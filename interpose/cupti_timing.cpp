@@ -75,6 +75,8 @@ std::uint64_t g_lost_reported = 0;              // g_join_mutex
 CommandQueue<Timing, 16384> g_done;             // callback -> swapper
 std::atomic<std::uint64_t> g_done_overflow{0};  // timings the queue had no room for
 std::atomic<std::uint64_t> g_incomplete{0};     // activity records without their timestamps
+std::atomic<std::uint64_t> g_superseded{
+    0};  // accesses a later one of the same runtime call replaced
 // What the callback was given, for the log line that says why CUPTI was given up.
 struct Delivered {
   std::atomic<std::uint64_t> buffers{0}, kernels{0}, copies{0}, memsets{0}, externals{0}, apis{0},
@@ -364,7 +366,8 @@ bool Service::poll(Timings& timings, Timings::Sink& sink) {
     g_lost_reported = g_join.lost();
   }
   const std::uint64_t overflow = g_done_overflow.load(std::memory_order_relaxed) +
-                                 g_incomplete.load(std::memory_order_relaxed);
+                                 g_incomplete.load(std::memory_order_relaxed) +
+                                 g_superseded.load(std::memory_order_relaxed);
   timings.count_skips(lost + overflow - overflow_counted_);
   overflow_counted_ = overflow;
   if (begun - begun_at_delivery_ >= kSilenceLaunches &&
@@ -413,8 +416,12 @@ bool active() {
 void begin(std::uint64_t seq) {
   g_begun.fetch_add(1, std::memory_order_relaxed);
   g_api.push(kKind, seq);
-  // Paired when the runtime call ends (api_callback): one access per runtime call, the last.
-  if (t_runtime_depth > 0) t_pending = true, t_pending_seq = seq;
+  // Paired when the runtime call ends (api_callback): one access per runtime call, the last;
+  // an earlier one it replaces goes untimed, counted.
+  if (t_runtime_depth > 0) {
+    if (t_pending) g_superseded.fetch_add(1, std::memory_order_relaxed);
+    t_pending = true, t_pending_seq = seq;
+  }
 }
 
 void end() {

@@ -23,7 +23,9 @@
 //   FAKE_CUPTI_FORCED_ONLY      1: a flush without CUPTI_ACTIVITY_FLAG_FLUSH_FORCED delivers
 //                               nothing (as on a busy GPU, where the buffer being filled always
 //                               holds work still running)
-//   FAKE_CUPTI_RUNTIME          1: accesses are made inside runtime calls (above)
+//   FAKE_CUPTI_RUNTIME          1: accesses are made inside runtime calls (above); 2: two
+//                               accesses in each runtime call (API_ENTER before the first,
+//                               API_EXIT with the second's correlation id after the second)
 //   FAKE_CUPTI_SUBSCRIBE_RESULT what cuptiSubscribe returns (default 0; 39: another subscriber)
 //   FAKE_CUPTI_REPORT           a file that gets "calls=N delivered=M flushes=F forced=G
 //                               api_kind=0|1 runtime_exits=R" at exit (1:
@@ -193,6 +195,12 @@ bool runtime_mode() {
   static const bool on = env_u64("FAKE_CUPTI_RUNTIME", 0) != 0;
   return on;
 }
+// Accesses per runtime call, and how many this thread's current call has made.
+std::uint64_t per_runtime_call() {
+  static const std::uint64_t n = env_u64("FAKE_CUPTI_RUNTIME", 0) == 2 ? 2 : 1;
+  return n;
+}
+thread_local std::uint64_t t_in_call = 0;
 
 // The runtime domain's callback at one end of a call, when a subscriber enabled it.
 void runtime_callback(CUpti_ApiCallbackSite site, std::uint32_t correlation) {
@@ -233,8 +241,8 @@ FAKE_EXPORT CUptiResult cuptiEnableDomain(std::uint32_t enable, CUpti_Subscriber
 
 FAKE_EXPORT CUptiResult cuptiActivityPushExternalCorrelationId(CUpti_ExternalCorrelationKind,
                                                                std::uint64_t id) {
-  // Inside a runtime call, its API_ENTER came before the driver call gswap brackets.
-  if (runtime_mode()) runtime_callback(CUPTI_API_ENTER, 0);
+  // Inside a runtime call, its API_ENTER came before the (first) driver call gswap brackets.
+  if (runtime_mode() && t_in_call++ == 0) runtime_callback(CUPTI_API_ENTER, 0);
   t_stack.emplace_back(id, now());
   return CUPTI_SUCCESS;
 }
@@ -253,8 +261,11 @@ FAKE_EXPORT CUptiResult cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorr
     c = Call{id, ++g_correlation, start, end, runtime_mode()};
     if (g_correlation <= env_u64("FAKE_CUPTI_STOP_AFTER", ~0ull)) g_calls.push_back(c);
   }
-  // The runtime call ends after the driver call gswap bracketed (here, at once).
-  if (c.runtime) runtime_callback(CUPTI_API_EXIT, c.correlation);
+  // The runtime call ends after the (last) driver call gswap bracketed (here, at once).
+  if (c.runtime && t_in_call == per_runtime_call()) {
+    t_in_call = 0;
+    runtime_callback(CUPTI_API_EXIT, c.correlation);
+  }
   return CUPTI_SUCCESS;
 }
 

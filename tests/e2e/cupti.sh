@@ -83,6 +83,20 @@ expect_guided_run "$RT/runtime.out" "$ref" 5
 grep -q "runtime_exits=[1-9]" "$RT/runtime.report" ||
   fail "no runtime callbacks: $(cat "$RT/runtime.report")"
 echo "runtime: $(cat "$RT/runtime.report"), $(grep -o 'mode=.*' "$RT/runtime.out")"
+(($(summary_field "$RT/runtime.out" timing_skips) == 0)) ||
+  fail "accesses in runtime calls skipped: $(grep summary "$RT/runtime.out")"
+
+# Two accesses in one runtime call: the last is paired with the call, the one it replaced goes
+# untimed and is counted in timing_skips, never given the other's time.
+start_prog "$RT/runtime2.out" GSWAP_BUDGET=$budget FAKE_CUPTI_RUNTIME=2 \
+  FAKE_CUPTI_REPORT="$RT/runtime2.report" "$MINITRAIN" "${MT[@]}"
+wait "$TRAIN_PID" || fail "minitrain failed under gswap: $(tail -n 5 "$RT/runtime2.out")"
+[[ $(checksum_of "$RT/runtime2.out") == "$ref" ]] || fail "runtime2: checksum differs"
+read -r calls2 < <(sed -E 's/calls=([0-9]+).*/\1/' "$RT/runtime2.report")
+skips2=$(summary_field "$RT/runtime2.out" timing_skips)
+((calls2 > 100 && skips2 >= calls2 / 2 - 2 && skips2 <= calls2 / 2 + 2)) ||
+  fail "runtime2: $skips2 skips for $calls2 calls: $(grep summary "$RT/runtime2.out")"
+echo "runtime2: $(cat "$RT/runtime2.report"), timing_skips=$skips2"
 
 # CUPTI's default flush returns nothing (as on a busy H200): after 3 s the library flushes with
 # CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, CUPTI goes on timing the measured iterations, a plan follows.
