@@ -385,13 +385,16 @@ CUresult Residency::recompute(std::unique_lock<std::mutex>& lock, Region* r, CUs
   }
   const bool has_copy = r->host_valid;
   Device::Event mapped = r->restore_event;  // after r's memory is free to write (issue_restore)
+  const std::uint64_t gen = r->gen;
   lock.unlock();
   // The stream waits on the device for the sources' restores and for r's memory.
   e = wait_restores(src, s, false, false);
   if (e == CUDA_SUCCESS) e = dev_.wait(s, mapped);
   if (e != CUDA_SUCCESS) {
     lock.lock();
-    undo_map(r);  // dropped as before
+    // Dropped as before, unless another thread freed it meanwhile: its memory is the free's then
+    // (kept mapped for reuse, or already another region's), never unmapped here.
+    if (r->gen == gen) undo_map(r);
     unpin_sources();
     return e;
   }

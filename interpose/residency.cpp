@@ -772,8 +772,10 @@ CUresult Residency::alloc_region(CUdeviceptr* out, std::uint64_t bytes, CUstream
     r->va_bytes = va_bytes;
     return r;
   };
-  // Freed memory still mapped, of this size: taken as it is, with its address.
-  {
+  // Freed memory still mapped, of this size: taken as it is, with its address, when the budget
+  // is not exceeded already (a lower budget the swapper has not enforced yet: the allocation
+  // makes room first, as any other). During a capture the excess is allowed and given back later.
+  if (used() <= budget() || gate_.capturing()) {
     std::uint64_t kept = 0;
     Device::Handle kh = 0;
     if (take_mapped_range(mapped, va_bytes, &kept, &kh)) {

@@ -360,6 +360,29 @@ TEST(Residency, FreedMemoryServesTheNextAllocationOfItsSizeStillMapped) {
   EXPECT_EQ(env.dev.count("unmap"), 0);
 }
 
+// A lower budget the swapper has not enforced yet: an allocation of a kept size makes room as any
+// other (kept memory given back, a region evicted), never returning above the budget.
+TEST(Residency, AnAllocationAfterTheBudgetShrankMakesRoomBeforeTakingKeptMemory) {
+  Env env(4 * kMiB);
+  CUdeviceptr a = env.alloc(kMiB);
+  CUdeviceptr b = env.alloc(kMiB);
+  env.fill(b, kMiB, 1);
+  ASSERT_TRUE(env.res.free_region(a, nullptr, false, false));
+  env.res.drain();
+  ASSERT_EQ(env.res.stats().pooled, kMiB);
+  env.res.set_budget(kMiB);  // the swapper has not run since
+  CUdeviceptr c = env.alloc(kMiB);
+  ASSERT_NE(c, 0u);
+  ResidencyStats s = env.res.stats();
+  EXPECT_LE(s.used - s.evicting - s.freeing, kMiB);
+  env.res.drain();
+  EXPECT_LE(env.res.stats().used, kMiB);
+  EXPECT_EQ(env.state(b), kRegionHost);
+  ASSERT_EQ(env.launch({b}), CUDA_SUCCESS);  // c leaves; b comes back with its bytes
+  env.res.drain();
+  EXPECT_TRUE(env.holds(b, kMiB, 1));
+}
+
 // Kept memory is the first to go back to the driver when the budget needs it: unmapped and
 // released, never evicting a region for it.
 TEST(Residency, KeptMemoryIsGivenBackWhenTheBudgetNeedsIt) {
