@@ -162,6 +162,9 @@ class Residency {
   bool swapper_step();
   // Waits (test helper): until the swapper has nothing queued or in flight.
   void drain();
+  // Test helper: whether commands pushed so far still wait to be handled (the queue is popped
+  // and each command handled under the mutex this takes).
+  bool commands_pending();
 
   // --- plan execution (launch path: lock-free, never waits) ----------------------------------
   // A planned swap-out of r (if it is still region `id` and may leave), after the access the

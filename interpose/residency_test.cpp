@@ -172,7 +172,10 @@ OwedRun prefetch_while_an_allocation_waits(std::uint64_t due, std::uint64_t trig
   Region* rz = env.region(z);
   env.fast.seq.store(trigger);
   EXPECT_TRUE(env.res.plan_prefetch(rz, rz->id, plan_tag::make(1, 1), due));
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the waiting call steps the queue
+  // The waiting call steps the queue (a fixed sleep here was too short on a loaded machine).
+  for (int i = 0; i < 2000 && env.res.commands_pending(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_FALSE(env.res.commands_pending());
   env.dev.release_stream(env.stream);
   app.join();
   env.res.drain();

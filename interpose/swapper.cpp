@@ -260,6 +260,11 @@ bool Residency::step_locked(std::unique_lock<std::mutex>& lock) {
   return did;
 }
 
+bool Residency::commands_pending() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !queue_.empty() || !overflow_.empty();
+}
+
 void Residency::drain() {
   std::unique_lock<std::mutex> lock(mutex_);
   // At least two passes of the swapper after this call (the first may have begun before it).
