@@ -57,6 +57,7 @@ struct Api {
   // The callback API, for the accesses the CUDA runtime makes (may be missing).
   CUptiResult (*subscribe)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*);
   CUptiResult (*enable_domain)(std::uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain);
+  CUptiResult (*unsubscribe)(CUpti_SubscriberHandle);
 };
 
 bool g_wanted = false;
@@ -80,7 +81,7 @@ std::atomic<std::uint64_t> g_superseded{
 // What the callback was given, for the log line that says why CUPTI was given up.
 struct Delivered {
   std::atomic<std::uint64_t> buffers{0}, kernels{0}, copies{0}, memsets{0}, externals{0}, apis{0},
-      runtime_calls{0}, joined{0};
+      runtime_accesses{0}, joined{0};
 };
 Delivered g_delivered;
 
@@ -88,10 +89,25 @@ Delivered g_delivered;
 // writes no driver API record for a driver call the runtime makes, so no external correlation
 // record either, and the kernel's record carries the runtime call's correlation id. The runtime
 // domain's callbacks (cuptiSubscribe) say when a runtime call begins and ends on this thread and
-// give its correlation id at the end; begin() notes the seq of an access made in between.
+// give its correlation id at the end; begin() notes the accesses made in between. A call that
+// made exactly one is paired with it; one that made several is paired with none (their records
+// may share the call's correlation id, and one access must never get another's time): all are
+// counted as skipped. Nested runtime calls: the innermost call the first access was made in.
 thread_local int t_runtime_depth __attribute__((tls_model("initial-exec"))) = 0;
-thread_local bool t_pending __attribute__((tls_model("initial-exec"))) = false;
+thread_local int t_pending_depth __attribute__((tls_model("initial-exec"))) = 0;
+thread_local std::uint32_t t_pending __attribute__((tls_model("initial-exec"))) = 0;  // accesses
 thread_local std::uint64_t t_pending_seq __attribute__((tls_model("initial-exec"))) = 0;
+
+// Runtime calls paired with their access, from application threads to whichever thread holds
+// g_join_mutex next (buffer_completed, poll): an application thread never waits for a buffer
+// being parsed.
+struct Pair {
+  std::uint32_t correlation = 0;
+  std::uint64_t seq = 0;
+};
+CommandQueue<Pair, 16384> g_pairs;
+std::atomic<std::uint64_t> g_pairs_overflow{0};  // pairs the queue had no room for
+CUpti_SubscriberHandle g_subscriber = nullptr;   // held while CUPTI times accesses
 
 std::uint64_t CUPTIAPI host_clock() {
   return monotonic_ns();
@@ -101,6 +117,14 @@ std::uint64_t CUPTIAPI host_clock() {
 void deliver(const Timing& t) {
   g_delivered.joined.fetch_add(1, std::memory_order_relaxed);
   if (!g_done.push(t)) g_done_overflow.fetch_add(1, std::memory_order_relaxed);
+}
+
+// The runtime calls paired since the last call, into the join (g_join_mutex held).
+void join_pairs() {
+  Pair p;
+  Timing t;
+  while (g_pairs.pop(&p))
+    if (g_join.external(p.correlation, p.seq, &t)) deliver(t);
 }
 
 void CUPTIAPI buffer_requested(std::uint8_t** buffer, std::size_t* size, std::size_t* max_records) {
@@ -118,6 +142,7 @@ void CUPTIAPI buffer_completed(CUcontext, std::uint32_t, std::uint8_t* buffer, s
   auto count = [](std::atomic<std::uint64_t>& c) { c.fetch_add(1, std::memory_order_relaxed); };
   if (valid && g_api.next_record) {
     std::lock_guard<std::mutex> lock(g_join_mutex);
+    join_pairs();
     CUpti_Activity* rec = nullptr;
     while (g_api.next_record(buffer, valid, &rec) == CUPTI_SUCCESS) {
       Timing t;
@@ -178,13 +203,16 @@ void CUPTIAPI api_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId,
     return;
   }
   // The end of a call whose beginning came before we subscribed leaves the depth at 0.
-  if (t_runtime_depth > 0 && --t_runtime_depth > 0) return;  // a runtime call inside another
-  if (!t_pending) return;
-  t_pending = false;
-  g_delivered.runtime_calls.fetch_add(1, std::memory_order_relaxed);
-  std::lock_guard<std::mutex> lock(g_join_mutex);
-  Timing t;
-  if (g_join.external(cb->correlationId, t_pending_seq, &t)) deliver(t);
+  if (t_runtime_depth > 0) --t_runtime_depth;
+  if (!t_pending || t_runtime_depth >= t_pending_depth) return;  // not the call they were made in
+  const std::uint32_t n = t_pending;
+  t_pending = 0;
+  if (n > 1) {
+    g_superseded.fetch_add(n, std::memory_order_relaxed);
+    return;
+  }
+  if (!g_pairs.push(Pair{cb->correlationId, t_pending_seq}))
+    g_pairs_overflow.fetch_add(1, std::memory_order_relaxed);
 }
 
 const char* result_name(CUptiResult r) {
@@ -228,6 +256,7 @@ void* load(const char** why) {
   GSWAP_CUPTI_SYM(pop, "cuptiActivityPopExternalCorrelationId")
   GSWAP_CUPTI_SYM(subscribe, "cuptiSubscribe")
   GSWAP_CUPTI_SYM(enable_domain, "cuptiEnableDomain")
+  GSWAP_CUPTI_SYM(unsubscribe, "cuptiUnsubscribe")
 #undef GSWAP_CUPTI_SYM
   if (!g_api.get_version || !g_api.register_callbacks || !g_api.get_timestamp || !g_api.enable ||
       !g_api.disable || !g_api.flush_all || !g_api.next_record || !g_api.push || !g_api.pop) {
@@ -260,7 +289,7 @@ void describe_deliveries(char* out, std::size_t size) {
                 "accesses timed",
                 v(g_delivered.buffers), v(g_delivered.kernels), v(g_delivered.copies),
                 v(g_delivered.memsets), v(g_delivered.apis), v(g_delivered.externals),
-                v(g_delivered.runtime_calls), v(g_delivered.joined));
+                v(g_delivered.runtime_accesses), v(g_delivered.joined));
 }
 
 Service g_service;
@@ -316,7 +345,7 @@ void Service::start() {
   // such as a profiler, holds CUPTI's callbacks), the driver calls a program makes itself are
   // still timed.
   CUpti_SubscriberHandle subscriber = nullptr;
-  if (!g_api.subscribe || !g_api.enable_domain) {
+  if (!g_api.subscribe || !g_api.enable_domain || !g_api.unsubscribe) {
     GSWAP_LOG(kWarn,
               "GSWAP_TIMING=cupti: %s lacks the callback API: accesses made through the CUDA "
               "runtime are not timed",
@@ -324,11 +353,14 @@ void Service::start() {
   } else if ((r = g_api.subscribe(&subscriber, api_callback, nullptr)) != CUPTI_SUCCESS ||
              (r = g_api.enable_domain(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API)) !=
                  CUPTI_SUCCESS) {
+    if (subscriber) g_api.unsubscribe(subscriber);  // CUPTI has one subscriber: not kept idle
     GSWAP_LOG(kWarn,
               "GSWAP_TIMING=cupti: cuptiSubscribe or cuptiEnableDomain -> %d (%s), another CUPTI "
               "client may hold the callbacks: accesses made through the CUDA runtime are not "
               "timed",
               (int)r, result_name(r));
+  } else {
+    g_subscriber = subscriber;
   }
   last_delivery_ns_ = monotonic_ns();
   g_active.store(true, std::memory_order_release);
@@ -350,6 +382,10 @@ bool Service::poll(Timings& timings, Timings::Sink& sink) {
     if (r != CUPTI_SUCCESS)
       GSWAP_LOG_ONCE(kWarn, "cuptiActivityFlushAll -> %d (%s)", (int)r, result_name(r));
   }
+  {
+    std::lock_guard<std::mutex> lock(g_join_mutex);
+    join_pairs();  // those whose records came first pair now
+  }
   const std::int64_t offset = g_offset_ns.load(std::memory_order_relaxed);
   bool did = false;
   Timing t;
@@ -367,7 +403,8 @@ bool Service::poll(Timings& timings, Timings::Sink& sink) {
   }
   const std::uint64_t overflow = g_done_overflow.load(std::memory_order_relaxed) +
                                  g_incomplete.load(std::memory_order_relaxed) +
-                                 g_superseded.load(std::memory_order_relaxed);
+                                 g_superseded.load(std::memory_order_relaxed) +
+                                 g_pairs_overflow.load(std::memory_order_relaxed);
   timings.count_skips(lost + overflow - overflow_counted_);
   overflow_counted_ = overflow;
   if (begun - begun_at_delivery_ >= kSilenceLaunches &&
@@ -389,8 +426,13 @@ bool Service::poll(Timings& timings, Timings::Sink& sink) {
       last_flush_ns_ = 0;  // at the next poll
       return true;
     }
-    // Our activity kinds stay enabled: the client that took the callbacks may rely on them.
+    // Our activity kinds stay enabled: the client that took the callbacks may rely on them. The
+    // runtime callbacks are given up: CUPTI has one subscriber, which a profiler may want.
     g_active.store(false, std::memory_order_relaxed);
+    if (g_subscriber) {
+      g_api.unsubscribe(g_subscriber);
+      g_subscriber = nullptr;
+    }
     GSWAP_LOG(kWarn,
               "CUPTI delivered no record for the last %llu measured accesses in %.1f s, forced "
               "flushes included (%s; another CUPTI client, such as a profiler, may have taken the "
@@ -416,11 +458,11 @@ bool active() {
 void begin(std::uint64_t seq) {
   g_begun.fetch_add(1, std::memory_order_relaxed);
   g_api.push(kKind, seq);
-  // Paired when the runtime call ends (api_callback): one access per runtime call, the last;
-  // an earlier one it replaces goes untimed, counted.
+  // Paired when the runtime call it is made in ends (api_callback), if it is that call's only
+  // access.
   if (t_runtime_depth > 0) {
-    if (t_pending) g_superseded.fetch_add(1, std::memory_order_relaxed);
-    t_pending = true, t_pending_seq = seq;
+    g_delivered.runtime_accesses.fetch_add(1, std::memory_order_relaxed);
+    if (t_pending++ == 0) t_pending_seq = seq, t_pending_depth = t_runtime_depth;
   }
 }
 

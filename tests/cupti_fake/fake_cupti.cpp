@@ -25,12 +25,16 @@
 //                               holds work still running)
 //   FAKE_CUPTI_RUNTIME          1: accesses are made inside runtime calls (above); 2: two
 //                               accesses in each runtime call (API_ENTER before the first,
-//                               API_EXIT with the second's correlation id after the second)
+//                               API_EXIT after the second), whose kernel records both carry the
+//                               call's correlation id
+//   FAKE_CUPTI_DUR_FROM_ID      1: a kernel record lasts (external id % 1000 + 1) us, so a time
+//                               given to the wrong access shows
 //   FAKE_CUPTI_SUBSCRIBE_RESULT what cuptiSubscribe returns (default 0; 39: another subscriber)
 //   FAKE_CUPTI_REPORT           a file that gets "calls=N delivered=M flushes=F forced=G
-//                               api_kind=0|1 runtime_exits=R" at exit (1:
-//                               CUPTI_ACTIVITY_KIND_DRIVER enabled; R: API_EXIT callbacks made to a
-//                               subscriber)
+//                               api_kind=0|1 runtime_exits=R subscribed=0|1" at exit (calls:
+//                               correlation ids given; api_kind 1: CUPTI_ACTIVITY_KIND_DRIVER
+//                               enabled; R: API_EXIT callbacks made to a subscriber; subscribed
+//                               1: a subscriber still held at exit)
 #include <cupti_activity.h>
 #include <cupti_callbacks.h>
 #include <cupti_driver_cbid.h>
@@ -139,10 +143,10 @@ struct Report {
     if (FILE* f = std::fopen(path, "w")) {
       std::fprintf(f,
                    "calls=%u delivered=%llu flushes=%llu forced=%llu api_kind=%d "
-                   "runtime_exits=%llu\n",
+                   "runtime_exits=%llu subscribed=%d\n",
                    g_correlation, (unsigned long long)g_delivered, (unsigned long long)g_flushes,
                    (unsigned long long)g_forced, g_api_kind ? 1 : 0,
-                   (unsigned long long)g_runtime_exits);
+                   (unsigned long long)g_runtime_exits, g_subscriber ? 1 : 0);
       std::fclose(f);
     }
   }
@@ -201,6 +205,7 @@ std::uint64_t per_runtime_call() {
   return n;
 }
 thread_local std::uint64_t t_in_call = 0;
+thread_local std::uint32_t t_call_correlation = 0;
 
 // The runtime domain's callback at one end of a call, when a subscriber enabled it.
 void runtime_callback(CUpti_ApiCallbackSite site, std::uint32_t correlation) {
@@ -232,6 +237,13 @@ FAKE_EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle* subscriber,
   return CUPTI_SUCCESS;
 }
 
+FAKE_EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_subscriber = nullptr;
+  g_runtime_domain = false;
+  return CUPTI_SUCCESS;
+}
+
 FAKE_EXPORT CUptiResult cuptiEnableDomain(std::uint32_t enable, CUpti_SubscriberHandle,
                                           CUpti_CallbackDomain domain) {
   std::lock_guard<std::mutex> lock(g_mutex);
@@ -255,10 +267,14 @@ FAKE_EXPORT CUptiResult cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorr
   if (last) *last = id;
   std::uint64_t end = now();
   if (end <= start) end = start + 1000;
+  if (env_u64("FAKE_CUPTI_DUR_FROM_ID", 0)) end = start + (id % 1000 + 1) * 1000;
   Call c;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
-    c = Call{id, ++g_correlation, start, end, runtime_mode()};
+    // The second access of a runtime call shares the call's correlation id.
+    const bool same_call = runtime_mode() && t_in_call > 1;
+    if (!same_call) t_call_correlation = ++g_correlation;
+    c = Call{id, t_call_correlation, start, end, runtime_mode()};
     if (g_correlation <= env_u64("FAKE_CUPTI_STOP_AFTER", ~0ull)) g_calls.push_back(c);
   }
   // The runtime call ends after the (last) driver call gswap bracketed (here, at once).
