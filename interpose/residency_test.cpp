@@ -365,14 +365,21 @@ TEST(Residency, FreedMemoryServesTheNextAllocationOfItsSizeStillMapped) {
 
 // A lower budget the swapper has not enforced yet: an allocation of a kept size makes room as any
 // other (kept memory given back, a region evicted), never returning above the budget.
-TEST(Residency, AnAllocationAfterTheBudgetShrankMakesRoomBeforeTakingKeptMemory) {
-  Env env(4 * kMiB);
+// Two 1 MiB regions, the first freed (its memory kept mapped), the second filled from seed:
+// returns the second.
+CUdeviceptr keep_the_first_of_two(Env& env, std::uint32_t seed) {
   CUdeviceptr a = env.alloc(kMiB);
   CUdeviceptr b = env.alloc(kMiB);
-  env.fill(b, kMiB, 1);
-  ASSERT_TRUE(env.res.free_region(a, nullptr, false, false));
+  env.fill(b, kMiB, seed);
+  EXPECT_TRUE(env.res.free_region(a, nullptr, false, false));
   env.res.drain();
-  ASSERT_EQ(env.res.stats().pooled, kMiB);
+  EXPECT_EQ(env.res.stats().pooled, kMiB);
+  return b;
+}
+
+TEST(Residency, AnAllocationAfterTheBudgetShrankMakesRoomBeforeTakingKeptMemory) {
+  Env env(4 * kMiB);
+  CUdeviceptr b = keep_the_first_of_two(env, 1);
   env.res.set_budget(kMiB);  // the swapper has not run since
   CUdeviceptr c = env.alloc(kMiB);
   ASSERT_NE(c, 0u);
@@ -390,12 +397,7 @@ TEST(Residency, AnAllocationAfterTheBudgetShrankMakesRoomBeforeTakingKeptMemory)
 // released, never evicting a region for it.
 TEST(Residency, KeptMemoryIsGivenBackWhenTheBudgetNeedsIt) {
   Env env(2 * kMiB);
-  CUdeviceptr a = env.alloc(kMiB);
-  CUdeviceptr b = env.alloc(kMiB);
-  env.fill(b, kMiB, 3);
-  ASSERT_TRUE(env.res.free_region(a, nullptr, false, false));
-  env.res.drain();
-  EXPECT_EQ(env.res.stats().pooled, kMiB);
+  CUdeviceptr b = keep_the_first_of_two(env, 3);
   CUdeviceptr c = env.alloc(kMiB - kGran);  // another size: a's memory must go
   EXPECT_EQ(env.dev.count("unmap"), 1);
   EXPECT_EQ(env.state(b), kRegionResident);
