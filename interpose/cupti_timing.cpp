@@ -76,8 +76,8 @@ std::uint64_t g_lost_reported = 0;              // g_join_mutex
 CommandQueue<Timing, 16384> g_done;             // callback -> swapper
 std::atomic<std::uint64_t> g_done_overflow{0};  // timings the queue had no room for
 std::atomic<std::uint64_t> g_incomplete{0};     // activity records without their timestamps
-std::atomic<std::uint64_t> g_superseded{
-    0};  // accesses a later one of the same runtime call replaced
+// Accesses of runtime calls that made several (none of them timed: see t_runtime_depth).
+std::atomic<std::uint64_t> g_unpaired{0};
 // What the callback was given, for the log line that says why CUPTI was given up.
 struct Delivered {
   std::atomic<std::uint64_t> buffers{0}, kernels{0}, copies{0}, memsets{0}, externals{0}, apis{0},
@@ -208,7 +208,7 @@ void CUPTIAPI api_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId,
   const std::uint32_t n = t_pending;
   t_pending = 0;
   if (n > 1) {
-    g_superseded.fetch_add(n, std::memory_order_relaxed);
+    g_unpaired.fetch_add(n, std::memory_order_relaxed);
     return;
   }
   if (!g_pairs.push(Pair{cb->correlationId, t_pending_seq}))
@@ -403,7 +403,7 @@ bool Service::poll(Timings& timings, Timings::Sink& sink) {
   }
   const std::uint64_t overflow = g_done_overflow.load(std::memory_order_relaxed) +
                                  g_incomplete.load(std::memory_order_relaxed) +
-                                 g_superseded.load(std::memory_order_relaxed) +
+                                 g_unpaired.load(std::memory_order_relaxed) +
                                  g_pairs_overflow.load(std::memory_order_relaxed);
   timings.count_skips(lost + overflow - overflow_counted_);
   overflow_counted_ = overflow;
