@@ -327,6 +327,7 @@ class Residency {
   void issue_evict(std::unique_lock<std::mutex>& lock, Region* r);
   void issue_free(Region* r);
   bool order_after_users(Region* r, Device::Stream s);
+  bool order_free_on_its_stream(Region* r);
   // The same inside a scope that holds the gate; *consumed: the stream marks it took.
   bool order_after_users(const CaptureGate::ForeignStreams& held, Region* r, Device::Stream s,
                          std::uint64_t* consumed);
