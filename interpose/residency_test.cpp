@@ -501,6 +501,53 @@ TEST(Residency, AFreeOfARegionOneStreamUsedIsOrderedOnThatStream) {
   EXPECT_EQ(env.res.stats().freeing, 0u);
 }
 
+// Two streams whose slots of the stream table fall in the same bucket.
+std::pair<CUstream, CUstream> bucket_mates(Env& env) {
+  std::vector<std::pair<CUstream, unsigned>> seen;
+  for (int i = 0; i < 500; ++i) {
+    CUstream s = env.dev.user_stream();
+    unsigned slot = 0;
+    env.fast.streams.bit(reinterpret_cast<std::uintptr_t>(s), false, &slot);
+    for (auto& [o, os] : seen)
+      if (os % StreamTable::kBuckets == slot % StreamTable::kBuckets) return {o, s};
+    seen.push_back({s, slot});
+  }
+  return {nullptr, nullptr};
+}
+
+// A region used on stream A, which the application destroys while A's kernel still runs (legal:
+// queued work runs on), then frees it; another live stream shares A's bucket. The free must wait
+// for A's work (through the order stream, which the destroy ordered after A), not be recorded on
+// the bucket's other stream.
+TEST(Residency, AFreeAfterItsStreamWasDestroyedWaitsForThatStreamsWork) {
+  Env env(4 * kMiB);
+  env.alloc(kMiB);  // the device is set up
+  auto [a_stream, mate] = bucket_mates(env);
+  ASSERT_NE(a_stream, nullptr);
+  env.res.stream_created(a_stream, CU_STREAM_NON_BLOCKING);
+  env.res.stream_created(mate, CU_STREAM_NON_BLOCKING);
+  CUdeviceptr a = 0;
+  bool made = false;  // a cuMemAlloc: no stream of its own
+  ASSERT_EQ(env.res.alloc_region(&a, kMiB, nullptr, false, false, &made), CUDA_SUCCESS);
+  ASSERT_TRUE(made);
+  CUstream first = env.stream;
+  env.stream = a_stream;  // Env launches on env.stream
+  ASSERT_EQ(env.launch({a}), CUDA_SUCCESS);
+  env.stream = first;
+  env.dev.hold(a_stream);  // its kernel using a still runs
+  env.res.stream_destroyed(a_stream);
+  bool handled = false;
+  ASSERT_EQ(env.res.free_allocation(a, nullptr, false, false, &handled), CUDA_SUCCESS);
+  ASSERT_TRUE(handled);
+  env.res.swapper_step();
+  env.res.swapper_step();
+  EXPECT_EQ(env.res.stats().freeing, kMiB);  // not back while A's kernel runs
+  EXPECT_EQ(env.res.stats().pooled, 0u);
+  env.dev.release_stream(a_stream);
+  env.res.drain();
+  EXPECT_EQ(env.res.stats().freeing, 0u);
+}
+
 // The free's order point is the free call: work the program enqueues on the stream afterwards
 // (the host running ahead of the device) does not hold the memory back.
 TEST(Residency, AFreeWaitsOnlyForWhatItsStreamsHadEnqueued) {

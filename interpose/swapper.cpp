@@ -419,9 +419,14 @@ bool Residency::order_after_users(const CaptureGate::ForeignStreams&, Region* r,
 // its order point is r's event recorded on that stream, one driver call where the order stream
 // takes three (a record there, a wait, a record); PyTorch frees most tensors so. Not when the
 // stream is a per-thread default stream (only its own thread can name it), when a bucket of the
-// stream table holds more than that stream, or while a capture is on. No copy of r's own is in
+// stream table holds more than that stream, or while a capture is on. Nor once a stream was
+// destroyed since r's allocation: r may have been used on it, its work is then ordered only on
+// the order and evict streams (stream_destroyed), and another stream may name its bucket. Nor for
+// a region freed while mapped for a recomputation, whose memory may be a donor's still being
+// copied out (its restore_event, which the order stream waits for). No copy of r's own is in
 // flight (the caller checked), so nothing else must be waited for. False: nothing recorded.
 bool Residency::order_free_on_its_stream(Region* r) {
+  if (r->freed_while_dropped || r->streams_destroyed_at != streams_destroyed_) return false;
   CaptureGate::ForeignStreams foreign(gate_);
   const std::uint64_t mask = r->streams.load();
   if (!foreign.ok() || mask == 0 || (mask & (mask - 1)) != 0 ||
