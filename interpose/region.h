@@ -91,15 +91,16 @@ struct Region {
   bool stale_mapping = false;
   std::uint32_t d2h_in_flight = 0;        // swap-out copies issued and not yet seen complete
   bool restore_pending = false;           // the last restore has not been seen complete
-  // Freed while mapped for a recomputation: its memory may still be a donor's being copied out
-  // (ordered by restore_event, which restore_pending does not cover).
-  bool freed_while_dropped = false;
-  std::uint64_t streams_destroyed_at = 0;  // Residency's count of destroyed streams at its alloc
   std::uint64_t restores_issued = 0;      // numbers restores, so a stale completion is recognised
   CUresult restore_error = CUDA_SUCCESS;  // why the swapper gave up restoring it (waiters read it)
   CUevent restore_event = nullptr;        // the last H2D's completion (a timing event)
   CUevent restore_start = nullptr;        // recorded just before it (the link's bandwidth)
   CUevent evict_event = nullptr;          // the last D2H's (or stream-ordered free's) completion
+  // Freed while mapped for a recomputation: its memory may still be a donor's being copied out
+  // (ordered by restore_event, which restore_pending does not cover).
+  bool freed_while_dropped = false;
+  // Residency's count of the application's destroyed streams when it was allocated.
+  std::uint64_t streams_destroyed_at = 0;
   // A planned swap-out's order point, taken when its access was enqueued (on the order stream).
   // used_pending: one was taken in this region's life; every later swap-out or drop of it waits
   // for the last one (a free on the order stream follows it there).
