@@ -133,23 +133,17 @@ def max_batch_search(fits, start, limit, resolution=1):
         return ok
 
     def search():
-        nonlocal start
-        start = max(1, min(start, limit))
-        b = start
+        b = max(1, min(start, limit))
         while run(b):
             if b >= limit:
                 return
             b = min(b * 2, limit)
-        lo = known["lo"]
-        hi = known["hi"]
-        while hi - lo > resolution:
-            mid = (lo + hi) // 2
+        # Bisects between what is known (run keeps it), from 0 if even the first trial failed.
+        while known["hi"] - known["lo"] > resolution:
+            mid = (known["lo"] + known["hi"]) // 2
             if mid < 1:
                 break
-            if run(mid):
-                lo = mid
-            else:
-                hi = mid
+            run(mid)
 
     try:
         search()
