@@ -307,7 +307,7 @@ void Residency::unmap_to_pool(Region* r) {
 // driver's stream-ordered pool keeps freed memory mapped); any other gives its handle to the pool.
 void Residency::free_to_pool(Region* r) {
   if (r->handle && !r->handle_given && !r->stale_mapping && r->va_bytes) {
-    mapped_pool_.push_back({r->base, r->va_bytes, r->mapped, r->handle});
+    mapped_pool_.push_back({r->base, r->mapped, r->handle});
     pooled_ += r->mapped;
     r->handle = 0;
     r->va_bytes = 0;  // the range stays with the pool
@@ -317,13 +317,12 @@ void Residency::free_to_pool(Region* r) {
   finish_free(r);
 }
 
-// A pooled range of this mapped size (and address-range size), taken as it is: still mapped.
-bool Residency::take_mapped_range(std::uint64_t mapped, std::uint64_t va_bytes, std::uint64_t* va,
-                                  Device::Handle* h) {
+// A pooled range of this mapped size, taken as it is: still mapped.
+bool Residency::take_mapped_range(std::uint64_t mapped, std::uint64_t* va, Device::Handle* h) {
   // The most recently freed first: its memory is the likeliest still in the device's caches.
   for (std::size_t i = mapped_pool_.size(); i-- > 0;) {
     const MappedRange& m = mapped_pool_[i];
-    if (m.mapped != mapped || m.va_bytes != va_bytes) continue;
+    if (m.mapped != mapped) continue;
     *va = m.va;
     *h = m.handle;
     pooled_ -= mapped;
@@ -346,7 +345,7 @@ bool Residency::unmap_range(std::size_t i, Device::Handle* h) {
     ++swap_errors_;
     return false;
   }
-  va_.release(m.va, m.va_bytes);
+  va_.release(m.va, m.mapped + granularity_);  // its guard granule with it
   *h = m.handle;
   return true;
 }
@@ -780,7 +779,7 @@ CUresult Residency::alloc_region(CUdeviceptr* out, std::uint64_t bytes, CUstream
   if (used() <= budget() || gate_.capturing()) {
     std::uint64_t kept = 0;
     Device::Handle kh = 0;
-    if (take_mapped_range(mapped, va_bytes, &kept, &kh)) {
+    if (take_mapped_range(mapped, &kept, &kh)) {
       Context ctx(*this);
       Region* r = new_at(kept);
       r->handle = kh;

@@ -278,8 +278,7 @@ class Residency {
   void unmap_to_pool(Region* r);
   void free_to_pool(Region* r);
   CUresult place_region(Region* r, CUdeviceptr* out, bool async, CUstream stream, bool per_thread);
-  bool take_mapped_range(std::uint64_t mapped, std::uint64_t va_bytes, std::uint64_t* va,
-                         Device::Handle* h);
+  bool take_mapped_range(std::uint64_t mapped, std::uint64_t* va, Device::Handle* h);
   bool unmap_range(std::size_t i, Device::Handle* h);
   bool flush_mapped_ranges();
   bool has_pooled(std::uint64_t bytes) const;
@@ -419,11 +418,12 @@ class Residency {
   std::uint64_t next_id_ = 1;
   bool untrackable_seen_ = false;
   std::vector<std::pair<Device::Handle, std::uint64_t>> handle_pool_;
-  // The memory of freed regions, still mapped at their address range (guard granule included):
-  // the next allocation of the same mapped size takes range and memory as they are, with no
-  // driver call. Counted in pooled_ with handle_pool_, and given back before it (unmapped first).
+  // The memory of freed regions, still mapped at their address range (mapped bytes and the guard
+  // granule after them): the next allocation of the same mapped size takes range and memory as
+  // they are, with no driver call. Counted in pooled_ with handle_pool_, and given back after it
+  // (unmapped first).
   struct MappedRange {
-    std::uint64_t va, va_bytes, mapped;
+    std::uint64_t va, mapped;
     Device::Handle handle;
   };
   std::vector<MappedRange> mapped_pool_;
