@@ -23,10 +23,9 @@
 //   FAKE_CUPTI_FORCED_ONLY      1: a flush without CUPTI_ACTIVITY_FLAG_FLUSH_FORCED delivers
 //                               nothing (as on a busy GPU, where the buffer being filled always
 //                               holds work still running)
-//   FAKE_CUPTI_RUNTIME          1: accesses are made inside runtime calls (above); 2: two
-//                               accesses in each runtime call (API_ENTER before the first,
-//                               API_EXIT after the second), whose kernel records both carry the
-//                               call's correlation id
+//   FAKE_CUPTI_RUNTIME          N > 0: accesses are made inside runtime calls (above), N in
+//                               each (API_ENTER before the first, API_EXIT after the last), whose
+//                               kernel records all carry the call's correlation id
 //   FAKE_CUPTI_DUR_FROM_ID      1: a kernel record lasts (external id % 1000 + 1) us, so a time
 //                               given to the wrong access shows
 //   FAKE_CUPTI_SUBSCRIBE_RESULT what cuptiSubscribe returns (default 0; 39: another subscriber)
@@ -195,14 +194,14 @@ FAKE_EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind kind) {
   return CUPTI_SUCCESS;
 }
 
-bool runtime_mode() {
-  static const bool on = env_u64("FAKE_CUPTI_RUNTIME", 0) != 0;
-  return on;
-}
-// Accesses per runtime call, and how many this thread's current call has made.
+// Accesses per runtime call (FAKE_CUPTI_RUNTIME: 0, none made inside one), and how many this
+// thread's current call has made.
 std::uint64_t per_runtime_call() {
-  static const std::uint64_t n = env_u64("FAKE_CUPTI_RUNTIME", 0) == 2 ? 2 : 1;
+  static const std::uint64_t n = env_u64("FAKE_CUPTI_RUNTIME", 0);
   return n;
+}
+bool runtime_mode() {
+  return per_runtime_call() != 0;
 }
 thread_local std::uint64_t t_in_call = 0;
 thread_local std::uint32_t t_call_correlation = 0;
