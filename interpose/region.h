@@ -96,11 +96,6 @@ struct Region {
   CUevent restore_event = nullptr;        // the last H2D's completion (a timing event)
   CUevent restore_start = nullptr;        // recorded just before it (the link's bandwidth)
   CUevent evict_event = nullptr;          // the last D2H's (or stream-ordered free's) completion
-  // Freed while mapped for a recomputation: its memory may still be a donor's being copied out
-  // (ordered by restore_event, which restore_pending does not cover).
-  bool freed_while_dropped = false;
-  // Residency's count of the application's destroyed streams when it was allocated.
-  std::uint64_t streams_destroyed_at = 0;
   // A planned swap-out's order point, taken when its access was enqueued (on the order stream).
   // used_pending: one was taken in this region's life; every later swap-out or drop of it waits
   // for the last one (a free on the order stream follows it there).

@@ -243,8 +243,6 @@ Region* Residency::new_region() {
   r->handle_given = r->stale_mapping = false;
   r->name[0] = '\0';
   r->restore_pending = false;
-  r->freed_while_dropped = false;
-  r->streams_destroyed_at = streams_destroyed_;
   r->used_pending = false;
   r->restore_error = CUDA_SUCCESS;
   r->recompute = nullptr;
@@ -1013,7 +1011,6 @@ bool Residency::free_region(CUdeviceptr p, CUstream stream, bool async, bool per
         break;
       }
       // Mapped for a recomputation in progress on another thread: freed as a resident region.
-      r->freed_while_dropped = true;
       transition(r, kRegionFree);
       resident_ -= r->mapped;
       freeing_ += r->mapped;
@@ -1415,7 +1412,6 @@ CUcontext Residency::stream_destroyed(CUstream stream) {
     for (const AppStream& a : nonblocking_)
       if (a.stream == stream) tracked = a.ctx;
     forget_app_stream(stream);
-    ++streams_destroyed_;  // frees of regions allocated before: not on their stream alone
   }
   if (!device_ready() || !stream) return tracked;
   auto exclusive = gate_.exclusive();  // no swapper record on this handle from here on

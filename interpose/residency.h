@@ -326,7 +326,6 @@ class Residency {
   void issue_evict(std::unique_lock<std::mutex>& lock, Region* r);
   void issue_free(Region* r);
   bool order_after_users(Region* r, Device::Stream s);
-  bool order_free_on_its_stream(Region* r);
   // The same inside a scope that holds the gate; *consumed: the stream marks it took.
   bool order_after_users(const CaptureGate::ForeignStreams& held, Region* r, Device::Stream s,
                          std::uint64_t* consumed);
@@ -449,7 +448,6 @@ class Residency {
   std::uint64_t resident_ = 0, evicting_ = 0, freeing_ = 0, pooled_ = 0, arena_bytes_ = 0;
   std::uint64_t peak_ = 0;
   std::uint64_t swapped_out_ = 0, swapped_in_ = 0, evictions_ = 0, restores_ = 0;
-  std::uint64_t streams_destroyed_ = 0;  // the application's streams destroyed so far
   std::uint64_t stalls_ = 0, stall_ns_ = 0, oom_ = 0, swap_errors_ = 0, capture_overshoot_ = 0;
   // Regions held by the captures open now (ids), and which capture period is open (+1 marks it).
   std::vector<std::uint64_t> captured_;

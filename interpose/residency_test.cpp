@@ -465,42 +465,6 @@ TEST(Residency, KeptMemoryThatCannotBeUnmappedIsLostNotReused) {
   EXPECT_NE(d, a);
 }
 
-// A region one stream alone used, freed on it: its order point is one event recorded on that
-// stream (no wait on gswap's order stream), and its memory comes back only once the stream has
-// passed the free. A region two streams used is ordered through the order stream, after both.
-TEST(Residency, AFreeOfARegionOneStreamUsedIsOrderedOnThatStream) {
-  Env env(4 * kMiB);
-  CUdeviceptr a = env.alloc(kMiB);
-  ASSERT_EQ(env.launch({a}), CUDA_SUCCESS);
-  env.dev.hold(env.stream);
-  const int records = env.dev.count("record"), waits = env.dev.count("wait");
-  ASSERT_TRUE(env.res.free_region(a, env.stream, true, false));
-  EXPECT_EQ(env.dev.count("record"), records + 1);
-  EXPECT_EQ(env.dev.count("wait"), waits);
-  env.res.swapper_step();
-  EXPECT_EQ(env.res.stats().freeing, kMiB);  // the stream has not passed the free
-  env.dev.release_stream(env.stream);
-  env.res.drain();
-  EXPECT_EQ(env.res.stats().freeing, 0u);
-  EXPECT_EQ(env.res.stats().pooled, kMiB);
-
-  CUdeviceptr b = env.alloc(kMiB);
-  ASSERT_EQ(env.launch({b}), CUDA_SUCCESS);
-  CUstream first = env.stream, other = env.dev.user_stream();
-  env.stream = other;  // Env launches on env.stream
-  ASSERT_EQ(env.launch({b}), CUDA_SUCCESS);
-  env.stream = first;
-  env.dev.hold(other);
-  const int waits2 = env.dev.count("wait");
-  ASSERT_TRUE(env.res.free_region(b, env.stream, true, false));
-  EXPECT_GE(env.dev.count("wait"), waits2 + 2);  // the order stream waits for both streams
-  env.res.swapper_step();
-  EXPECT_EQ(env.res.stats().freeing, kMiB);  // the other stream has not passed it
-  env.dev.release_stream(other);
-  env.res.drain();
-  EXPECT_EQ(env.res.stats().freeing, 0u);
-}
-
 // Two streams whose slots of the stream table fall in the same bucket.
 std::pair<CUstream, CUstream> bucket_mates(Env& env) {
   std::vector<std::pair<CUstream, unsigned>> seen;

@@ -415,38 +415,6 @@ bool Residency::order_after_users(const CaptureGate::ForeignStreams&, Region* r,
   return ok;
 }
 
-// A free of a region that one application stream alone used (and that stream, or the host, freed):
-// its order point is r's event recorded on that stream, one driver call where the order stream
-// takes three (a record there, a wait, a record); PyTorch frees most tensors so. Not when the
-// stream is a per-thread default stream (only its own thread can name it), when a bucket of the
-// stream table holds more than that stream, or while a capture is on. Nor once a stream was
-// destroyed since r's allocation: r may have been used on it, its work is then ordered only on
-// the order and evict streams (stream_destroyed), and another stream may name its bucket. Nor for
-// a region freed while mapped for a recomputation, whose memory may be a donor's still being
-// copied out (its restore_event, which the order stream waits for). No copy of r's own is in
-// flight (the caller checked), so nothing else must be waited for. False: nothing recorded.
-bool Residency::order_free_on_its_stream(Region* r) {
-  if (r->freed_while_dropped || r->streams_destroyed_at != streams_destroyed_) return false;
-  CaptureGate::ForeignStreams foreign(gate_);
-  const std::uint64_t mask = r->streams.load();
-  if (!foreign.ok() || mask == 0 || (mask & (mask - 1)) != 0 ||
-      (mask & (StreamTable::kPerThreadBit | StreamTable::kUnknownBit)))
-    return false;
-  std::uintptr_t only = 0;
-  unsigned found = 0;
-  for (unsigned slot = static_cast<unsigned>(__builtin_ctzll(mask)); slot < StreamTable::kSlots;
-       slot += StreamTable::kBuckets) {
-    std::uintptr_t stream = 0;
-    if (fast_.streams.stream_of(slot, &stream) && found++ == 0) only = stream;
-  }
-  if (found != 1) return false;
-  if ((!r->evict_event && dev_.event_create(&r->evict_event, true) != CUDA_SUCCESS) ||
-      dev_.record(r->evict_event, reinterpret_cast<CUstream>(only)) != CUDA_SUCCESS)
-    return false;  // the general path orders it (or waits for the context)
-  r->streams.store(0);
-  return true;
-}
-
 // The evict stream waits for r's users (those since its order point, when one was taken at its
 // planned access, and that point).
 bool Residency::order_swap_out(Region* r, std::uint64_t* consumed) {
@@ -622,10 +590,6 @@ void Residency::issue_free(Region* r) {
   // the order stream, which then waits for the application's streams only (and an order point
   // taken for the region's planned swap-out is earlier on it).
   const bool copies = r->d2h_in_flight > 0 || r->restore_pending;
-  if (!copies && order_free_on_its_stream(r)) {
-    evict_flight_.push_back({r, r->gen, true});
-    return;
-  }
   const Device::Stream s = copies ? evict_stream_ : order_stream_;
   if (!order_after_users(r, s) ||
       (copies && r->used_pending && dev_.wait(s, r->used_event) != CUDA_SUCCESS)) {
